@@ -1,0 +1,99 @@
+"""perf-changelog.yaml: entry model, canonical pr-link, config-key resolution, append-only history."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from typing import Annotated, Literal
+
+from pydantic import Field, RootModel
+
+from .base import Model
+from .check import duplicate_findings, validate
+from .findings import Finding, Problem
+from .yamlio import Document
+
+# The one place naming this repository; pr-links must point at its pull requests.
+DEFAULT_REPO = "disagg-recipes/disagg-recipes"
+PLACEHOLDERS = re.compile(r"(?i)\b(x{3,}|tbd|todo|placeholder|n/?a|none|pending)\b")
+NonEmpty = Annotated[str, Field(min_length=1)]
+
+
+class ChangelogEntry(Model):
+    """One perf-affecting change: which configs, what changed, which pull request."""
+
+    config_keys: list[NonEmpty] = Field(min_length=1, description="Config keys; '*' wildcards allowed.")
+    description: list[NonEmpty] = Field(min_length=1)
+    pr_link: str | None = Field(description="https://github.com/<org>/<repo>/pull/<number>")
+    scenario_type: list[Literal["fixed-seq-len", "agentic-coding"]] | None = None
+    evals_only: bool | None = None
+    all_evals: bool | None = None
+    append_only: bool | None = None
+
+
+class Changelog(RootModel[list[ChangelogEntry]]):
+    """The whole file: an append-only list of entries."""
+
+
+def pr_link_problem(link: str | None, repo: str, path: tuple) -> Problem | None:
+    """Why `link` is not https://github.com/<repo>/pull/<n>, or None when it is."""
+    canonical = f"https://github.com/{repo}/pull/"
+    fix = f"{canonical}<number>"
+    if link is None or not str(link).strip():
+        return Problem(path, "pr-link is empty", fix)
+    link = str(link)
+    if re.fullmatch(re.escape(canonical) + r"[1-9]\d*", link):
+        return None
+    if PLACEHOLDERS.search(link.rsplit("/", 1)[-1]) or PLACEHOLDERS.fullmatch(link):
+        return Problem(path, f"pr-link {link!r} is a placeholder", f"open the pull request first, then {fix}")
+    if link.startswith("http://"):
+        return Problem(path, f"pr-link {link!r} is not https", fix)
+    match = re.fullmatch(r"https://github\.com/([^/]+/[^/]+)/pull/(\d+)(/.*)?", link)
+    if match and match[1] != repo:
+        return Problem(path, f"pr-link points at {match[1]}, not this repository ({repo})", fix)
+    if match and match[3]:
+        return Problem(path, f"pr-link has a {match[3]!r} suffix", f"{canonical}{match[2]}")
+    return Problem(path, f"pr-link {link!r} is not a pull request link of {repo}", fix)
+
+
+def _unresolved_keys(entry: ChangelogEntry, config_keys: set[str], path: tuple):
+    for i, pattern in enumerate(entry.config_keys):
+        if not any(fnmatch.fnmatchcase(key, pattern) for key in config_keys):
+            kind = "pattern matches no" if any(c in pattern for c in "*?[") else "no such"
+            yield Problem(path + ("config-keys", i), f"{kind} config key {pattern!r}",
+                          "config keys are the top-level keys of configs/*-master.yaml")
+
+
+def _history_problems(old: list, new: list) -> list[Problem]:
+    """Entries of the base that were changed or removed: the file is append-only."""
+    out = []
+    for i, before in enumerate(old):
+        if i >= len(new):
+            out.append(Problem((), f"entry [{i}] of the base was removed", "the changelog is append-only"))
+            break
+        if new[i] != before:
+            out.append(Problem((i,), f"entry [{i}] was changed after it landed",
+                               "the changelog is append-only: add a new entry instead"))
+    return out
+
+
+def check_changelog(doc: Document, *, repo: str, config_keys: set[str] | None,
+                    base: list | None = None) -> list[Finding]:
+    """Every finding of the changelog. With `base` (the entries at the base ref), older entries are read
+    leniently and only appended ones get the strict checks; without it, every entry does."""
+    if not isinstance(doc.data, list):
+        return [Problem((), "the changelog is a list of entries").at(doc)]
+    findings = [p.at(doc) for p in _history_problems(base or [], doc.data)]
+    first = len(base) if base is not None else 0
+    for i in range(first, len(doc.data)):
+        findings += duplicate_findings(doc, within=(i,))
+        entry, problems = validate(doc, ChangelogEntry, doc.data[i], base=(i,))
+        findings += problems
+        if entry is None:
+            continue
+        problem = pr_link_problem(entry.pr_link, repo, (i, "pr-link"))
+        if problem:
+            findings.append(problem.at(doc))
+        if config_keys is not None:
+            findings += [p.at(doc) for p in _unresolved_keys(entry, config_keys, (i,))]
+    return findings

@@ -1,0 +1,52 @@
+"""Documents in, findings out: structural validation by the models, then the profile's rules."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ValidationError
+
+from .config import MasterEntry
+from .findings import Finding, Problem, validation_problems
+from .rules import Context, check_entry
+from .runners import Runners
+from .yamlio import Document
+
+PROFILES = ("strict", "inferencex")
+
+
+def duplicate_findings(doc: Document, within: tuple = ()) -> list[Finding]:
+    """Repeated keys (YAML keeps the last silently) under the path prefix `within`."""
+    return [
+        Finding(doc.file, d.line, d.path, f"duplicate key '{d.path[-1]}'", f"first defined on line {d.first_line}")
+        for d in doc.duplicates
+        if d.path[: len(within)] == within
+    ]
+
+
+def validate(doc: Document, model: type[BaseModel], data, base: tuple = ()):
+    """(instance or None, findings) for `data` at `base` in `doc`."""
+    try:
+        return model.model_validate(data), []
+    except ValidationError as exc:
+        return None, [p.at(doc) for p in validation_problems(exc, model, base)]
+
+
+def check_runners(doc: Document) -> tuple[Runners | None, list[Finding]]:
+    runners, findings = validate(doc, Runners, doc.data)
+    return runners, duplicate_findings(doc) + findings
+
+
+def check_master(doc: Document, runners: Runners | None, profile: str) -> tuple[dict, list[Finding]]:
+    """Valid entries by key, and every finding of the file (an invalid entry never hides another's)."""
+    findings = duplicate_findings(doc)
+    if not isinstance(doc.data, dict):
+        shape = type(doc.data).__name__ if doc.data is not None else "empty"
+        findings.append(Problem((), f"a master config is a map of config-key -> entry, got {shape}").at(doc))
+        return {}, findings
+    entries = {}
+    for key, value in doc.data.items():
+        entry, problems = validate(doc, MasterEntry, value, base=(key,))
+        findings += problems
+        if entry is not None:
+            entries[key] = entry
+            findings += [p.at(doc) for p in check_entry(Context(str(key), entry, runners), profile)]
+    return entries, findings

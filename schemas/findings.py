@@ -1,0 +1,135 @@
+"""Findings: one problem each, located by file, line and key path, printed in one format."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ValidationError
+
+from .yamlio import Document
+
+
+@dataclass(frozen=True, order=True)
+class Finding:
+    file: str
+    line: int
+    path: tuple  # key path from the document root; str keys, int list indices
+    message: str
+    hint: str = ""
+
+    def format(self) -> str:
+        where = format_path(self.path) or "<document>"
+        tail = f" ({self.hint})" if self.hint else ""
+        return f"{self.file}:{self.line}: {where}: {self.message}{tail}"
+
+
+def format_path(path: tuple) -> str:
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A finding before it knows its file and line: what rules return."""
+
+    path: tuple
+    message: str
+    hint: str = ""
+
+    def at(self, doc: Document) -> Finding:
+        return Finding(doc.file, doc.line_of(self.path), self.path, self.message, self.hint)
+
+
+def did_you_mean(word: str, choices, *, prefix: str = "did you mean") -> str:
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f"{prefix} '{close[0]}'?" if close else ""
+
+
+def one_of(choices) -> str:
+    return "one of: " + ", ".join(str(c) for c in choices)
+
+
+def validation_problems(exc: ValidationError, model: type[BaseModel], base: tuple = ()) -> list[Problem]:
+    """Turn pydantic's errors into Problems with a readable message and, where possible, a fix."""
+    out = []
+    for err in exc.errors(include_url=False):
+        loc = base + tuple(err["loc"])
+        out.append(_problem(err, loc, model))
+    return out
+
+
+def _problem(err: dict, loc: tuple, model: type[BaseModel]) -> Problem:
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        known = _known_keys_at(model, loc[:-1])
+        hint = did_you_mean(loc[-1], known) or (one_of(sorted(known)) if known else "")
+        return Problem(loc, f"unknown key '{loc[-1]}'", hint)
+    if kind == "missing":
+        return Problem(loc, f"missing required key '{loc[-1]}'")
+    msg = err["msg"]
+    if kind.startswith("value_error") or kind == "assertion_error":
+        msg = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    got = err.get("input")
+    hint = ""
+    if kind == "literal_error" and isinstance(got, str):
+        choices = err.get("ctx", {}).get("expected", "")
+        hint = did_you_mean(got, [c.strip(" '") for c in choices.replace(" or ", ",").split(",")])
+    if not isinstance(got, (dict, list)) and kind not in ("value_error",):
+        msg = f"{msg[0].lower()}{msg[1:]}, got {got!r}"
+    return Problem(loc, msg, hint)
+
+
+def _known_keys_at(model: type[BaseModel], loc: tuple) -> list[str]:
+    """Aliases accepted at `loc` (walks nested models, lists and dicts by the declared annotations)."""
+    current = model
+    for part in loc:
+        current = _step(current, part)
+        if current is None:
+            return []
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return [f.alias or name for name, f in current.model_fields.items()]
+    return []
+
+
+def _step(tp, part):
+    import typing
+
+    tp = _unwrap(tp)
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        if getattr(tp, "__pydantic_root_model__", False):
+            return _step(tp.model_fields["root"].annotation, part)
+        for name, f in tp.model_fields.items():
+            if part in (name, f.alias):
+                return f.annotation
+        return None
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (list, tuple) and args:
+        return args[0]
+    if origin is dict and len(args) == 2:
+        return args[1]
+    return None
+
+
+def _unwrap(tp):
+    """Strip Optional/Annotated down to the one concrete type (None for real unions)."""
+    import types
+    import typing
+
+    while True:
+        origin = typing.get_origin(tp)
+        if origin is typing.Annotated:
+            tp = typing.get_args(tp)[0]
+        elif origin in (typing.Union, types.UnionType):
+            rest = [a for a in typing.get_args(tp) if a is not type(None)]
+            if len(rest) != 1:
+                return None
+            tp = rest[0]
+        else:
+            return tp

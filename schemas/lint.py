@@ -1,0 +1,164 @@
+"""`make lint`: validate master configs, runners and the changelog; print every finding, one per line.
+
+Exit 0 when valid, 1 with findings, 2 on a usage error. Tracebacks only with RECIPES_DEBUG=1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .changelog import DEFAULT_REPO, check_changelog
+from .check import PROFILES, check_master, check_runners
+from .findings import Finding
+from .yamlio import Document, YamlSyntaxError, load_file, load_text
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CONFIG_GLOB = "configs/*-master.yaml"
+DEFAULT_RUNNERS = "configs/runners.yaml"
+DEFAULT_CHANGELOG = "perf-changelog.yaml"
+
+
+class UsageError(Exception):
+    """Bad arguments or missing files: exit 2."""
+
+
+@dataclass
+class Report:
+    findings: list[Finding] = field(default_factory=list)
+    entries: dict = field(default_factory=dict)  # config key -> MasterEntry, over every config checked
+    checked: list[str] = field(default_factory=list)
+
+
+def read(path: str | Path) -> Document:
+    if not Path(path).is_file():
+        raise UsageError(f"no such file: {path}")
+    return load_file(path)
+
+
+def default_configs() -> list[Path]:
+    return sorted(ROOT.glob(DEFAULT_CONFIG_GLOB))
+
+
+def lint_runners(path, report: Report):
+    try:
+        runners, findings = check_runners(read(path))
+    except YamlSyntaxError as exc:
+        runners, findings = None, [Finding(exc.file, exc.line, (), exc.message)]
+    report.findings += findings
+    report.checked.append(str(path))
+    return runners
+
+
+def lint_configs(paths, runners, profile: str, report: Report) -> None:
+    for path in paths:
+        report.checked.append(str(path))
+        try:
+            doc = read(path)
+        except YamlSyntaxError as exc:
+            report.findings.append(Finding(exc.file, exc.line, (), exc.message))
+            continue
+        entries, findings = check_master(doc, runners, profile)
+        for key in entries.keys() & report.entries.keys():
+            findings.append(Finding(str(path), doc.line_of((key,)), (key,), "config key defined in another file too"))
+        report.entries.update(entries)
+        report.findings += findings
+
+
+def base_entries(path: Path, base: str) -> list:
+    """The changelog's entries at git ref `base` ([] when the file did not exist there)."""
+    where = path.resolve().parent
+    verify = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}"],
+                            cwd=where, capture_output=True, text=True)
+    if verify.returncode != 0:
+        raise UsageError(f"BASE {base!r} is not a commit in this repository")
+    shown = subprocess.run(["git", "show", f"{base}:./{path.name}"], cwd=where, capture_output=True, text=True)
+    if shown.returncode != 0:
+        return []
+    try:
+        data = load_text(shown.stdout, f"{base}:{path.name}").data
+    except YamlSyntaxError:
+        return []  # unreadable history: every entry counts as appended
+    return data if isinstance(data, list) else []
+
+
+def lint_changelog(path, *, repo: str, config_keys, base: str | None, report: Report) -> None:
+    report.checked.append(str(path))
+    try:
+        doc = read(path)
+    except YamlSyntaxError as exc:
+        report.findings.append(Finding(exc.file, exc.line, (), exc.message))
+        return
+    history = base_entries(Path(path), base) if base else None
+    report.findings += check_changelog(doc, repo=repo, config_keys=config_keys, base=history)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="lint", description=__doc__.splitlines()[0])
+    p.add_argument("configs", nargs="*", help="master config files (default: configs/*-master.yaml)")
+    p.add_argument("--runners", help=f"runners file (default: {DEFAULT_RUNNERS})")
+    p.add_argument("--changelog", help=f"changelog file (default: {DEFAULT_CHANGELOG})")
+    p.add_argument("--profile", choices=PROFILES, default="strict")
+    p.add_argument("--base", help="git ref: only changelog entries appended since it get the strict checks")
+    p.add_argument("--repo", default=DEFAULT_REPO, help=f"org/repo pr-links must point at (default {DEFAULT_REPO})")
+    return p
+
+
+def run(args: argparse.Namespace) -> Report:
+    report = Report()
+    selected = bool(args.configs or args.runners or args.changelog)
+    check_configs = bool(args.configs) or not selected
+    runners_path = args.runners or ROOT / DEFAULT_RUNNERS
+    runners = None
+    if check_configs or args.runners:
+        runners = lint_runners(runners_path, report)
+    config_paths = [Path(c) for c in args.configs] or (default_configs() if check_configs else [])
+    lint_configs(config_paths, runners, args.profile, report)
+    if args.changelog or not selected:
+        keys = report.entries.keys() if args.configs or not selected else _keys_of(default_configs())
+        lint_changelog(args.changelog or ROOT / DEFAULT_CHANGELOG, repo=args.repo, config_keys=set(keys),
+                       base=args.base, report=report)
+    return report
+
+
+def _keys_of(paths) -> set[str]:
+    """Config keys of files that are not themselves being linted (their findings are not reported)."""
+    scratch = Report()
+    lint_configs(paths, None, "inferencex", scratch)
+    return set(scratch.entries)
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        report = run(args)
+    except UsageError as exc:
+        print(f"lint: {exc}", file=sys.stderr)
+        return 2
+    for finding in sorted(report.findings):
+        print(finding.format())
+    n = len(report.findings)
+    files = len(report.checked)
+    print(f"lint: {n} finding{'s' * (n != 1)} in {files} file{'s' * (files != 1)} ({args.profile})"
+          if n else f"lint: ok, {files} file{'s' * (files != 1)} ({args.profile})", file=sys.stderr)
+    return 1 if n else 0
+
+
+def entrypoint() -> None:
+    try:
+        code = main()
+    except Exception as exc:  # a bug, not bad input: say so in one line unless debugging
+        if os.environ.get("RECIPES_DEBUG"):
+            raise
+        print(f"lint: internal error: {type(exc).__name__}: {exc} (rerun with RECIPES_DEBUG=1 and report it)",
+              file=sys.stderr)
+        code = 3
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    entrypoint()

@@ -1,0 +1,338 @@
+"""Cross-field rules over a structurally valid entry: one named function per rule, each yielding Problems.
+
+STRUCTURAL rules are InferenceX's own and run in every profile; STRICT rules are what InferenceX misses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from . import settings as reg
+from .config import MasterEntry, SearchSpace, Worker
+from .findings import Problem, did_you_mean, one_of
+from .images import engine_version, image_problems
+from .routers import PD_PROXY, PD_PROXY_VERSION, ROUTERS
+from .runners import Hardware, Runners
+from .versions import VERSION_HINT, is_real_version
+
+KV_TRANSFERS = ("mooncake", "nixl", "mori", "moriio")
+MOONCAKE_MIN_VLLM = (0, 16)  # the bootstrap + transfer_id contract (FACTS §1)
+LAUNCH_KEYS = ("gpu-vendor", "partition", "container-runtime", "model-root", "data-plane-interface")
+
+
+@dataclass(frozen=True)
+class Context:
+    key: str
+    entry: MasterEntry
+    runners: Runners | None
+
+    @property
+    def path(self) -> tuple:
+        return (self.key,)
+
+    def hardware(self, label: str) -> Hardware | None:
+        return self.runners.hardware.get(label) if self.runners else None
+
+
+@dataclass(frozen=True)
+class Point:
+    """One search-space item with where it sits and the scenario it belongs to."""
+
+    path: tuple
+    scenario: str  # fixed-seq-len | agentic-coding
+    space: SearchSpace
+    dram_utilization: float | None
+
+
+def points(ctx: Context) -> Iterator[Point]:
+    sc = ctx.entry.scenarios
+    for name, groups in (("fixed-seq-len", sc.fixed_seq_len), ("agentic-coding", sc.agentic_coding)):
+        for gi, group in enumerate(groups or ()):
+            for si, space in enumerate(group.search_space):
+                path = ctx.path + ("scenarios", name, gi, "search-space", si)
+                yield Point(path, name, space, getattr(group, "dram_utilization", None))
+
+
+def workers(ctx: Context) -> Iterator[tuple[tuple, str, Worker, Point]]:
+    for pt in points(ctx):
+        for role in reg.ROLES:
+            worker = getattr(pt.space, role)
+            if worker is not None:
+                yield pt.path + (role,), role, worker, pt
+
+
+def parsed_settings(worker: Worker) -> dict:
+    """Known, well-formed settings of a worker as typed values (bad ones are reported by their rule)."""
+    out = {}
+    for item in worker.additional_settings:
+        try:
+            key, raw = reg.split_setting(item)
+            out[key] = reg.lookup(key).parse(raw)
+        except reg.SettingError:
+            continue
+    return out
+
+
+# ---------------------------------------------------------------- structural (every profile)
+
+def _has_a_scenario(ctx: Context):
+    sc = ctx.entry.scenarios
+    if not (sc.fixed_seq_len or sc.agentic_coding):
+        yield Problem(ctx.path + ("scenarios",), "no scenario to run", "add fixed-seq-len or agentic-coding")
+
+
+def _conc_list_xor_range(ctx: Context):
+    for pt in points(ctx):
+        sp = pt.space
+        has_list, has_start, has_end = sp.conc_list is not None, sp.conc_start is not None, sp.conc_end is not None
+        if has_list and (has_start or has_end):
+            yield Problem(pt.path, "both conc-list and conc-start/conc-end given", "use one of the two forms")
+        elif not has_list and not (has_start and has_end):
+            yield Problem(pt.path, "no concurrency given", "set conc-list, or both conc-start and conc-end")
+        elif has_start and has_end and sp.conc_start > sp.conc_end:
+            yield Problem(pt.path + ("conc-start",), f"conc-start {sp.conc_start} exceeds conc-end {sp.conc_end}",
+                          "conc-start <= conc-end")
+
+
+def _topology_matches_multinode(ctx: Context):
+    for pt in points(ctx):
+        sp = pt.space
+        if ctx.entry.multinode and (sp.prefill is None or sp.decode is None):
+            missing = " and ".join(r for r in reg.ROLES if getattr(sp, r) is None)
+            yield Problem(pt.path, f"multinode entry without {missing}", "give prefill and decode blocks")
+        if not ctx.entry.multinode and sp.tp is None:
+            yield Problem(pt.path, "single-node entry without tp", "set tp (GPUs per engine)")
+
+
+STRUCTURAL = (_has_a_scenario, _conc_list_xor_range, _topology_matches_multinode)
+
+
+# ---------------------------------------------------------------- strict (this repository's configs)
+
+def _image_public_and_pinned(ctx: Context):
+    for problem, fix in image_problems(ctx.entry.image):
+        yield Problem(ctx.path + ("image",), problem, fix)
+
+
+def _settings_known_and_typed(ctx: Context):
+    for path, role, worker, _ in workers(ctx):
+        seen: dict[str, int] = {}
+        for i, item in enumerate(worker.additional_settings):
+            where = path + ("additional-settings", i)
+            try:
+                key, raw = reg.split_setting(item)
+                setting = reg.lookup(key)
+            except reg.SettingError as exc:
+                yield Problem(where, str(exc))
+                continue
+            try:
+                setting.parse(raw)
+            except reg.SettingError as exc:
+                yield Problem(where, f"{key}: {exc}", setting.help)
+                continue
+            if role not in setting.roles:
+                yield Problem(where, f"{key} is not a {role} setting", reg.role_note(setting))
+            if key in seen:
+                yield Problem(where, f"{key} is set twice", f"first at additional-settings[{seen[key]}]")
+            seen.setdefault(key, i)
+
+
+def _shared_settings_agree(ctx: Context):
+    for pt in points(ctx):
+        if pt.space.prefill is None or pt.space.decode is None:
+            continue
+        values = {r: reg.resolve(r, parsed_settings(getattr(pt.space, r))) for r in reg.ROLES}
+        for name, setting in reg.REGISTRY.items():
+            if setting.shared and values["prefill"].get(name) != values["decode"].get(name):
+                yield Problem(pt.path, f"{name} differs between prefill ({values['prefill'][name]}) and decode "
+                                       f"({values['decode'][name]})", "both roles must use the same value")
+
+
+def _routers(ctx: Context) -> Iterator[tuple[tuple, object]]:
+    if ctx.entry.router is not None:
+        yield ctx.path + ("router",), ctx.entry.router
+    for pt in points(ctx):
+        if pt.space.router is not None:
+            yield pt.path + ("router",), pt.space.router
+
+
+def _router_known_and_versioned(ctx: Context):
+    for path, router in _routers(ctx):
+        if router.name not in ROUTERS:
+            hint = did_you_mean(router.name, ROUTERS) or one_of(ROUTERS)
+            yield Problem(path + ("name",), f"unknown router {router.name!r}", hint)
+        if router.name == PD_PROXY and router.version != PD_PROXY_VERSION:
+            yield Problem(path + ("version",), f"{PD_PROXY} is this repository's proxy, version {PD_PROXY_VERSION}",
+                          f"version: \"{PD_PROXY_VERSION}\"")
+        elif not is_real_version(router.version):
+            yield Problem(path + ("version",), f"router version {router.version!r} is not a release or commit",
+                          VERSION_HINT)
+
+
+def _router_fits_topology(ctx: Context):
+    entry_router = ctx.entry.router
+    for pt in points(ctx):
+        router = pt.space.router or entry_router
+        spec = ROUTERS.get(router.name) if router else None
+        if spec is None or not ctx.entry.multinode:
+            continue
+        for role, limit in (("prefill", spec.max_prefill), ("decode", spec.max_decode)):
+            worker = getattr(pt.space, role)
+            if limit is not None and worker is not None and worker.num_worker > limit:
+                yield Problem(pt.path + (role, "num-worker"),
+                              f"router {router.name} serves at most {limit} {role} worker(s), got {worker.num_worker}",
+                              spec.note or "use pd-proxy or vllm-router")
+        if ctx.entry.framework not in spec.frameworks:
+            yield Problem(ctx.path + ("framework",), f"router {router.name} cannot front {ctx.entry.framework}",
+                          one_of(spec.frameworks))
+        if ctx.entry.kv_p2p_transfer and ctx.entry.kv_p2p_transfer not in spec.transfers:
+            yield Problem(ctx.path + ("kv-p2p-transfer",),
+                          f"router {router.name} does not speak the {ctx.entry.kv_p2p_transfer} PD contract",
+                          one_of(spec.transfers))
+
+
+def _disagg_is_complete(ctx: Context):
+    e = ctx.entry
+    if not e.disagg:
+        return
+    if e.kv_p2p_transfer is None:
+        yield Problem(ctx.path, "disagg entry without kv-p2p-transfer", "kv-p2p-transfer: mooncake")
+    elif e.kv_p2p_transfer not in KV_TRANSFERS:
+        yield Problem(ctx.path + ("kv-p2p-transfer",), f"unknown kv-p2p-transfer {e.kv_p2p_transfer!r}",
+                      did_you_mean(e.kv_p2p_transfer, KV_TRANSFERS) or one_of(KV_TRANSFERS))
+    if e.router is None and any(pt.space.router is None for pt in points(ctx)):
+        yield Problem(ctx.path, "disagg entry without router", "router: {name: pd-proxy, version: \"0.1.0\"}")
+    if not e.multinode:
+        yield Problem(ctx.path + ("multinode",), "disagg entries run prefill and decode on separate nodes",
+                      "multinode: true")
+
+
+def _kv_offloading_consistent(ctx: Context):
+    for pt in points(ctx):
+        sp = pt.space
+        if sp.kv_offloading == "dram" and sp.kv_offload_backend is None:
+            yield Problem(pt.path, "kv-offloading: dram without kv-offload-backend",
+                          "kv-offload-backend: {name: lmcache, version: ...}")
+        if sp.kv_offload_backend is not None and sp.kv_offloading != "dram":
+            yield Problem(pt.path + ("kv-offload-backend",), "kv-offload-backend given but kv-offloading is not dram",
+                          "kv-offloading: dram, or drop the backend")
+        if sp.kv_offloading == "dram" and pt.scenario == "agentic-coding" and pt.dram_utilization is None:
+            yield Problem(pt.path[:-2], "kv-offloading: dram needs dram-utilization to size the DRAM tier",
+                          "dram-utilization: 0.8")
+
+
+def _offload_backend_versioned(ctx: Context):
+    for pt in points(ctx):
+        backend = pt.space.kv_offload_backend
+        if backend is None:
+            continue
+        where = pt.path + ("kv-offload-backend",)
+        if backend.version is None:
+            yield Problem(where, f"{backend.name} backend without a version", f"version: {VERSION_HINT}")
+        elif not is_real_version(backend.version):
+            yield Problem(where + ("version",), f"backend version {backend.version!r} is not a release or commit",
+                          VERSION_HINT)
+
+
+def _runner_exists(ctx: Context):
+    if ctx.runners is None:
+        return
+    known = set(ctx.runners.labels) | set(ctx.runners.hardware)
+    labels = [(ctx.path + ("runner",), ctx.entry.runner)]
+    labels += [(path + ("hardware",), w.hardware) for path, _, w, _ in workers(ctx) if w.hardware]
+    for path, label in labels:
+        if label not in known:
+            yield Problem(path, f"runner {label!r} is not in runners.yaml", did_you_mean(label, known))
+        elif ctx.hardware(label) is None:
+            yield Problem(path, f"runner {label!r} has no hardware entry in runners.yaml",
+                          "add hardware.<label> with gpus-per-node and available-cpu-dram-mib")
+
+
+def _runner_launchable(ctx: Context):
+    hw = ctx.hardware(ctx.entry.runner)
+    if hw is None:
+        return
+    given = hw.model_dump(by_alias=True)
+    missing = [k for k in LAUNCH_KEYS if given.get(k) is None]
+    if missing:
+        yield Problem(ctx.path + ("runner",), f"runner {ctx.entry.runner!r} lacks launch facts: {', '.join(missing)}",
+                      "add them under hardware in runners.yaml")
+
+
+def role_gpus(worker: Worker) -> int:
+    """GPUs one engine instance of this role spans."""
+    return worker.tp * (worker.pp or 1)
+
+
+def _topology_fits_runner(ctx: Context):
+    for path, role, worker, _ in workers(ctx):
+        hw = ctx.hardware(worker.hardware or ctx.entry.runner)
+        if hw is None:
+            continue
+        gpus = worker.num_worker * role_gpus(worker)
+        per_worker = role_gpus(worker)
+        if gpus % hw.gpus_per_node or (per_worker > hw.gpus_per_node and per_worker % hw.gpus_per_node):
+            yield Problem(path, f"{role}: {worker.num_worker} worker(s) x {per_worker} GPUs = {gpus} GPUs does not "
+                                f"fill whole {hw.gpus_per_node}-GPU nodes", "nodes x gpus-per-node = workers x tp x pp")
+        if worker.ep is not None and worker.ep > per_worker:
+            yield Problem(path + ("ep",), f"ep {worker.ep} exceeds the {per_worker} GPUs of one {role} worker",
+                          f"ep <= tp x pp = {per_worker}")
+        nodes_labels = ctx.runners.labels.get(worker.hardware or ctx.entry.runner) if ctx.runners else None
+        if nodes_labels is not None and gpus // hw.gpus_per_node > len(nodes_labels):
+            yield Problem(path, f"{role} needs {gpus // hw.gpus_per_node} nodes, the runner lists "
+                                f"{len(nodes_labels)}", "fewer workers or a larger runner")
+
+
+def l1_size_gb(hw: Hardware, dram_utilization: float) -> int:
+    """LMCache L1 pool per node, whole GiB: the node's DRAM share (one pool per node, not per rank)."""
+    return int(hw.available_cpu_dram_mib * dram_utilization // 1024)
+
+
+def _lmcache_l1_fits(ctx: Context):
+    for path, role, worker, pt in workers(ctx):
+        backend = pt.space.kv_offload_backend
+        hw = ctx.hardware(worker.hardware or ctx.entry.runner)
+        if role != "prefill" or backend is None or backend.name != "lmcache" or hw is None:
+            continue
+        if pt.dram_utilization is None:
+            continue  # reported by _kv_offloading_consistent
+        init = reg.resolve(role, parsed_settings(worker))["LMCACHE_L1_INIT_SIZE_GB"]
+        size = l1_size_gb(hw, pt.dram_utilization)
+        if size < init:
+            yield Problem(path, f"LMCache L1 of {size} GiB (DRAM x dram-utilization) is below its init size "
+                                f"{init} GiB", "raise dram-utilization or set LMCACHE_L1_INIT_SIZE_GB lower")
+
+
+def _mooncake_needs_vllm_016(ctx: Context):
+    e = ctx.entry
+    if e.kv_p2p_transfer != "mooncake" or not e.framework.startswith("vllm"):
+        return
+    version = engine_version(e.image)
+    if version is not None and version[:2] < MOONCAKE_MIN_VLLM:
+        found = ".".join(map(str, version))
+        yield Problem(ctx.path + ("image",), f"vLLM {found} speaks the old Mooncake PD contract (decode silently "
+                                            "recomputes)", "use vLLM >= 0.16")
+
+
+STRICT = (
+    _image_public_and_pinned,
+    _settings_known_and_typed,
+    _shared_settings_agree,
+    _router_known_and_versioned,
+    _router_fits_topology,
+    _disagg_is_complete,
+    _kv_offloading_consistent,
+    _offload_backend_versioned,
+    _runner_exists,
+    _runner_launchable,
+    _topology_fits_runner,
+    _lmcache_l1_fits,
+    _mooncake_needs_vllm_016,
+)
+
+PROFILES = {"inferencex": STRUCTURAL, "strict": STRUCTURAL + STRICT}
+
+
+def check_entry(ctx: Context, profile: str) -> list[Problem]:
+    return [p for rule in PROFILES[profile] for p in rule(ctx)]

@@ -1,0 +1,170 @@
+"""The registry of known `additional-settings` keys: type, default, allowed roles, meaning.
+
+InferenceX exports these unquoted into bash; here each value is parsed to its type, so nothing but a
+number, a choice or a safe identifier/path ever leaves the schema. Defaults live here and only here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .findings import did_you_mean, one_of
+
+ROLES = ("prefill", "decode")
+_IDENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_ABS_PATH = re.compile(r"^/[A-Za-z0-9._/+-]*$")
+_KEY = re.compile(r"^[A-Z][A-Z0-9_]*$")
+
+
+class SettingError(ValueError):
+    """A value that does not fit its setting; the message says what would."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    kind: str  # int | float | bool | choice | ident | path | derived
+    help: str
+    roles: tuple = ROLES
+    default: object = None
+    low: float | None = None  # int/float: inclusive lower bound (float: exclusive when low_open)
+    high: float | None = None
+    low_open: bool = False
+    choices: tuple = ()
+    derived_from: str = ""  # kind == derived: where the value really comes from
+    shared: bool = False  # prefill and decode must end up with the same value
+
+    def parse(self, raw: str):
+        """Typed value of `raw`, or SettingError."""
+        parser = getattr(self, f"_parse_{self.kind}")
+        return parser(raw)
+
+    def _parse_int(self, raw: str) -> int:
+        if not re.fullmatch(r"-?\d+", raw):
+            raise SettingError(f"expected an integer, got {raw!r}")
+        return self._bounded(int(raw))
+
+    def _parse_float(self, raw: str) -> float:
+        try:
+            value = float(raw)
+        except ValueError:
+            raise SettingError(f"expected a number, got {raw!r}") from None
+        return self._bounded(value)
+
+    def _parse_bool(self, raw: str) -> bool:
+        table = {"1": True, "true": True, "0": False, "false": False}
+        if raw.lower() not in table:
+            raise SettingError(f"expected 1/0 or true/false, got {raw!r}")
+        return table[raw.lower()]
+
+    def _parse_choice(self, raw: str) -> str:
+        if raw not in self.choices:
+            hint = did_you_mean(raw, self.choices) or one_of(self.choices)
+            raise SettingError(f"{raw!r} is not allowed ({hint})")
+        return raw
+
+    def _parse_ident(self, raw: str) -> str:
+        if not _IDENT.fullmatch(raw):
+            raise SettingError(f"expected a name of letters, digits, '.', '_', '-', got {raw!r}")
+        return raw
+
+    def _parse_path(self, raw: str) -> str:
+        if not _ABS_PATH.fullmatch(raw):
+            raise SettingError(f"expected an absolute path of letters, digits, '._/+-', got {raw!r}")
+        return raw
+
+    def _parse_derived(self, raw: str):
+        raise SettingError(f"is derived from {self.derived_from}; remove it")
+
+    def _bounded(self, value):
+        low_bad = self.low is not None and (value <= self.low if self.low_open else value < self.low)
+        if low_bad or (self.high is not None and value > self.high):
+            lo = "(" if self.low_open else "["
+            raise SettingError(f"{value} is out of range {lo}{self.low}, {self.high}]")
+        return value
+
+
+def _s(name, kind, help, **kw) -> Setting:
+    return Setting(name=name, kind=kind, help=help, **kw)
+
+
+_PREFILL = ("prefill",)
+_LMCACHE_ONLY_PREFILL = "LMCache runs only on prefill nodes (a decode-side lookup races the remote-prefill load)"
+
+REGISTRY: dict[str, Setting] = {
+    s.name: s
+    for s in (
+        _s("MC_PROTOCOL", "choice", "Mooncake transport (kv_connector_extra_config.mooncake_protocol).",
+           choices=("tcp", "rdma"), default="tcp", shared=True),
+        _s("MC_NUM_WORKERS", "int", "Mooncake transfer workers (kv_connector_extra_config.num_workers).",
+           low=1, high=256, default=10),
+        _s("MAX_MODEL_LEN", "int", "vLLM --max-model-len.", low=1, shared=True),
+        _s("MAX_NUM_BATCHED_TOKENS", "int", "vLLM --max-num-batched-tokens.", low=1),
+        _s("MAX_NUM_SEQS", "int", "vLLM --max-num-seqs.", low=1),
+        _s("ENABLE_PREFIX_CACHING", "bool", "vLLM prefix caching; off defeats LMCache L2 reuse.", default=True),
+        _s("GPU_MEMORY_UTILIZATION", "float", "vLLM --gpu-memory-utilization.", low=0, low_open=True, high=1,
+           default=0.9),
+        _s("WEKA_LOADER_OVERRIDE", "ident", "Trace set (AIPerf public dataset loader) for agentic runs."),
+        _s("HF_HUB_CACHE", "path", "Hugging Face cache directory inside the container."),
+        _s("DECODE_MTP_SIZE", "int", "Speculative (MTP) tokens on decode.", roles=("decode",), low=0, high=8),
+        _s("LMCACHE_L1_INIT_SIZE_GB", "int", "lmcache server --l1-init-size-gb (L1 may not be smaller).",
+           roles=_PREFILL, low=1, default=20),
+        _s("LMCACHE_L1_READ_TTL_SECONDS", "int", "lmcache server --l1-read-ttl-seconds.", roles=_PREFILL, low=1),
+        _s("LMCACHE_CHUNK_SIZE", "int", "lmcache server --chunk-size (tokens).", roles=_PREFILL, low=1,
+           default=256),
+        _s("LMCACHE_MAX_WORKERS", "int", "lmcache server --max-workers.", roles=_PREFILL, low=1, high=256),
+        _s("LMCACHE_MP_MQ_TIMEOUT", "int", "LMCacheMPConnector lmcache.mp.mq_timeout (s).", roles=_PREFILL,
+           low=1, default=300),
+        _s("LMCACHE_EVICTION_POLICY", "choice", "lmcache server --eviction-policy.", roles=_PREFILL,
+           choices=("LRU",), default="LRU"),
+        _s("LMCACHE_L1_SIZE_GB", "derived", "lmcache server --l1-size-gb.", roles=_PREFILL,
+           derived_from="the runner's available-cpu-dram-mib x the scenario's dram-utilization, per node"),
+        _s("PREFILL_NODES", "derived", "Prefill node count.",
+           derived_from="prefill num-worker x tp x pp / the runner's gpus-per-node"),
+        _s("DECODE_NODES", "derived", "Decode node count.",
+           derived_from="decode num-worker x tp x pp / the runner's gpus-per-node"),
+        _s("ROUTER_TYPE", "derived", "Router implementation.", derived_from="the entry's router.name"),
+        _s("PREFILL_KV_CONNECTOR", "derived", "Prefill KV connector.",
+           derived_from="kv-p2p-transfer and kv-offload-backend (LMCache joins via MultiConnector)"),
+        _s("DECODE_KV_CONNECTOR", "derived", "Decode KV connector.", derived_from="kv-p2p-transfer"),
+    )
+}
+
+
+@dataclass(frozen=True)
+class ParsedSetting:
+    key: str
+    value: object
+    index: int  # position in additional-settings
+
+
+def split_setting(item: object) -> tuple[str, str]:
+    """'KEY=VALUE' -> (KEY, VALUE), or SettingError saying what the shape must be."""
+    if not isinstance(item, str) or "=" not in item:
+        raise SettingError(f"expected 'KEY=VALUE', got {item!r}")
+    key, _, value = item.partition("=")
+    if not _KEY.fullmatch(key):
+        raise SettingError(f"key {key!r} must be UPPER_SNAKE_CASE")
+    return key, value
+
+
+def lookup(key: str) -> Setting:
+    """The registered setting, or SettingError with a close match."""
+    setting = REGISTRY.get(key)
+    if setting is None:
+        hint = did_you_mean(key, REGISTRY) or "see schemas/settings.py for the known settings"
+        raise SettingError(f"unknown setting {key!r} ({hint})")
+    return setting
+
+
+def resolve(role: str, parsed: dict) -> dict:
+    """Every registered setting valid for `role` with its value: given, else the default (None = unset)."""
+    return {name: parsed.get(name, s.default) for name, s in REGISTRY.items()
+            if role in s.roles and s.kind != "derived"}
+
+
+def role_note(setting: Setting) -> str:
+    if setting.name.startswith("LMCACHE_"):
+        return _LMCACHE_ONLY_PREFILL
+    return f"allowed in: {', '.join(setting.roles)}"
