@@ -14,9 +14,11 @@ LINT_ARGS = $(if $(PROFILE),--profile $(PROFILE)) $(if $(RUNNERS),--runners $(RU
 	$(if $(CHANGELOG),--changelog $(CHANGELOG)) $(if $(BASE),--base $(BASE)) $(if $(REPO),--repo $(REPO)) \
 	$(CONFIGS)
 
-.PHONY: help venv lint test schema bench-lint clean
+.PHONY: help venv lint render submit golden test schema bench-lint clean
 
 help:
+	@echo "make render [CONFIG=<key>] [OUT=out]   render launch files for every variant"
+	@echo "make submit CONFIG=<key> [VARIANT=<v>] [DRY_RUN=1]   sbatch one variant"
 	@echo "make lint       validate configs/*-master.yaml, configs/runners.yaml, perf-changelog.yaml"
 	@echo "make test       the whole test suite"
 	@echo "make schema     regenerate the JSON Schemas under schemas/json/"
@@ -31,6 +33,17 @@ venv: $(STAMP)
 
 lint: $(STAMP)
 	@$(PY) -m schemas.lint $(LINT_ARGS)
+
+render: $(STAMP)
+	@$(PY) -m recipes.render $(CONFIG) $(if $(OUT),--out $(OUT))
+
+submit: $(STAMP)
+	@$(PY) -m recipes.submit $(CONFIG) $(if $(VARIANT),--variant $(VARIANT)) $(if $(DRY_RUN),--dry-run) \
+		$(if $(OUT),--out $(OUT))
+
+# Regenerate the golden files after an intended change; review `git diff tests/golden` before committing.
+golden: $(STAMP)
+	$(PY) -m tests.recipes.golden
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -1,0 +1,131 @@
+"""The frozen Plan: everything a launch needs, decided and resolved, as plain data for the templates."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+from .words import Ref
+
+
+@dataclass(frozen=True)
+class Ports:
+    """Every port of a job, in one place. Each node has its own address, so nodes reuse them."""
+
+    vllm: int = 8000
+    mooncake_bootstrap: int = 8998
+    lmcache: int = 5555
+    lmcache_http: int = 8080
+    router: int = 30000
+    router_metrics: int = 29000
+    barrier: int = 29500
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Seconds. Real engines load ~557 GB of weights; simulated ones start at once."""
+
+    barrier: int
+    done: int  # non-leaders wait this long for rank 0 to finish the benchmark: the job's time limit
+    lmcache_ready: int
+    engine_ready: int
+    router_ready: int
+    poll_interval: int = 1
+
+
+@dataclass(frozen=True)
+class Service:
+    """A long-running process on a node: started, waited healthy, watched until teardown."""
+
+    name: str
+    argv: tuple  # of Words
+    ready_url: tuple  # a Word
+    ready_timeout: int
+    ready_expect: tuple = ()  # KEY=VALUE checks on the health JSON
+
+
+@dataclass(frozen=True)
+class Node:
+    rank: int
+    role: str  # prefill | decode
+    index: int  # position among the nodes of its role
+
+
+@dataclass(frozen=True)
+class Role:
+    """What every node of a role runs: services started in order, each healthy before the next."""
+
+    name: str
+    services: tuple  # of Service
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    concurrency: int
+    result: str  # <result-name>_conc<C>.json
+    argv: tuple  # of Words
+
+
+@dataclass(frozen=True)
+class Slurm:
+    job_name: str  # prefix; submit appends a unique run id
+    partition: str
+    account: str | None
+    time_limit: str
+    nodes: int
+
+
+@dataclass(frozen=True)
+class Container:
+    runtime: str  # docker | pyxis | none
+    image: str
+    gpu_vendor: str  # amd | nvidia | none
+    mounts: tuple  # absolute host paths mounted at the same place
+
+
+@dataclass(frozen=True)
+class Plan:
+    config_key: str
+    variant: str
+    scenario: str
+    model: str
+    framework: str
+    router_name: str
+    runner: str
+    slurm: Slurm
+    container: Container
+    ports: Ports
+    timeouts: Timeouts
+    address_source: str  # "slurm-nodeaddr" (simulated nodes share lo) | "interface:<name>"
+    node_local_addr: Ref | str | None  # where node-private services (LMCache) bind; None: there are none
+    env_exported: tuple  # (NAME, value): read by engines
+    env_shell: tuple  # (NAME, value): knobs the node script expands
+    nodes: tuple  # of Node, by rank
+    roles: tuple  # of Role
+    router: Service
+    launch: tuple  # the srun argv (Words) that starts one node script per node
+    benchmarks: tuple  # of Benchmark
+    workarounds: tuple = ()
+
+    def to_json(self) -> dict:
+        """plan.json: the typed hand-off to node-side tools; Refs appear as {"ref": VAR}."""
+        return _jsonable(asdict(self))
+
+    @property
+    def prefill_ranks(self) -> tuple:
+        return tuple(n.rank for n in self.nodes if n.role == "prefill")
+
+    @property
+    def decode_ranks(self) -> tuple:
+        return tuple(n.rank for n in self.nodes if n.role == "decode")
+
+
+def _jsonable(value):
+    if isinstance(value, Ref):
+        return {"ref": value.var}
+    if isinstance(value, dict):
+        if set(value) == {f.name for f in fields(Ref)}:
+            return {"ref": value["var"]}
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value

@@ -1,0 +1,100 @@
+"""Argv words that may hold runtime values, and the one place where anything is quoted for bash.
+
+A Word is a tuple of parts: literal strings and Refs to bash variables known only on the node (its
+address, peers' addresses) or defined once in env.sh. Literals are single-quoted, Refs expand inside
+double quotes, so no config value can ever split, glob or execute.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass
+
+_VAR = re.compile(r"^[A-Z_][A-Z0-9_]*(\[[0-9]+\])?$")
+_SENTINEL = "@@REF:{}@@"
+_BARE = re.compile(r'"@@REF:([A-Z0-9_\[\]]+)@@"')  # a whole JSON string: becomes an unquoted value
+_INLINE = re.compile(r"@@REF:([A-Z0-9_\[\]]+)@@")  # inside a JSON string: expands in place
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A bash variable, e.g. NODE_ADDR or PEER_ADDR[2]."""
+
+    var: str
+
+    def __post_init__(self):
+        if not _VAR.fullmatch(self.var):
+            raise ValueError(f"not a bash variable reference: {self.var!r}")
+
+
+Word = tuple  # (str | Ref, ...)
+
+
+def word(*parts) -> Word:
+    """Normalise parts (str, int, Ref) into a Word, merging adjacent literals."""
+    out: list = []
+    for part in parts:
+        part = part if isinstance(part, Ref) else str(part)
+        if out and isinstance(part, str) and isinstance(out[-1], str):
+            out[-1] += part
+        else:
+            out.append(part)
+    return tuple(out) or ("",)
+
+
+def argv(*items) -> tuple:
+    """An argv: each item a Word, or a plain value/Ref made into one."""
+    return tuple(item if isinstance(item, tuple) else word(item) for item in items)
+
+
+def json_word(obj) -> Word:
+    """Serialize `obj` to compact, key-sorted JSON as one Word. A Ref value becomes an unquoted runtime
+    value (a number); a Word value becomes a JSON string with its Refs expanded in place."""
+    def encode(o):
+        if isinstance(o, Ref):
+            return _SENTINEL.format(o.var)
+        if isinstance(o, tuple):  # a Word
+            return "".join(_SENTINEL.format(p.var) if isinstance(p, Ref) else p for p in o)
+        if isinstance(o, dict):
+            return {k: encode(v) for k, v in o.items()}
+        if isinstance(o, list):
+            return [encode(v) for v in o]
+        return o
+
+    text = json.dumps(encode(obj), sort_keys=True, separators=(",", ":"))
+    parts: list = []
+    for i, chunk in enumerate(_BARE.split(text)):
+        if i % 2:
+            parts.append(Ref(chunk))
+            continue
+        for j, inner in enumerate(_INLINE.split(chunk)):
+            parts.append(Ref(inner) if j % 2 else inner)
+    return word(*[p for p in parts if p != ""])
+
+
+def bash_word(w: Word) -> str:
+    """Render one Word for bash: literals single-quoted, Refs as "${VAR}"."""
+    out = []
+    for part in w:
+        if isinstance(part, Ref):
+            out.append(f'"${{{part.var}}}"')
+        elif part:
+            out.append(shlex.quote(part))
+    return "".join(out) or "''"
+
+
+def bash_argv(words, indent: int = 0) -> str:
+    """Render an argv; with indent > 0, continue on a new line before each flag so every flag sits
+    with its value (readable diffs of long vLLM command lines)."""
+    out = ""
+    for i, w in enumerate(words):
+        flag = isinstance(w[0], str) and w[0].startswith("-")
+        out += ("" if i == 0 else " \\\n" + " " * indent if indent and flag else " ") + bash_word(w)
+    return out
+
+
+def plain(w: Word) -> str:
+    """Human/JSON view of a Word: Refs shown as ${VAR}."""
+    return "".join(f"${{{p.var}}}" if isinstance(p, Ref) else p for p in w)
