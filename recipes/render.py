@@ -22,7 +22,8 @@ from .plan import Plan
 from .variants import targets
 from .words import bash_argv, bash_word, word
 
-TEMPLATES = Path(__file__).resolve().parent / "templates"
+ROOT_DIR = Path(__file__).resolve().parent.parent
+TEMPLATES = ROOT_DIR / "recipes" / "templates"
 FILES = ("job.sbatch", "server_vllm.sh", "env.sh")
 EXECUTABLE = ("job.sbatch", "server_vllm.sh")
 

@@ -1,0 +1,100 @@
+"""`make submit`: render one variant, snapshot it into a run folder, sbatch it under a unique job name.
+
+The run folder holds everything the job reads (rendered files, scripts/, proxy/), so later edits of the
+checkout never change a running or finished job. --dry-run prints the exact sbatch command instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import re
+import secrets
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from .render import ROOT_DIR, RenderError, Rendered, load, render_config, write
+
+SNAPSHOT_DIRS = ("scripts", "proxy")
+
+
+def new_run_id(now: dt.datetime | None = None) -> str:
+    """Unique per submission: a shared job name once let `scancel --name` kill someone else's job."""
+    now = now or dt.datetime.now(dt.timezone.utc)
+    return f"{now:%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+
+
+def sbatch_command(rendered: Rendered, run_dir: Path, run_id: str) -> list[str]:
+    plan = rendered.plan
+    recipe = run_dir / "recipe"
+    return ["sbatch", "--parsable", f"--job-name={plan.slurm.job_name}-{run_id}", f"--chdir={run_dir}",
+            f"--output={run_dir}/job.out", f"--export=ALL,RUN_DIR={run_dir},RECIPE_DIR={recipe}",
+            str(recipe / "job.sbatch")]
+
+
+def snapshot(rendered: Rendered, run_dir: Path) -> None:
+    recipe = run_dir / "recipe"
+    write(rendered, run_dir / "rendered")  # out/<key>/<variant>/ layout, then flattened into recipe/
+    shutil.move(str(run_dir / "rendered" / rendered.plan.config_key / rendered.plan.variant), recipe)
+    shutil.rmtree(run_dir / "rendered")
+    for name in SNAPSHOT_DIRS:
+        if (ROOT_DIR / name).is_dir():
+            shutil.copytree(ROOT_DIR / name, recipe / name, ignore=shutil.ignore_patterns("__pycache__"))
+
+
+def pick(variants: list[Rendered], wanted: str | None) -> Rendered:
+    names = [r.plan.variant for r in variants]
+    if wanted is None and len(variants) == 1:
+        return variants[0]
+    if wanted in names:
+        return variants[names.index(wanted)]
+    what = f"no variant {wanted!r}" if wanted else "several variants"
+    raise RenderError([_finding(variants[0].plan.config_key, f"{what}; choose VARIANT=one of: {', '.join(names)}")])
+
+
+def _finding(key: str, message: str):
+    from schemas.findings import Finding
+
+    return Finding("configs", 0, (key,), message)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="submit", description=__doc__.splitlines()[0])
+    p.add_argument("config")
+    p.add_argument("--variant")
+    p.add_argument("--dry-run", action="store_true", help="print the sbatch command, submit nothing")
+    p.add_argument("--out", default="out", help="runs go to <out>/runs/<key>/<variant>/<run-id>/")
+    args = p.parse_args(argv)
+    try:
+        entries, runners = load(args.config)
+        rendered = pick(render_config(args.config, entries[args.config], runners), args.variant)
+    except RenderError as exc:
+        for finding in exc.findings:
+            print(finding.format())
+        return 1
+    run_id = new_run_id()
+    run_dir = (Path(args.out) / "runs" / args.config / rendered.plan.variant / run_id).resolve()
+    cmd = sbatch_command(rendered, run_dir, run_id)
+    if args.dry_run:
+        print(shlex.join(cmd))
+        return 0
+    if shutil.which("sbatch") is None:
+        print("submit: sbatch not found: run on a SLURM login node, or `make cluster-up` for the local cluster",
+              file=sys.stderr)
+        return 1
+    snapshot(rendered, run_dir)
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        print(f"submit: sbatch failed (exit {done.returncode}): {done.stderr.strip()}", file=sys.stderr)
+        return 1
+    job_id = re.match(r"\d+", done.stdout.strip())
+    print(f"submitted job {job_id[0] if job_id else done.stdout.strip()} ({cmd[2].split('=', 1)[1]})")
+    print(f"run folder: {run_dir}\nmain output: {run_dir}/job.out\nnode logs: {run_dir}/logs/<node>/")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

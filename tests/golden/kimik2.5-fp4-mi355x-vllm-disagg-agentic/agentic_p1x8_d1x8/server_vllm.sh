@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# Rendered from config kimik2.5-fp4-mi355x-vllm-disagg-agentic, variant agentic_p1x8_d1x8; do not edit: change the config and run `make render`.
+# One per node, started by job.sbatch through srun. Rank 0 = first prefill + router + benchmark; then
+# the other prefill nodes; then decode nodes. Every step is named; any failure ends the job.
+set -Eeuo pipefail
+: "${RUN_DIR:?set by job.sbatch}"
+: "${RECIPE_DIR:?set by job.sbatch}"
+: "${LEADER_ADDR:?set by job.sbatch}"
+: "${NODE_NAMES:?set by job.sbatch}"
+RANK=${SLURM_NODEID:?run under srun}
+NODE_NAME=${SLURMD_NODENAME:-$(hostname)}
+SCRIPTS_DIR=$RECIPE_DIR/scripts
+LOG_DIR=$RUN_DIR/logs/$NODE_NAME
+STATE_DIR=$RUN_DIR/state/$NODE_NAME
+RESULTS_DIR=$RUN_DIR/results
+POLL_INTERVAL=1
+export NODE_NAME SCRIPTS_DIR LOG_DIR STATE_DIR POLL_INTERVAL
+# shellcheck source=/dev/null
+source "$RECIPE_DIR/env.sh"
+# shellcheck source=/dev/null
+source "$SCRIPTS_DIR/lib/node.sh"
+node_init
+
+case "$RANK" in
+  0) ROLE=prefill ;;
+  1) ROLE=decode ;;
+  *) fail "rank $RANK is not in the plan (2 nodes)" ;;
+esac
+
+step "resolve address"
+NODE_ADDR=$(python3 "$SCRIPTS_DIR/sync.py" addr --interface ens51np0 "$NODE_NAME")
+LOCAL_ADDR=127.0.0.1
+
+step "start barrier"
+run_cmd python3 "$SCRIPTS_DIR/sync.py" barrier --name start --rank "$RANK" --size 2 \
+  --leader "$LEADER_ADDR:29500" --timeout 600 --node "$NODE_NAME" \
+  --nodes "$NODE_NAMES" --publish-addr "$NODE_ADDR" --out "$STATE_DIR/peers.json"
+peers=$(python3 "$SCRIPTS_DIR/sync.py" peers --file "$STATE_DIR/peers.json" --field addr)
+mapfile -t PEER_ADDR <<<"$peers"
+supervise
+
+
+start_prefill() {
+  step "prefill lmcache"
+  start_service lmcache lmcache server \
+    --host "${LOCAL_ADDR}" \
+    --port "${LMCACHE_PORT}" \
+    --http-host "${LOCAL_ADDR}" \
+    --http-port "${LMCACHE_HTTP_PORT}" \
+    --l1-size-gb "${LMCACHE_L1_SIZE_GB}" \
+    --eviction-policy "${LMCACHE_EVICTION_POLICY}" \
+    --l1-init-size-gb "${LMCACHE_L1_INIT_SIZE_GB}" \
+    --chunk-size "${LMCACHE_CHUNK_SIZE}"
+  wait_http lmcache http://"${LOCAL_ADDR}":"${LMCACHE_HTTP_PORT}"/healthcheck 300
+  step "prefill vllm"
+  start_service vllm env VLLM_HOST_IP="${NODE_ADDR}" vllm serve /models/amd/Kimi-K2.5-MXFP4 \
+    --served-model-name amd/Kimi-K2.5-MXFP4 \
+    --host "${NODE_ADDR}" \
+    --port 8000 \
+    --tensor-parallel-size 8 \
+    --trust-remote-code \
+    --mm-encoder-tp-mode data \
+    --kv-cache-dtype fp8 \
+    --block-size 1 \
+    --gpu-memory-utilization 0.9 \
+    --enable-prefix-caching \
+    --max-model-len 262144 \
+    --kv-transfer-config '{"kv_connector":"MultiConnector","kv_connector_extra_config":{"connectors":[{"kv_connector":"MooncakeConnector","kv_connector_extra_config":{"mooncake_protocol":"tcp","num_workers":10},"kv_role":"kv_producer"},{"kv_connector":"LMCacheMPConnector","kv_connector_extra_config":{"lmcache.mp.host":"tcp://'"${LOCAL_ADDR}"'","lmcache.mp.mq_timeout":'"${LMCACHE_MP_MQ_TIMEOUT}"',"lmcache.mp.port":'"${LMCACHE_PORT}"'},"kv_connector_module_path":"lmcache.integration.vllm.lmcache_mp_connector","kv_role":"kv_both"}]},"kv_load_failure_policy":"recompute","kv_role":"kv_producer"}'
+  wait_http vllm http://"${NODE_ADDR}":8000/health 3600
+}
+
+start_decode() {
+  step "decode vllm"
+  start_service vllm env VLLM_HOST_IP="${NODE_ADDR}" vllm serve /models/amd/Kimi-K2.5-MXFP4 \
+    --served-model-name amd/Kimi-K2.5-MXFP4 \
+    --host "${NODE_ADDR}" \
+    --port 8000 \
+    --tensor-parallel-size 8 \
+    --trust-remote-code \
+    --mm-encoder-tp-mode data \
+    --kv-cache-dtype fp8 \
+    --block-size 1 \
+    --gpu-memory-utilization 0.9 \
+    --enable-prefix-caching \
+    --max-model-len 262144 \
+    --kv-transfer-config '{"kv_connector":"MooncakeConnector","kv_connector_extra_config":{"mooncake_protocol":"tcp","num_workers":10},"kv_load_failure_policy":"fail","kv_role":"kv_consumer"}'
+  wait_http vllm http://"${NODE_ADDR}":8000/health 3600
+}
+
+"start_$ROLE"
+
+step "ready barrier"
+run_cmd python3 "$SCRIPTS_DIR/sync.py" barrier --name ready --rank "$RANK" --size 2 \
+  --leader "$LEADER_ADDR:29500" --timeout 3600 --node "$NODE_NAME" \
+  --nodes "$NODE_NAMES"
+
+if [[ $RANK == 0 ]]; then
+  step "router"
+  start_service router python3 \
+    -m proxy \
+    --host "${NODE_ADDR}" \
+    --port 30000 \
+    --prefill http://"${PEER_ADDR[0]}":8000 8998 \
+    --decode http://"${PEER_ADDR[1]}":8000
+  wait_http router http://"${NODE_ADDR}":30000/health 300 --expect prefill.healthy=1 --expect decode.healthy=1
+
+  mkdir -p "$RESULTS_DIR"
+
+  step "benchmark conc8"
+  run_cmd aiperf profile \
+    --url http://"${NODE_ADDR}":30000 \
+    --endpoint /v1/chat/completions \
+    --endpoint-type chat \
+    --streaming \
+    --model amd/Kimi-K2.5-MXFP4 \
+    --tokenizer /models/amd/Kimi-K2.5-MXFP4 \
+    --concurrency 8 \
+    --benchmark-duration 600 \
+    --random-seed 42 \
+    --failed-request-threshold 0.10 \
+    --use-server-token-count \
+    --output-artifact-dir "${RESULTS_DIR}"/conc8 \
+    --session-header X-Session-ID \
+    --public-dataset semianalysis_cc_traces_weka_with_subagents_060826_256k
+  collect_result "$RESULTS_DIR/conc8/profile_export_aiperf.json" "$RESULTS_DIR/kimik2.5-fp4-mi355x-vllm-disagg-agentic_agentic_p1x8_d1x8_conc8.json"
+
+  step "benchmark conc16"
+  run_cmd aiperf profile \
+    --url http://"${NODE_ADDR}":30000 \
+    --endpoint /v1/chat/completions \
+    --endpoint-type chat \
+    --streaming \
+    --model amd/Kimi-K2.5-MXFP4 \
+    --tokenizer /models/amd/Kimi-K2.5-MXFP4 \
+    --concurrency 16 \
+    --benchmark-duration 600 \
+    --random-seed 42 \
+    --failed-request-threshold 0.10 \
+    --use-server-token-count \
+    --output-artifact-dir "${RESULTS_DIR}"/conc16 \
+    --session-header X-Session-ID \
+    --public-dataset semianalysis_cc_traces_weka_with_subagents_060826_256k
+  collect_result "$RESULTS_DIR/conc16/profile_export_aiperf.json" "$RESULTS_DIR/kimik2.5-fp4-mi355x-vllm-disagg-agentic_agentic_p1x8_d1x8_conc16.json"
+
+  step "benchmark conc32"
+  run_cmd aiperf profile \
+    --url http://"${NODE_ADDR}":30000 \
+    --endpoint /v1/chat/completions \
+    --endpoint-type chat \
+    --streaming \
+    --model amd/Kimi-K2.5-MXFP4 \
+    --tokenizer /models/amd/Kimi-K2.5-MXFP4 \
+    --concurrency 32 \
+    --benchmark-duration 600 \
+    --random-seed 42 \
+    --failed-request-threshold 0.10 \
+    --use-server-token-count \
+    --output-artifact-dir "${RESULTS_DIR}"/conc32 \
+    --session-header X-Session-ID \
+    --public-dataset semianalysis_cc_traces_weka_with_subagents_060826_256k
+  collect_result "$RESULTS_DIR/conc32/profile_export_aiperf.json" "$RESULTS_DIR/kimik2.5-fp4-mi355x-vllm-disagg-agentic_agentic_p1x8_d1x8_conc32.json"
+fi
+
+step "finish barrier"
+run_cmd python3 "$SCRIPTS_DIR/sync.py" barrier --name finish --rank "$RANK" --size 2 \
+  --leader "$LEADER_ADDR:29500" --timeout 14400 --node "$NODE_NAME" \
+  --nodes "$NODE_NAMES"
+step "teardown"

@@ -1,0 +1,37 @@
+"""Shared fixtures: every shipped config rendered once per session."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from recipes.render import load, render_config
+
+
+@pytest.fixture(scope="session")
+def configs():
+    return load(None)
+
+
+@pytest.fixture(scope="session")
+def rendered(configs):
+    entries, runners = configs
+    return {(r.plan.config_key, r.plan.variant): r for key in sorted(entries)
+            for r in render_config(key, entries[key], runners)}
+
+
+def substitute(text: str, values: dict) -> str:
+    """Expand the "${VAR}" parts of a rendered JSON word the way bash would, for parsing in tests."""
+    return re.sub(r"'\"\$\{([A-Z_\[\]0-9]+)\}\"'", lambda m: values[m.group(1)], text)
+
+
+def kv_config(plan, role: str, values: dict) -> dict:
+    """The --kv-transfer-config JSON of a role's vLLM command, runtime values filled in."""
+    from recipes.words import bash_word
+
+    vllm = next(s for r in plan.roles if r.name == role for s in r.services if s.name == "vllm")
+    words = [w[0] if len(w) == 1 else w for w in vllm.argv]
+    raw = bash_word(vllm.argv[words.index("--kv-transfer-config") + 1])
+    return json.loads(substitute(raw, values).strip("'"))

@@ -1,0 +1,23 @@
+"""`make golden`: rewrite tests/golden/ from the shipped configs. Review `git diff tests/golden` after."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+GOLDEN_CONFIGS = ("kimik2.5-fp4-mi355x-vllm-disagg-agentic", "local-sim-vllm-disagg-agentic")
+
+
+def main() -> None:
+    from recipes.render import load, render_config, write
+
+    entries, runners = load(None)
+    for key in GOLDEN_CONFIGS:
+        shutil.rmtree(GOLDEN / key, ignore_errors=True)
+        for r in render_config(key, entries[key], runners):
+            print(f"wrote {write(r, GOLDEN)}")
+
+
+if __name__ == "__main__":
+    main()
