@@ -9,6 +9,9 @@ from pydantic import BaseModel, ValidationError
 
 from .yamlio import Document
 
+# A finding is one line: a key or value from the file that holds a line break must not split it.
+_ONE_LINE = str.maketrans({"\n": "\\n", "\r": "\\r"})
+
 
 @dataclass(frozen=True, order=True)
 class Finding:
@@ -21,7 +24,7 @@ class Finding:
     def format(self) -> str:
         where = format_path(self.path) or "<document>"
         tail = f" ({self.hint})" if self.hint else ""
-        return f"{self.file}:{self.line}: {where}: {self.message}{tail}"
+        return f"{self.file}:{self.line}: {where}: {self.message}{tail}".translate(_ONE_LINE)
 
 
 def format_path(path: tuple) -> str:
@@ -59,8 +62,8 @@ def validation_problems(exc: ValidationError, model: type[BaseModel], base: tupl
     """Turn pydantic's errors into Problems with a readable message and, where possible, a fix."""
     out = []
     for err in exc.errors(include_url=False):
-        loc = base + tuple(err["loc"])
-        out.append(_problem(err, loc, model))
+        problem = _problem(err, tuple(err["loc"]), model)  # loc relative to `model`, for its known keys
+        out.append(Problem(base + problem.path, problem.message, problem.hint))
     return out
 
 
@@ -92,6 +95,7 @@ def _known_keys_at(model: type[BaseModel], loc: tuple) -> list[str]:
         current = _step(current, part)
         if current is None:
             return []
+    current = _unwrap(current)  # an optional block (prefill: Worker | None) still lists Worker's keys
     if isinstance(current, type) and issubclass(current, BaseModel):
         return [f.alias or name for name, f in current.model_fields.items()]
     return []

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .changelog import DEFAULT_REPO, check_changelog
 from .check import PROFILES, check_master, check_runners
-from .findings import Finding
+from .findings import Finding, format_path
 from .yamlio import Document, YamlSyntaxError, load_file, load_text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -120,8 +120,8 @@ def run(args: argparse.Namespace) -> Report:
     lint_configs(config_paths, runners, args.profile, report)
     if args.changelog or not selected:
         keys = report.entries.keys() if args.configs or not selected else _keys_of(default_configs())
-        lint_changelog(args.changelog or ROOT / DEFAULT_CHANGELOG, repo=args.repo, config_keys=set(keys),
-                       base=args.base, report=report)
+        lint_changelog(args.changelog or ROOT / DEFAULT_CHANGELOG, repo=args.repo,
+                       config_keys={str(k) for k in keys}, base=args.base, report=report)
     return report
 
 
@@ -139,7 +139,8 @@ def main(argv=None) -> int:
     except UsageError as exc:
         print(f"lint: {exc}", file=sys.stderr)
         return 2
-    for finding in sorted(report.findings):
+    # Key paths may mix str, int and None keys (YAML allows any scalar as a key): sort them as text.
+    for finding in sorted(report.findings, key=lambda f: (f.file, f.line, format_path(f.path), f.message)):
         print(finding.format())
     n = len(report.findings)
     files = len(report.checked)

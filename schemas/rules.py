@@ -335,4 +335,5 @@ PROFILES = {"inferencex": STRUCTURAL, "strict": STRUCTURAL + STRICT}
 
 
 def check_entry(ctx: Context, profile: str) -> list[Problem]:
-    return [p for rule in PROFILES[profile] for p in rule(ctx)]
+    # Entry-level rules that walk every search-space point repeat one problem per point: report it once.
+    return list(dict.fromkeys(p for rule in PROFILES[profile] for p in rule(ctx)))

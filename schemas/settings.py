@@ -15,6 +15,9 @@ ROLES = ("prefill", "decode")
 _IDENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _ABS_PATH = re.compile(r"^/[A-Za-z0-9._/+-]*$")
 _KEY = re.compile(r"^[A-Z][A-Z0-9_]*$")
+# Plain ASCII numbers only: int()/float() also take ' 8', '1_0', Arabic-Indic digits, 'nan' and 'inf'.
+_INT = re.compile(r"-?[0-9]+")
+_FLOAT = re.compile(r"-?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?")
 
 
 class SettingError(ValueError):
@@ -41,16 +44,14 @@ class Setting:
         return parser(raw)
 
     def _parse_int(self, raw: str) -> int:
-        if not re.fullmatch(r"-?\d+", raw):
+        if not _INT.fullmatch(raw):
             raise SettingError(f"expected an integer, got {raw!r}")
         return self._bounded(int(raw))
 
     def _parse_float(self, raw: str) -> float:
-        try:
-            value = float(raw)
-        except ValueError:
-            raise SettingError(f"expected a number, got {raw!r}") from None
-        return self._bounded(value)
+        if not _FLOAT.fullmatch(raw):
+            raise SettingError(f"expected a number, got {raw!r}")
+        return self._bounded(float(raw))
 
     def _parse_bool(self, raw: str) -> bool:
         table = {"1": True, "true": True, "0": False, "false": False}

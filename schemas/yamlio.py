@@ -56,17 +56,26 @@ def load_text(text: str, file: str = "<string>") -> Document:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else 1
         raise YamlSyntaxError(file, line, f"invalid YAML: {exc.problem or exc}") from None
-    except yaml.YAMLError as exc:
-        raise YamlSyntaxError(file, 1, f"invalid YAML: {exc}") from None
+    except yaml.YAMLError as exc:  # ReaderError: a character YAML forbids, located by its offset
+        line = text.count("\n", 0, getattr(exc, "position", 0) or 0) + 1
+        raise YamlSyntaxError(file, line, f"invalid YAML: {(str(exc).splitlines() or [''])[0]}") from None
     doc = Document(file=file, data=None)
     if root is not None:
-        doc.data = _Builder(doc).build(root, ())
+        try:
+            doc.data = _Builder(doc).build(root, ())
+        except RecursionError:  # an alias inside its own anchor (&a [*a]) or absurd nesting
+            raise YamlSyntaxError(file, root.start_mark.line + 1,
+                                  "invalid YAML: nested too deeply or a recursive alias") from None
         doc.lines.setdefault((), root.start_mark.line + 1)
     return doc
 
 
 def load_file(path: str | Path) -> Document:
-    return load_text(Path(path).read_text(encoding="utf-8"), file=str(path))
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise YamlSyntaxError(str(path), 1, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    return load_text(text, file=str(path))
 
 
 class _Builder:
@@ -85,13 +94,26 @@ class _Builder:
                 self.doc.lines[path + (i,)] = item.start_mark.line + 1
                 out.append(self.build(item, path + (i,)))
             return out
-        return self.scalars.construct_object(node, deep=True)
+        return self._construct(node)
+
+    def _construct(self, node):
+        """A scalar (or complex key) as its YAML type; one no constructor can read is a syntax error."""
+        try:
+            return self.scalars.construct_object(node, deep=True)
+        except Exception as exc:  # unknown tag (!foo, a bare '='), or a typed scalar that is not (!!int abc)
+            problem = (str(getattr(exc, "problem", None) or exc).splitlines() or [type(exc).__name__])[0]
+            raise YamlSyntaxError(self.doc.file, node.start_mark.line + 1,
+                                  f"invalid YAML: cannot read {node.tag} value ({problem})") from None
 
     def _mapping(self, node, path: Path_) -> dict:
-        self.scalars.flatten_mapping(node)  # resolves YAML merge keys (<<)
+        try:
+            self.scalars.flatten_mapping(node)  # resolves YAML merge keys (<<)
+        except yaml.MarkedYAMLError as exc:  # '<<' onto something that is not a mapping
+            mark = exc.problem_mark or node.start_mark
+            raise YamlSyntaxError(self.doc.file, mark.line + 1, f"invalid YAML: {exc.problem}") from None
         out: dict = {}
         for key_node, value_node in node.value:
-            key = self.scalars.construct_object(key_node, deep=True)
+            key = self._construct(key_node)
             if isinstance(key, (list, dict)):
                 key = str(key)
             line = key_node.start_mark.line + 1

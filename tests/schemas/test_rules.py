@@ -1,0 +1,447 @@
+"""Accept/reject tables for every rule in schemas/rules.py and the model constraints that matter.
+
+Each case mutates the valid agentic MI355X entry of configs/amd-master.yaml. A rejected case names the
+key path (below the config key), a fragment of the message and of the hint; the named rule must say it
+itself. An accepted case must lint without any finding at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from schemas import rules
+from schemas.config import MasterEntry
+from schemas.findings import format_path
+from schemas.runners import Runners
+from schemas.yamlio import load_text
+
+from .conftest import KEY, SS, D, P, apply, baseline, dump, expect, lint_entry, rel, runners_data, shown
+
+HEX40 = "dd72658e7db0c6a674f473f6f9f0f5c2ebe7e523"
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+AGENTIC = "scenarios.agentic-coding[0]"
+LMC = f"{SS}.kv-offload-backend"
+PS, DS = f"{P}.additional-settings", f"{D}.additional-settings"
+AMDS = "cluster:mi355x-amds"
+VERSION_HINT = "a release such as 0.1.17 or a git commit hash"
+PROXY_1P1D = {"name": "inferencex-mooncake-lmcache-proxy", "version": "0.1.0"}
+VLLM_ROUTER = {"name": "vllm-router", "version": "0.1.17"}
+SGLANG_ROUTER = {"name": "sglang-router", "version": "0.2.1"}
+PD_PROXY = {"name": "pd-proxy", "version": "0.1.0"}
+FSL = "scenarios.fixed-seq-len[0]"
+IX = {"profile": "inferencex"}
+
+
+@dataclass(frozen=True)
+class Case:
+    rule: str  # a function of schemas/rules.py, or "model" for a pydantic constraint
+    ops: tuple  # mutations of the baseline entry (conftest.apply)
+    path: str = ""
+    fragment: str = ""
+    hint: str | None = None
+    profile: str = "strict"
+    runner_ops: tuple = ()  # mutations of configs/runners.yaml
+
+
+def cases(rule: str, *rows) -> list:
+    """Rows (id, ops[, path, fragment[, hint]][, {options}]) of one rule as pytest params."""
+    out = []
+    for id, ops, *rest in rows:
+        options = rest.pop() if rest and isinstance(rest[-1], dict) else {}
+        out.append(pytest.param(Case(rule, tuple(ops), *rest, **options), id=id))
+    return out
+
+
+def s(path, value):
+    return ("set", path, value)
+
+
+def d(path):
+    return ("del", path)
+
+
+def add(settings_path, index, item):
+    """Set additional-settings[index] (appended when index is the list's length)."""
+    return s(f"{settings_path}[{index}]", item)
+
+
+# fmt: off
+REJECT = [
+    *cases("model",
+        ("unknown-key-did-you-mean", [("rename", "image", "imgae")], "imgae", "unknown key 'imgae'",
+         "did you mean 'image'?"),
+        ("renamed-key-is-missing", [("rename", "image", "imgae")], "image", "missing required key 'image'"),
+        ("unknown-nested-key", [("rename", f"{P}.num-worker", "num-workers")], f"{P}.num-workers",
+         "unknown key 'num-workers'", "did you mean 'num-worker'?"),
+        ("unknown-key-lists-known-ones", [s("zzzzzz", 1)], "zzzzzz", "unknown key 'zzzzzz'",
+         "one of: disagg"),
+        ("missing-required-key", [d("model")], "model", "missing required key 'model'"),
+        ("strict-int-not-str", [s(f"{P}.tp", "8")], f"{P}.tp", "valid integer, got '8'"),
+        ("strict-bool-not-int", [s(f"{P}.dp-attn", 1)], f"{P}.dp-attn", "valid boolean, got 1"),
+        ("strict-bool-not-str", [s("multinode", "true")], "multinode", "valid boolean, got 'true'"),
+        ("strict-str-not-int", [s("router.version", 1)], "router.version", "valid string, got 1"),
+        ("num-worker-positive", [s(f"{P}.num-worker", 0)], f"{P}.num-worker", "greater than 0, got 0"),
+        ("conc-values-positive", [s(f"{SS}.conc-list", [8, 0])], f"{SS}.conc-list[1]",
+         "greater than 0, got 0"),
+        ("conc-negative", [s(f"{SS}.conc-list", [-8])], f"{SS}.conc-list[0]", "greater than 0"),
+        ("conc-list-not-empty", [s(f"{SS}.conc-list", [])], f"{SS}.conc-list", "at least 1 item"),
+        ("conc-start-positive", [d(f"{SS}.conc-list"), s(f"{SS}.conc-start", 0), s(f"{SS}.conc-end", 4)],
+         f"{SS}.conc-start", "greater than 0"),
+        ("dram-utilization-0", [s(f"{AGENTIC}.dram-utilization", 0)], f"{AGENTIC}.dram-utilization",
+         "greater than 0"),
+        ("dram-utilization-1.5", [s(f"{AGENTIC}.dram-utilization", 1.5)], f"{AGENTIC}.dram-utilization",
+         "less than or equal to 1"),
+        ("dram-utilization-bool", [s(f"{AGENTIC}.dram-utilization", True)], f"{AGENTIC}.dram-utilization",
+         "valid number"),
+        ("spec-decoding-did-you-mean", [s(f"{SS}.spec-decoding", "mpt")], f"{SS}.spec-decoding",
+         "'none', 'mtp' or 'draft_model'", "did you mean 'mtp'?"),
+        ("kv-offloading-choice", [s(f"{SS}.kv-offloading", "disk")], f"{SS}.kv-offloading",
+         "'none' or 'dram', got 'disk'"),
+        ("settings-is-a-list", [s(PS, "MC_PROTOCOL=tcp")], PS, "valid list"),
+        ("settings-are-strings", [add(PS, 0, 5)], f"{PS}[0]", "valid string, got 5"),
+        ("router-needs-version", [s("router", {"name": "vllm-router"})], "router.version",
+         "missing required key 'version'"),
+        ("empty-image", [s("image", "")], "image", "at least 1 character"),
+        ("empty-scenario-list", [s("scenarios.fixed-seq-len", [])], "scenarios.fixed-seq-len",
+         "at least 1 item"),
+        ("block-not-a-map", [s("scenarios", "agentic")], "scenarios", "valid dictionary"),
+    ),
+    *cases("_has_a_scenario",
+        ("no-scenario", [s("scenarios", {})], "scenarios", "no scenario to run",
+         "add fixed-seq-len or agentic-coding", IX),
+    ),
+    *cases("_conc_list_xor_range",
+        ("list-and-range", [s(f"{SS}.conc-start", 1), s(f"{SS}.conc-end", 4)], SS,
+         "both conc-list and conc-start/conc-end given", "use one of the two forms", IX),
+        ("no-concurrency", [d(f"{SS}.conc-list")], SS, "no concurrency given",
+         "set conc-list, or both conc-start and conc-end"),
+        ("start-without-end", [d(f"{SS}.conc-list"), s(f"{SS}.conc-start", 4)], SS, "no concurrency given"),
+        ("start-above-end", [d(f"{SS}.conc-list"), s(f"{SS}.conc-start", 8), s(f"{SS}.conc-end", 4)],
+         f"{SS}.conc-start", "conc-start 8 exceeds conc-end 4", "conc-start <= conc-end", IX),
+    ),
+    *cases("_topology_matches_multinode",
+        ("multinode-without-decode", [d(D)], SS, "multinode entry without decode",
+         "give prefill and decode blocks", IX),
+        ("multinode-without-both", [d(P), d(D)], SS, "multinode entry without prefill and decode"),
+        ("single-node-without-tp", [s("multinode", False), s("disagg", False), d(P), d(D)], SS,
+         "single-node entry without tp", "set tp (GPUs per engine)", IX),
+    ),
+    *cases("_image_public_and_pinned",
+        ("personal-namespace", [s("image", "yukiozzz/x:1")], "image",
+         "image publisher 'yukiozzz' is a personal or unlisted namespace", "use one of vllm/, rocm/"),
+        ("personal-even-with-digest", [s("image", f"yukiozzz/x@{DIGEST}")], "image", "personal or unlisted"),
+        ("unlisted-registry", [s("image", "ghcr.io/foo/bar:v1")], "image",
+         "'ghcr.io/foo' is an unlisted registry"),
+        ("latest-tag", [s("image", "vllm/vllm-openai-rocm:latest")], "image", "image tag 'latest' floats",
+         "pin a release tag or @sha256 digest"),
+        ("no-tag", [s("image", "vllm/vllm-openai-rocm")], "image", "image has no tag (means :latest",
+         "pin a release tag or digest"),
+        ("floating-nightly", [s("image", "vllm/vllm-openai-rocm:nightly")], "image",
+         "image tag 'nightly' floats"),
+        ("tag-without-digits", [s("image", "vllm/vllm-openai-rocm:dmabuf")], "image", "tag 'dmabuf' floats"),
+        ("invalid-reference", [s("image", "Not A Valid Image")], "image",
+         "'Not A Valid Image' is not a valid image reference", "registry/org/name:tag"),
+        ("shell-in-reference", [s("image", "vllm/x:v1;rm -rf /")], "image", "is not a valid image reference"),
+    ),
+    *cases("_settings_known_and_typed",
+        ("not-key-value", [add(PS, 0, "MC_PROTOCOL")], f"{PS}[0]", "expected 'KEY=VALUE', got 'MC_PROTOCOL'"),
+        ("lowercase-key", [add(PS, 0, "mc_protocol=tcp")], f"{PS}[0]",
+         "key 'mc_protocol' must be UPPER_SNAKE_CASE"),
+        ("unknown-did-you-mean", [add(PS, 0, "MC_PROTOKOL=tcp")], f"{PS}[0]",
+         "unknown setting 'MC_PROTOKOL' (did you mean 'MC_PROTOCOL'?)"),
+        ("unknown-far-from-any", [add(DS, 2, "VLLM_PATCH_46240=1")], f"{DS}[2]",
+         "unknown setting 'VLLM_PATCH_46240' (see schemas/settings.py"),
+        ("bad-int", [add(PS, 7, "MAX_NUM_SEQS=8.5")], f"{PS}[7]",
+         "MAX_NUM_SEQS: expected an integer, got '8.5'", "vLLM --max-num-seqs."),
+        ("int-below-range", [add(PS, 7, "MC_NUM_WORKERS=0")], f"{PS}[7]",
+         "MC_NUM_WORKERS: 0 is out of range [1, 256]"),
+        ("unicode-digit-int", [add(PS, 7, "MAX_NUM_SEQS=\u0663")], f"{PS}[7]", "expected an integer"),
+        ("float-range", [add(PS, 7, "GPU_MEMORY_UTILIZATION=1.5")], f"{PS}[7]", "1.5 is out of range (0, 1]"),
+        ("float-open-bound", [add(PS, 7, "GPU_MEMORY_UTILIZATION=0")], f"{PS}[7]",
+         "0.0 is out of range (0, 1]"),
+        ("float-nan", [add(PS, 7, "GPU_MEMORY_UTILIZATION=nan")], f"{PS}[7]", "expected a number, got 'nan'"),
+        ("float-with-space", [add(PS, 7, "GPU_MEMORY_UTILIZATION= 0.9")], f"{PS}[7]", "expected a number"),
+        ("bad-bool", [add(PS, 7, "ENABLE_PREFIX_CACHING=yes")], f"{PS}[7]",
+         "expected 1/0 or true/false, got 'yes'"),
+        ("choice-did-you-mean", [add(PS, 0, "MC_PROTOCOL=rdmaa")], f"{PS}[0]",
+         "'rdmaa' is not allowed (did you mean 'rdma'?)", "Mooncake transport"),
+        ("ident-command-substitution", [add(PS, 2, "WEKA_LOADER_OVERRIDE=$(touch x)")], f"{PS}[2]",
+         "expected a name of letters, digits, '.', '_', '-', got '$(touch x)'"),
+        ("ident-backticks", [add(PS, 2, "WEKA_LOADER_OVERRIDE=`id`")], f"{PS}[2]", "expected a name"),
+        ("ident-space", [add(PS, 2, "WEKA_LOADER_OVERRIDE=a b")], f"{PS}[2]", "got 'a b'"),
+        ("ident-semicolon", [add(PS, 2, "WEKA_LOADER_OVERRIDE=a;reboot")], f"{PS}[2]", "expected a name"),
+        ("ident-empty", [add(PS, 2, "WEKA_LOADER_OVERRIDE=")], f"{PS}[2]", "expected a name"),
+        ("path-command-substitution", [add(PS, 7, "HF_HUB_CACHE=/models/$(id)")], f"{PS}[7]",
+         "expected an absolute path"),
+        ("path-space", [add(PS, 7, "HF_HUB_CACHE=/a b")], f"{PS}[7]", "expected an absolute path"),
+        ("path-relative", [add(PS, 7, "HF_HUB_CACHE=models/hub")], f"{PS}[7]", "expected an absolute path"),
+        ("derived-l1-size", [add(PS, 7, "LMCACHE_L1_SIZE_GB=1200")], f"{PS}[7]",
+         "LMCACHE_L1_SIZE_GB: is derived from the runner's available-cpu-dram-mib x the scenario's "
+         "dram-utilization, per node; remove it"),
+        ("derived-prefill-nodes", [add(PS, 7, "PREFILL_NODES=1")], f"{PS}[7]",
+         "PREFILL_NODES: is derived from prefill num-worker x tp x pp / the runner's gpus-per-node"),
+        ("derived-router-type", [add(DS, 2, "ROUTER_TYPE=mc-proxy")], f"{DS}[2]",
+         "ROUTER_TYPE: is derived from the entry's router.name; remove it"),
+        ("lmcache-on-decode", [add(DS, 2, "LMCACHE_CHUNK_SIZE=256")], f"{DS}[2]",
+         "LMCACHE_CHUNK_SIZE is not a decode setting", "LMCache runs only on prefill nodes"),
+        ("decode-only-on-prefill", [add(PS, 7, "DECODE_MTP_SIZE=2")], f"{PS}[7]",
+         "DECODE_MTP_SIZE is not a prefill setting", "allowed in: decode"),
+        ("set-twice", [add(PS, 7, "MC_PROTOCOL=tcp")], f"{PS}[7]", "MC_PROTOCOL is set twice",
+         "first at additional-settings[0]"),
+    ),
+    *cases("_shared_settings_agree",
+        ("mc-protocol", [add(PS, 0, "MC_PROTOCOL=rdma")], SS,
+         "MC_PROTOCOL differs between prefill (rdma) and decode (tcp)", "both roles must use the same value"),
+        ("mc-protocol-vs-default", [d(f"{DS}[0]"), add(PS, 0, "MC_PROTOCOL=rdma")], SS,
+         "MC_PROTOCOL differs between prefill (rdma) and decode (tcp)"),
+        ("max-model-len", [d(f"{DS}[1]")], SS,
+         "MAX_MODEL_LEN differs between prefill (262144) and decode (None)"),
+    ),
+    *cases("_router_known_and_versioned",
+        ("unknown-did-you-mean", [s("router", {"name": "vllm-routr", "version": "0.1.17"})], "router.name",
+         "unknown router 'vllm-routr'", "did you mean 'vllm-router'?"),
+        ("version-1", [s("router.version", "1"), s("router.name", "vllm-router")], "router.version",
+         "router version '1' is not a release or commit", VERSION_HINT),
+        ("version-latest", [s("router", {**VLLM_ROUTER, "version": "latest"})], "router.version",
+         "router version 'latest' is not a release or commit"),
+        ("pd-proxy-own-version", [s("router.version", "0.1.17")], "router.version",
+         "pd-proxy is this repository's proxy, version 0.1.0", 'version: "0.1.0"'),
+        ("search-space-router", [s(f"{SS}.router", {**VLLM_ROUTER, "version": "main"})],
+         f"{SS}.router.version", "router version 'main' is not a release or commit"),
+    ),
+    *cases("_router_fits_topology",
+        ("1p1d-proxy-2-prefills", [s("router", PROXY_1P1D), s(f"{P}.num-worker", 2)], f"{P}.num-worker",
+         "router inferencex-mooncake-lmcache-proxy serves at most 1 prefill worker(s), got 2",
+         "forwards to the first prefill and decode only"),
+        ("1p1d-proxy-2-decodes", [s("router", PROXY_1P1D), s(f"{D}.num-worker", 2)], f"{D}.num-worker",
+         "serves at most 1 decode worker(s), got 2"),
+        ("framework", [s("router", SGLANG_ROUTER)], "framework",
+         "router sglang-router cannot front vllm-disagg", "one of: sglang-disagg"),
+        ("transfer", [s("kv-p2p-transfer", "nixl")], "kv-p2p-transfer",
+         "router pd-proxy does not speak the nixl PD contract", "one of: mooncake"),
+    ),
+    *cases("_disagg_is_complete",
+        ("no-kv-p2p-transfer", [d("kv-p2p-transfer")], "", "disagg entry without kv-p2p-transfer",
+         "kv-p2p-transfer: mooncake"),
+        ("unknown-transfer", [s("kv-p2p-transfer", "mooncak")], "kv-p2p-transfer",
+         "unknown kv-p2p-transfer 'mooncak'", "did you mean 'mooncake'?"),
+        ("no-router", [d("router")], "", "disagg entry without router", "router: {name: pd-proxy"),
+        ("not-multinode", [s("multinode", False), s(f"{SS}.tp", 8)], "multinode",
+         "disagg entries run prefill and decode on separate nodes", "multinode: true"),
+    ),
+    *cases("_kv_offloading_consistent",
+        ("dram-without-backend", [d(LMC)], SS, "kv-offloading: dram without kv-offload-backend",
+         "kv-offload-backend: {name: lmcache"),
+        ("backend-with-none", [s(f"{SS}.kv-offloading", "none")], LMC,
+         "kv-offload-backend given but kv-offloading is not dram",
+         "kv-offloading: dram, or drop the backend"),
+        ("backend-without-offloading", [d(f"{SS}.kv-offloading")], LMC, "kv-offloading is not dram"),
+        ("dram-without-utilization", [d(f"{AGENTIC}.dram-utilization")], AGENTIC,
+         "kv-offloading: dram needs dram-utilization to size the DRAM tier", "dram-utilization: 0.8"),
+    ),
+    *cases("_offload_backend_versioned",
+        ("no-version", [d(f"{LMC}.version")], LMC, "lmcache backend without a version",
+         f"version: {VERSION_HINT}"),
+        ("bad-version", [s(f"{LMC}.version", "latest")], f"{LMC}.version",
+         "backend version 'latest' is not a release or commit", VERSION_HINT),
+    ),
+    *cases("_runner_exists",
+        ("runner-did-you-mean", [s("runner", "cluster:mi355x-amd")], "runner",
+         "runner 'cluster:mi355x-amd' is not in runners.yaml", f"did you mean '{AMDS}'?"),
+        ("worker-hardware", [s(f"{P}.hardware", "cluster:mi355x-amdz")], f"{P}.hardware",
+         "runner 'cluster:mi355x-amdz' is not in runners.yaml", f"did you mean '{AMDS}'?"),
+        ("no-hardware-entry", [s("runner", "cluster:new")], "runner",
+         "runner 'cluster:new' has no hardware entry in runners.yaml",
+         "add hardware.<label> with gpus-per-node",
+         {"runner_ops": (s("labels.cluster:new", ["n0", "n1"]),)}),
+    ),
+    *cases("_runner_launchable",
+        ("missing-launch-facts", [], "runner", f"runner '{AMDS}' lacks launch facts: partition, model-root",
+         "add them under hardware in runners.yaml",
+         {"runner_ops": (d(f"hardware.{AMDS}.partition"), d(f"hardware.{AMDS}.model-root"))}),
+    ),
+    *cases("_topology_fits_runner",
+        ("tp4-x1-on-8-gpu-nodes", [s(f"{P}.tp", 4), s(f"{P}.ep", 4)], P,
+         "prefill: 1 worker(s) x 4 GPUs = 4 GPUs does not fill whole 8-GPU nodes",
+         "nodes x gpus-per-node = workers x tp x pp"),
+        ("pp-multiplies-partial", [s(f"{D}.tp", 4), s(f"{D}.pp", 3)], D,
+         "decode: 1 worker(s) x 12 GPUs = 12 GPUs does not fill whole 8-GPU nodes"),
+        ("ep-above-worker-gpus", [s(f"{P}.ep", 16)], f"{P}.ep",
+         "ep 16 exceeds the 8 GPUs of one prefill worker", "ep <= tp x pp = 8"),
+        ("more-nodes-than-runner", [s(f"{P}.num-worker", 10)], P,
+         "prefill needs 10 nodes, the runner lists 9", "fewer workers or a larger runner"),
+        ("pp-multiplies-nodes", [s(f"{D}.pp", 2), s(f"{D}.num-worker", 5)], D,
+         "decode needs 10 nodes, the runner lists 9"),
+    ),
+    *cases("_lmcache_l1_fits",
+        ("below-init-size", [add(PS, 7, "LMCACHE_L1_INIT_SIZE_GB=3000")], P,
+         "LMCache L1 of 2418 GiB (DRAM x dram-utilization) is below its init size 3000 GiB",
+         "raise dram-utilization or set LMCACHE_L1_INIT_SIZE_GB lower"),
+        ("small-share-vs-default-init", [s(f"{AGENTIC}.dram-utilization", 0.005)], P,
+         "LMCache L1 of 15 GiB (DRAM x dram-utilization) is below its init size 20 GiB"),
+        ("small-runner", [s("runner", "local")], P, "LMCache L1 of 3 GiB (DRAM x dram-utilization) is below"),
+    ),
+    *cases("_mooncake_needs_vllm_016",
+        ("vllm-0.15.1", [s("image", "vllm/vllm-openai-rocm:v0.15.1")], "image",
+         "vLLM 0.15.1 speaks the old Mooncake PD contract", "use vLLM >= 0.16"),
+        ("vllm-0.9-rocm-suffix", [s("image", "vllm/vllm-openai-rocm:0.9.2-rocm")], "image",
+         "vLLM 0.9.2 speaks the old Mooncake PD contract"),
+    ),
+]
+
+ACCEPT = [
+    *cases("model",
+        ("dram-utilization-1.0", [s(f"{AGENTIC}.dram-utilization", 1.0)]),
+        ("dram-utilization-int-1", [s(f"{AGENTIC}.dram-utilization", 1)]),
+        ("optional-keys-absent", [d(f"{P}.ep"), d(f"{P}.dp-attn"), d(f"{D}.ep"), d(f"{D}.dp-attn")]),
+        ("spec-decoding-mtp", [s(f"{SS}.spec-decoding", "mtp")]),
+    ),
+    *cases("_has_a_scenario",
+        ("fixed-seq-len-only", [s(f"{SS}.kv-offloading", "none"), d(LMC),
+                                ("rename", "scenarios.agentic-coding", "fixed-seq-len"),
+                                d(f"{FSL}.dram-utilization"), s(f"{FSL}.isl", 8192), s(f"{FSL}.osl", 1024)]),
+    ),
+    *cases("_conc_list_xor_range",
+        ("range", [d(f"{SS}.conc-list"), s(f"{SS}.conc-start", 4), s(f"{SS}.conc-end", 32)]),
+        ("start-equals-end", [d(f"{SS}.conc-list"), s(f"{SS}.conc-start", 8), s(f"{SS}.conc-end", 8)]),
+    ),
+    *cases("_topology_matches_multinode",
+        ("single-node-with-tp", [s("multinode", False), s("disagg", False), d(P), d(D), s(f"{SS}.tp", 8)]),
+    ),
+    *cases("_image_public_and_pinned",
+        ("digest", [s("image", f"vllm/vllm-openai-rocm@{DIGEST}")]),
+        ("nightly-with-commit", [s("image", f"vllm/vllm-openai-rocm:nightly-{HEX40}")]),
+        ("explicit-docker-io", [s("image", "docker.io/vllm/vllm-openai-rocm:v0.33.0")]),
+        ("rocm-org-dated", [s("image", "rocm/vllm-dev:nightly_main_20260801")]),
+        ("personal-under-inferencex", [s("image", "yukiozzz/x:dmabuf")], IX),
+    ),
+    *cases("_settings_known_and_typed",
+        ("typed-values", [add(PS, 7, "GPU_MEMORY_UTILIZATION=0.9"), add(PS, 8, "ENABLE_PREFIX_CACHING=true"),
+                          add(PS, 9, "MC_NUM_WORKERS=10"), add(PS, 10, "HF_HUB_CACHE=/models/.cache/hub"),
+                          add(PS, 11, "LMCACHE_EVICTION_POLICY=LRU"), add(DS, 2, "DECODE_MTP_SIZE=2"),
+                          add(DS, 3, "MAX_NUM_BATCHED_TOKENS=8192")]),
+        ("float-forms", [add(PS, 7, "GPU_MEMORY_UTILIZATION=1"), add(DS, 2, "GPU_MEMORY_UTILIZATION=.85")]),
+        ("unknown-under-inferencex", [add(PS, 7, "VLLM_PATCH_46240=1")], IX),
+        ("no-settings", [d(PS), d(DS)]),
+    ),
+    *cases("_shared_settings_agree",
+        ("both-rdma", [add(PS, 0, "MC_PROTOCOL=rdma"), add(DS, 0, "MC_PROTOCOL=rdma")]),
+        ("explicit-equals-default", [d(f"{DS}[0]")]),
+    ),
+    *cases("_router_known_and_versioned",
+        ("release", [s("router", VLLM_ROUTER)]),
+        ("commit", [s("router", {**VLLM_ROUTER, "version": HEX40})]),
+        ("short-commit", [s("router", {**VLLM_ROUTER, "version": HEX40[:7]})]),
+        ("anything-under-inferencex", [s("router", {"name": "x", "version": "1"})], IX),
+    ),
+    *cases("_router_fits_topology",
+        ("1p1d-proxy-1p1d", [s("router", PROXY_1P1D)]),
+        ("vllm-router-nixl", [s("router", VLLM_ROUTER), s("kv-p2p-transfer", "nixl")]),
+        ("pd-proxy-xpyd", [s(f"{P}.num-worker", 2), s(f"{D}.num-worker", 3)]),
+    ),
+    *cases("_disagg_is_complete",
+        ("router-per-search-space", [d("router"), s(f"{SS}.router", PD_PROXY)]),
+        ("sglang-mori", [s("framework", "sglang-disagg"), s("image", "lmsysorg/sglang:v0.5.9-rocm700-mi35x"),
+                         s("router", SGLANG_ROUTER), s("kv-p2p-transfer", "mori")]),
+    ),
+    *cases("_kv_offloading_consistent",
+        ("no-offloading", [s(f"{SS}.kv-offloading", "none"), d(LMC)]),
+        ("offloading-absent", [d(f"{SS}.kv-offloading"), d(LMC)]),
+    ),
+    *cases("_offload_backend_versioned",
+        ("release", [s(f"{LMC}.version", "0.5.6")]),
+        ("post-release", [s(LMC, {"name": "mooncake", "version": "0.3.11.post1"})]),
+        ("commit", [s(f"{LMC}.version", HEX40)]),
+    ),
+    *cases("_runner_exists",
+        ("worker-hardware-known", [s(f"{P}.hardware", AMDS)]),
+        ("unchecked-under-inferencex", [s("runner", "cluster:nowhere")], IX),
+    ),
+    *cases("_runner_launchable",
+        ("optional-facts-absent", [], {"runner_ops": (d(f"hardware.{AMDS}.nic-devices"),
+                                                      d(f"hardware.{AMDS}.time-limit"))}),
+    ),
+    *cases("_topology_fits_runner",
+        ("2x-tp4-fill-a-node", [s(f"{P}.tp", 4), s(f"{P}.num-worker", 2), s(f"{P}.ep", 4)]),
+        ("pp-multiplies-whole", [s(f"{P}.tp", 4), s(f"{P}.pp", 2)]),
+        ("worker-spans-2-nodes", [s(f"{D}.pp", 2)]),
+        ("ep-equals-worker-gpus", [s(f"{P}.ep", 8)]),
+        ("9-nodes-in-all", [s(f"{P}.num-worker", 5), s(f"{D}.num-worker", 4)]),
+    ),
+    *cases("_lmcache_l1_fits",
+        ("equals-init-size", [add(PS, 7, "LMCACHE_L1_INIT_SIZE_GB=2418")]),
+        ("small-share-above-init", [s(f"{AGENTIC}.dram-utilization", 0.01)]),
+        ("small-runner-small-init", [s("runner", "local"), add(PS, 7, "LMCACHE_L1_INIT_SIZE_GB=3")]),
+    ),
+    *cases("_mooncake_needs_vllm_016",
+        ("vllm-0.16", [s("image", "vllm/vllm-openai-rocm:v0.16.0")]),
+        ("vllm-0.15.1-nixl", [s("image", "vllm/vllm-openai-rocm:v0.15.1"), s("router", VLLM_ROUTER),
+                              s("kv-p2p-transfer", "nixl")]),
+    ),
+]
+# fmt: on
+
+# The runner facts the arithmetic above relies on (configs/runners.yaml holds these today).
+PINNED = (
+    s(f"labels.{AMDS}", [f"mi355x-amds_0{i}" for i in range(9)]),
+    s(f"hardware.{AMDS}.gpus-per-node", 8),
+    s(f"hardware.{AMDS}.available-cpu-dram-mib", 3_095_781),
+    s("hardware.local.gpus-per-node", 8),
+    s("hardware.local.available-cpu-dram-mib", 4096),
+)
+
+
+def _build(case: Case) -> tuple[dict, dict]:
+    return apply(baseline(), case.ops), apply(runners_data(), PINNED + case.runner_ops)
+
+
+def test_baseline_is_valid_in_both_profiles():
+    for profile in ("strict", "inferencex"):
+        assert lint_entry(baseline(), profile=profile) == [], profile
+
+
+@pytest.mark.parametrize("case", REJECT)
+def test_reject(case: Case):
+    entry, runners = _build(case)
+    expect(lint_entry(entry, profile=case.profile, runners=runners), case.path, case.fragment, case.hint)
+    if case.rule != "model":  # the named rule says it itself (not some other rule with similar words)
+        validated = MasterEntry.model_validate(load_text(dump(entry)).data)
+        ctx = rules.Context(KEY, validated, Runners.model_validate(runners))
+        own = [format_path(p.path[1:]) for p in getattr(rules, case.rule)(ctx) if case.fragment in p.message]
+        assert own == [case.path]
+
+
+@pytest.mark.parametrize("case", ACCEPT)
+def test_accept(case: Case):
+    entry, runners = _build(case)
+    findings = lint_entry(entry, profile=case.profile, runners=runners)
+    assert findings == [], shown(findings)
+
+
+@pytest.mark.parametrize("table", [REJECT, ACCEPT], ids=["reject", "accept"])
+def test_every_rule_has_cases(table):
+    named = {rule.__name__ for rule in rules.STRUCTURAL + rules.STRICT}
+    covered = {param.values[0].rule for param in table}
+    assert covered == named | {"model"}
+
+
+def test_profiles_are_structural_and_strict():
+    assert rules.PROFILES["inferencex"] == rules.STRUCTURAL
+    assert rules.PROFILES["strict"] == rules.STRUCTURAL + rules.STRICT
+
+
+def test_problem_repeated_across_points_is_reported_once():
+    entry = baseline()
+    space = entry["scenarios"]["agentic-coding"][0]["search-space"]
+    space.append(dict(space[0], **{"conc-list": [64]}))
+    entry["framework"] = "sglang-disagg"
+    findings = [f for f in lint_entry(entry) if rel(f) == "framework"]
+    assert len(findings) == 1, shown(findings)
+
+
+def test_a_model_error_hides_rule_findings_of_its_entry_only():
+    """Rules need a valid entry: a type error stops them for its entry (test_cli: other entries go on)."""
+    broken = apply(baseline(), [s("image", "yukiozzz/x:1"), s(f"{P}.tp", "8")])
+    assert [rel(f) for f in lint_entry(broken)] == [f"{P}.tp"]
