@@ -1,0 +1,128 @@
+# shellcheck shell=bash
+# shellcheck source-path=SCRIPTDIR
+# Fail-fast node runtime (source me): traps, steps, services, supervision and teardown.
+#
+# The node script runs under `set -Eeuo pipefail`, sets NODE_NAME, LOG_DIR, STATE_DIR and
+# SCRIPTS_DIR (optional: POLL_INTERVAL=1, GRACE_S=15, FAIL_GRACE_S=2, LOG_TAIL_LINES=20, PYTHON=python3),
+# sources this file and calls node_init. Then:
+#   step NAME                              names what follows in every message
+#   start_service NAME CMD [ARGS...]       own session; log $LOG_DIR/NAME.log; pid $STATE_DIR/NAME.pid
+#   service_pid NAME
+#   wait_http NAME URL TIMEOUT [--expect K=V ...]        fails at once if NAME exits meanwhile
+#   barrier NAME RANK SIZE HOST:PORT TIMEOUT [--nodes A,B] [--publish JSON] [--out FILE] [--bind ADDR]
+#   run_cmd CMD [ARGS...]                  a program in the foreground, interruptible by the watcher
+#   supervise                              from now on ANY exit of a service is fatal
+#   fail MESSAGE
+# Exit code: the first failure's — a failed command's status, a service's exit code (1 if it exited
+# 0), 4 for a readiness timeout, sync.py's code for a barrier, 128+N on signal N; 0 for a clean run.
+# The EXIT trap always tears down every service (TERM, grace, KILL) and the foreground command.
+
+_NODE_LIB=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
+
+source "$_NODE_LIB/report.sh"
+source "$_NODE_LIB/service.sh"
+source "$_NODE_LIB/sync.sh"
+source "$_NODE_LIB/supervise.sh"
+source "$_NODE_LIB/teardown.sh"
+
+_NODE_STEP=init
+_NODE_RC=
+_NODE_MAIN_PID=
+_NODE_WATCHER_PID=
+_NODE_FG_PID=
+_NODE_RETURNED=
+
+node_init() {
+  _NODE_MAIN_PID=$BASHPID
+  trap '_node_on_err "$?" "$LINENO" "$BASH_COMMAND"' ERR
+  trap '_node_on_signal TERM' TERM
+  trap '_node_on_signal INT' INT
+  trap '_node_on_exit "$?"' EXIT
+  _node_check_config
+  mkdir -p -- "$LOG_DIR" "$STATE_DIR"
+  # State of an earlier run in the same directory must not look like ours.
+  rm -f -- "$STATE_DIR/services" "$STATE_DIR/failure" "$STATE_DIR/failure.code"
+  printf '%s\n' "$_NODE_STEP" > "$STATE_DIR/step"
+}
+
+step() {
+  _NODE_STEP=$1
+  # The watcher is a separate process: it reads the current step from this file.
+  printf '%s\n' "$1" > "$STATE_DIR/step.tmp"
+  mv -f -- "$STATE_DIR/step.tmp" "$STATE_DIR/step"
+  _node_info "step: $1"
+  _node_check_watcher
+}
+
+fail() {
+  _node_failing
+  _node_say "$*"
+  _node_exit 1
+}
+
+_node_check_config() {
+  local var
+  for var in NODE_NAME LOG_DIR STATE_DIR SCRIPTS_DIR; do
+    [[ -n ${!var:-} ]] || fail "node_init: $var is not set"
+  done
+  [[ -f $SCRIPTS_DIR/sync.py ]] || fail "node_init: $SCRIPTS_DIR/sync.py not found"
+  for var in POLL_INTERVAL GRACE_S FAIL_GRACE_S; do
+    if [[ -n ${!var:-} && ! ${!var} =~ ^[0-9]+(\.[0-9]+)?$ ]]; then
+      fail "node_init: $var must be a number of seconds (got '${!var}')"
+    fi
+  done
+  if [[ -n ${LOG_TAIL_LINES:-} && ! $LOG_TAIL_LINES =~ ^[1-9][0-9]*$ ]]; then
+    fail "node_init: LOG_TAIL_LINES must be a positive integer (got '$LOG_TAIL_LINES')"
+  fi
+}
+
+_node_info() {
+  printf '[%(%H:%M:%S)T] %s %s\n' -1 "${NODE_NAME:-?}" "$1"
+}
+
+_node_say() {
+  printf 'FAILED %s on %s: %s\n' "$_NODE_STEP" "${NODE_NAME:-?}" "$1" >&2
+}
+
+# One failure report is enough: once failing, a late TERM from the watcher is ignored.
+_node_failing() {
+  trap '' TERM INT
+}
+
+_node_exit() {
+  : "${_NODE_RC:=$1}"
+  exit "$1"
+}
+
+_node_on_err() {
+  local code=$1 line=$2 command=$3
+  if [[ $BASHPID != "$_NODE_MAIN_PID" ]]; then
+    exit "$code"  # a subshell: its parent sees the status and reports it
+  fi
+  _node_failing
+  if [[ $command == "return \"\$run_cmd_rc\"" ]]; then  # run_cmd's own return: see run_cmd
+    command=$_NODE_RETURNED
+  fi
+  _node_say "command '$command' exited (code $code) at line $line"
+  _node_exit "$code"
+}
+
+_node_on_signal() {
+  _node_failing
+  local report="${STATE_DIR:-}/failure"
+  if [[ -s $report ]]; then
+    cat -- "$report" >&2
+    _node_exit "$(< "$report.code")"
+  fi
+  _node_say "received SIG$1"
+  _node_exit $((128 + $(kill -l "$1")))
+}
+
+_node_on_exit() {
+  _node_failing
+  trap - ERR
+  set +e  # teardown checks every status itself and must run to the end
+  : "${_NODE_RC:=$1}"
+  _node_teardown
+  exit "$_NODE_RC"
+}

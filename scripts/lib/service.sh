@@ -1,0 +1,131 @@
+# shellcheck shell=bash
+# Services and foreground commands: each runs in its own session, so that teardown can kill the
+# whole process tree by group, and is waited for with `wait` so that a TERM is handled at once.
+
+# start_service NAME CMD [ARGS...] — argv is passed through untouched (no eval, no re-splitting).
+start_service() {
+  (($# >= 2)) || fail "usage: start_service NAME CMD [ARGS...]"
+  local name=$1 pid
+  shift
+  _node_check_new_service "$name"
+  local log="$LOG_DIR/$name.log" rc_file="$STATE_DIR/$name.rc"
+  rm -f -- "$rc_file"
+  # No job control here, so the background child is no group leader and setsid(1) execs in place:
+  # $! is the wrapper, the session leader and the process group id.
+  setsid bash "$_NODE_LIB/run-service.sh" "$name" "$rc_file" "$@" > "$log" 2>&1 < /dev/null &
+  pid=$!
+  printf '%s\n' "$pid" > "$STATE_DIR/$name.pid"
+  printf '%s\n' "$name" >> "$STATE_DIR/services"  # after the pid file: the watcher reads both
+  _node_info "started $name (pid $pid, log $log)"
+}
+
+service_pid() {
+  local name
+  _node_services
+  for name in "${_NODE_NAMES[@]}"; do
+    if [[ $name == "${1:-}" ]]; then
+      printf '%s\n' "$(< "$STATE_DIR/$name.pid")"
+      return 0
+    fi
+  done
+  printf 'service_pid: no service %s was started\n' "${1:-''}" >&2  # a stale pid file is not enough
+  return 1
+}
+
+# run_cmd CMD [ARGS...] — in the background and waited for, so a TERM interrupts it at once.
+run_cmd() {
+  (($# >= 1)) || fail "usage: run_cmd CMD [ARGS...]"
+  # A function cannot run in a session of its own, which is what makes it killable as a tree.
+  if declare -F -- "$1" > /dev/null; then
+    fail "run_cmd: '$1' is a shell function; run_cmd runs programs"
+  fi
+  _node_check_watcher
+  local run_cmd_rc=0
+  _node_fg '' "$@" || run_cmd_rc=$?
+  # The ERR trap fires after this returns and sees only the return statement: keep the command.
+  if ((run_cmd_rc != 0)); then
+    _NODE_RETURNED=$(_node_quote "$@")
+  fi
+  return "$run_cmd_rc"
+}
+
+# _node_fg ERR_FILE CMD [ARGS...] — CMD in a session of its own, waited for; stderr to ERR_FILE unless
+# empty. Only the child's stderr is redirected: a trap that runs meanwhile must still reach ours.
+_node_fg() {
+  local err_file=$1 rc=0
+  shift
+  if [[ -n $err_file ]]; then
+    setsid "$@" 2> "$err_file" &
+  else
+    setsid "$@" &
+  fi
+  _NODE_FG_PID=$!
+  wait "$_NODE_FG_PID" || rc=$?
+  _NODE_FG_PID=
+  return "$rc"
+}
+
+# Shell-like rendering of an argv for messages: words that need it are quoted.
+_node_quote() {
+  local word out=()
+  for word in "$@"; do
+    if [[ $word =~ ^[A-Za-z0-9_./:=,@%+-]+$ ]]; then
+      out+=("$word")
+    else
+      out+=("${word@Q}")
+    fi
+  done
+  printf '%s\n' "${out[*]}"
+}
+
+_node_services() {
+  _NODE_NAMES=()
+  if [[ -s $STATE_DIR/services ]]; then
+    mapfile -t _NODE_NAMES < "$STATE_DIR/services"
+  fi
+}
+
+_node_check_new_service() {
+  local name
+  [[ $1 =~ ^[A-Za-z0-9][A-Za-z0-9_.-]*$ ]] || fail "start_service: bad service name '$1' (letters, digits, _ . -)"
+  _node_services
+  for name in "${_NODE_NAMES[@]}"; do
+    [[ $name != "$1" ]] || fail "start_service: service '$1' is already started"
+  done
+}
+
+# kill -0 also succeeds on a zombie (an exited child not reaped yet), so the state is checked too.
+_node_alive() {
+  local stat
+  kill -0 "$1" 2> /dev/null || return 1
+  [[ -d /proc/self ]] || return 0  # no procfs: kill -0 is all we have
+  read -r stat 2> /dev/null < "/proc/$1/stat" || return 1
+  stat=${stat##*) }
+  [[ ${stat%% *} != Z ]]
+}
+
+# _node_exited NAME — status 0 once NAME has exited; its code (or "unknown") is left in _NODE_CODE.
+_node_exited() {
+  local rc_file="$STATE_DIR/$1.rc" pid
+  _NODE_CODE=
+  if [[ ! -s $rc_file ]]; then
+    read -r pid < "$STATE_DIR/$1.pid"
+    if _node_alive "$pid"; then
+      return 1
+    fi
+  fi
+  _NODE_CODE=unknown  # the wrapper itself was killed before it could record a code
+  if [[ -s $rc_file ]]; then
+    read -r _NODE_CODE < "$rc_file"  # read again: the wrapper writes it just before it exits
+  fi
+  return 0
+}
+
+# The script's exit code for a service that exited with CODE (non-zero even when CODE is 0).
+_node_failure_code() {
+  if [[ $1 =~ ^[0-9]+$ && $1 != 0 ]]; then
+    echo "$1"
+  else
+    echo 1
+  fi
+}

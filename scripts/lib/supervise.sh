@@ -1,0 +1,73 @@
+# shellcheck shell=bash
+# The watcher: a background loop that treats ANY exit of a registered service as fatal. It writes
+# the failure report to $STATE_DIR/failure and sends TERM to the node script, whose trap prints it.
+
+supervise() {
+  if [[ -n $_NODE_WATCHER_PID ]] && kill -0 "$_NODE_WATCHER_PID" 2> /dev/null; then
+    return 0
+  fi
+  _node_watch &
+  _NODE_WATCHER_PID=$!
+  _node_info "supervising services (watcher pid $_NODE_WATCHER_PID, every ${POLL_INTERVAL:-1} s)"
+}
+
+# A dead watcher would leave services unwatched: every step checks that it still runs.
+_node_check_watcher() {
+  if [[ -n $_NODE_WATCHER_PID ]] && ! kill -0 "$_NODE_WATCHER_PID" 2> /dev/null; then
+    fail "the service watcher (pid $_NODE_WATCHER_PID) is gone"
+  fi
+}
+
+_node_watch() {
+  trap - ERR
+  trap '_node_watch_exit "$?"' EXIT
+  trap '_node_watch_stop' TERM
+  _NODE_NAP_PID=
+  # The services file is read on every round, so services started later are watched too.
+  while kill -0 "$_NODE_MAIN_PID" 2> /dev/null; do
+    if _node_find_exited; then
+      _node_flag_failure "$_NODE_FOUND" "$_NODE_CODE"
+      exit 0
+    fi
+    sleep "${POLL_INTERVAL:-1}" &
+    _NODE_NAP_PID=$!
+    wait "$_NODE_NAP_PID"
+  done
+}
+
+_node_find_exited() {
+  local name
+  _node_services
+  for name in "${_NODE_NAMES[@]}"; do
+    if _node_exited "$name"; then
+      _NODE_FOUND=$name
+      return 0
+    fi
+  done
+  return 1
+}
+
+_node_flag_failure() {
+  local report="$STATE_DIR/failure"
+  _node_report "$1" "$1 exited (code $2)" "$2" > "$report.tmp"
+  _node_failure_code "$2" > "$report.code"
+  mv -f -- "$report.tmp" "$report"  # complete before the node script reads it
+  kill -TERM "$_NODE_MAIN_PID"
+}
+
+_node_watch_stop() {
+  if [[ -n $_NODE_NAP_PID ]]; then
+    kill "$_NODE_NAP_PID" 2> /dev/null || :  # the nap may have ended on its own: nothing to stop
+  fi
+  exit 0
+}
+
+# The watcher died of an error of its own: that is a failure too, never a silent loss of watch.
+_node_watch_exit() {
+  if (($1 != 0)); then
+    echo 1 > "$STATE_DIR/failure.code"
+    printf 'FAILED %s on %s: the service watcher stopped with code %s\n' \
+      "$(_node_step_now)" "$NODE_NAME" "$1" > "$STATE_DIR/failure"
+    kill -TERM "$_NODE_MAIN_PID"
+  fi
+}

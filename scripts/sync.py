@@ -1,0 +1,501 @@
+#!/usr/bin/env python3
+"""Node-side synchronisation (HTTP readiness wait, TCP barrier); stdlib only, runs inside any container."""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import selectors
+import socket
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from typing import Any, NoReturn
+
+EXIT_USAGE = 2  # argparse's own code
+EXIT_PROCESS_GONE = 3
+EXIT_NOT_READY = 4
+EXIT_BARRIER = 5
+EXIT_BIND = 6
+
+MAX_LINE = 1 << 20  # a hello line is small; this bounds a misbehaving peer
+CONNECT_RETRY_S = 0.2
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _die(message: str, code: int) -> NoReturn:
+    _say(message)
+    sys.exit(code)
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g}"
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0 (got {text!r})")
+    return value
+
+
+# ---------------------------------------------------------------- wait-http
+
+
+def _process_gone(pid: int) -> bool:
+    """True once pid no longer runs; a zombie counts as gone (its parent has not reaped it yet)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as stat:
+            fields = stat.read().rsplit(")", 1)[-1].split()
+    except OSError:
+        return not os.path.isdir("/proc/self")  # no /proc: trust kill(); else it vanished meanwhile
+    return bool(fields) and fields[0] == "Z"
+
+
+def _parse_expect(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE (got {text!r})")
+    return key, value
+
+
+def _lookup(body: Any, path: str) -> tuple[bool, Any]:
+    node = body
+    for part in path.split("."):
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return False, None
+    return True, node
+
+
+def _matches(actual: Any, expected: str) -> bool:
+    if isinstance(actual, bool) or actual is None or isinstance(actual, float):
+        return json.dumps(actual) == expected
+    if isinstance(actual, int):
+        try:
+            return actual == int(expected)
+        except ValueError:
+            return False
+    if isinstance(actual, str):
+        return actual == expected
+    return False  # objects and lists are not scalars
+
+
+def _unmet_expectation(body: bytes, expects: list[tuple[str, str]]) -> str | None:
+    """None when every KEY=VALUE holds against the JSON body, else what did not."""
+    if not expects:
+        return None
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return "body is not JSON"
+    for key, expected in expects:
+        found, actual = _lookup(doc, key)
+        if not found:
+            return f"{key} missing"
+        if not _matches(actual, expected):
+            return f"{key}={json.dumps(actual)}, expected {expected}"
+    return None
+
+
+def _probe(
+    opener: urllib.request.OpenerDirector, url: str, timeout: float, expects: list[tuple[str, str]]
+) -> str | None:
+    """One GET; None when ready, else a short description of why not."""
+    try:
+        with opener.open(url, timeout=timeout) as response:
+            status, body = response.status, response.read()
+    except urllib.error.HTTPError as err:
+        return f"HTTP {err.code}"
+    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as err:
+        reason = " ".join(str(getattr(err, "reason", err)).split())  # messages stay one line
+        return reason[:200] or type(err).__name__
+    if status != 200:
+        return f"HTTP {status}"
+    return _unmet_expectation(body, expects)
+
+
+def cmd_wait_http(args: argparse.Namespace) -> int:
+    name = args.name or args.url
+    # Proxies from the environment must not intercept node-local health checks.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    deadline = time.monotonic() + args.timeout
+    last = "no attempt"
+    while True:
+        if args.pid is not None and _process_gone(args.pid):
+            _die(f"wait-http: {name} (pid {args.pid}) exited while waiting for {args.url}", EXIT_PROCESS_GONE)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        problem = _probe(opener, args.url, min(2.0, max(remaining, 0.05)), args.expect)
+        if problem is None:
+            return 0
+        last = problem
+        time.sleep(max(0.0, min(args.interval, deadline - time.monotonic())))
+    _die(
+        f"wait-http: {name} not ready at {args.url} after {_seconds(args.timeout)} s (last: {last})",
+        EXIT_NOT_READY,
+    )
+
+
+# ---------------------------------------------------------------- barrier
+
+
+class BarrierError(Exception):
+    """A barrier failure; the message is printed after 'barrier: '."""
+
+
+def _send_line(sock: socket.socket, obj: Any) -> None:
+    sock.sendall(json.dumps(obj).encode() + b"\n")
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT (got {text!r})")
+    return host.strip("[]"), int(port)
+
+
+def _json_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"not JSON: {err}") from None
+
+
+class Leader:
+    """Rank 0's side: collects one hello per rank, then releases everyone with the table of all ranks."""
+
+    def __init__(self, args: argparse.Namespace, listener: socket.socket, deadline: float) -> None:
+        self.args = args
+        self.listener = listener
+        self.deadline = deadline
+        self.selector = selectors.DefaultSelector()
+        self.buffers: dict[socket.socket, bytearray] = {}
+        self.ranks: dict[int, tuple[socket.socket, dict[str, Any]]] = {}
+        self.missing: list[int] = []
+
+    def run(self) -> bool:
+        """True once all ranks were released; False on timeout (self.missing says who)."""
+        self.listener.setblocking(False)
+        self.selector.register(self.listener, selectors.EVENT_READ)
+        try:
+            while len(self.ranks) < self.args.size:
+                remaining = self.deadline - time.monotonic()
+                if remaining <= 0:
+                    self.missing = [r for r in range(self.args.size) if r not in self.ranks]
+                    return False
+                for key, _ in self.selector.select(timeout=remaining):
+                    self._on_readable(key.fileobj)  # type: ignore[arg-type]
+            self._release()
+            return True
+        finally:
+            self._close_all()
+
+    def _on_readable(self, sock: socket.socket) -> None:
+        if sock is self.listener:
+            conn, _ = self.listener.accept()
+            conn.setblocking(False)
+            self.buffers[conn] = bytearray()
+            self.selector.register(conn, selectors.EVENT_READ)
+            return
+        try:
+            data = sock.recv(65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._drop(sock)
+        elif not self._rank_of(sock):
+            self._on_data(sock, data)
+        # a registered rank has nothing more to say; it stays selected so that its EOF is seen
+
+    def _on_data(self, sock: socket.socket, data: bytes) -> None:
+        buf = self.buffers[sock]
+        buf += data
+        if b"\n" in buf:
+            self._on_hello(sock, bytes(buf.split(b"\n", 1)[0]))
+        elif len(buf) > MAX_LINE:
+            self._reject(sock, "hello line too long")
+
+    def _rank_of(self, sock: socket.socket) -> list[int]:
+        return [rank for rank, (registered, _) in self.ranks.items() if registered is sock]
+
+    def _drop(self, sock: socket.socket) -> None:
+        """A peer went away: if it was a registered rank, that rank is missing again."""
+        for rank in self._rank_of(sock):
+            del self.ranks[rank]
+        self.selector.unregister(sock)
+        self.buffers.pop(sock, None)
+        sock.close()
+
+    def _problem(self, hello: Any) -> str | None:
+        if not isinstance(hello, dict):
+            return "hello is not a JSON object"
+        if hello.get("barrier") != self.args.name:
+            return f"barrier {hello.get('barrier')!r} != {self.args.name!r}"
+        if hello.get("size") != self.args.size:
+            return f"size {hello.get('size')!r} != {self.args.size}"
+        rank = hello.get("rank")
+        if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank < self.args.size:
+            return f"rank {rank!r} not in 0..{self.args.size - 1}"
+        return None
+
+    def _on_hello(self, sock: socket.socket, line: bytes) -> None:
+        try:
+            hello = json.loads(line)
+        except ValueError:
+            hello = None
+        problem = self._problem(hello)
+        if problem:
+            self._reject(sock, problem)
+            return
+        earlier = self.ranks.get(hello["rank"])
+        if earlier is not None:  # a retry replaces the earlier connection
+            self._drop(earlier[0])
+        self.ranks[hello["rank"]] = (sock, hello)
+
+    def _reject(self, sock: socket.socket, problem: str) -> None:
+        _say(f"barrier {self.args.name}: rejected a peer: {problem}")
+        try:
+            sock.setblocking(True)
+            sock.settimeout(1.0)
+            _send_line(sock, {"error": problem})
+        except OSError:
+            pass  # the peer is gone already; it was rejected either way
+        self._drop(sock)
+
+    def _release(self) -> None:
+        table = {
+            str(rank): {"node": hello.get("node"), "data": hello.get("data")}
+            for rank, (_, hello) in sorted(self.ranks.items())
+        }
+        for rank, (sock, _) in sorted(self.ranks.items()):
+            try:
+                sock.setblocking(True)
+                sock.settimeout(5.0)
+                _send_line(sock, {"ranks": table})
+            except OSError as err:
+                _say(f"barrier {self.args.name}: could not release rank {rank}: {err}")
+
+    def _close_all(self) -> None:
+        # Closing everything is what makes waiting ranks fail at once on a timeout.
+        for sock in list(self.buffers):
+            sock.close()
+        self.selector.close()
+        self.listener.close()
+
+
+def _listen(args: argparse.Namespace) -> socket.socket:
+    host, port = args.leader
+    bind_host = args.bind or host
+    try:
+        listener = socket.socket(socket.AF_INET6 if ":" in bind_host else socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((bind_host, port))
+        listener.listen(max(16, args.size))
+    except OSError as err:
+        _die(f"barrier {args.name}: cannot listen on {bind_host}:{port}: {err}", EXIT_BIND)
+    return listener
+
+
+def _connect_once(host: str, port: int, timeout: float) -> socket.socket:
+    sock = socket.create_connection((host, port), timeout=timeout)
+    # Retrying a local port nobody listens on can end in TCP connecting to itself; that is no leader.
+    if sock.getsockname() == sock.getpeername():
+        sock.close()
+        raise ConnectionRefusedError("connected to itself: nobody listens yet")
+    return sock
+
+
+def _connect(args: argparse.Namespace, deadline: float) -> socket.socket:
+    host, port = args.leader
+    told = False
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise BarrierError(f"leader {host}:{port} unreachable for {_seconds(args.timeout)} s")
+        try:
+            return _connect_once(host, port, min(2.0, remaining))
+        except OSError as err:
+            if not told:
+                _say(f"barrier {args.name}: waiting for leader {host}:{port} ({err})")
+                told = True
+        time.sleep(max(0.0, min(CONNECT_RETRY_S, deadline - time.monotonic())))
+
+
+def _read_line(sock: socket.socket, deadline: float) -> bytes:
+    buf = bytearray()
+    while b"\n" not in buf:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise BarrierError("no release from the leader before the deadline")
+        sock.settimeout(remaining)
+        try:
+            data = sock.recv(65536)
+        except socket.timeout:  # noqa: UP041 (not yet TimeoutError on Python 3.8/3.9)
+            continue
+        except OSError:
+            data = b""
+        if not data:
+            raise BarrierError("leader closed the barrier before release")
+        buf += data
+    return bytes(buf.split(b"\n", 1)[0])
+
+
+def _join(args: argparse.Namespace, deadline: float) -> dict[str, Any]:
+    """This rank's side: say hello to the leader and wait for the release."""
+    with _connect(args, deadline) as sock:
+        hello = {
+            "barrier": args.name,
+            "size": args.size,
+            "rank": args.rank,
+            "node": args.node,
+            "data": args.publish,
+        }
+        try:
+            _send_line(sock, hello)
+        except OSError as err:
+            raise BarrierError(f"lost the leader while sending: {err}") from None
+        line = _read_line(sock, deadline)
+    try:
+        reply = json.loads(line)
+    except ValueError:
+        raise BarrierError("leader sent a malformed reply") from None
+    if isinstance(reply, dict) and "error" in reply:
+        raise BarrierError(f"rejected by the leader: {reply['error']}")
+    if not isinstance(reply, dict) or not isinstance(reply.get("ranks"), dict):
+        raise BarrierError("leader sent a malformed reply")
+    return reply
+
+
+def _write_atomically(path: str, obj: Any) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".barrier-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(obj, out, indent=1, sort_keys=True)
+            out.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def _missing_text(args: argparse.Namespace, missing: list[int]) -> str:
+    if args.nodes:
+        return ", ".join(f"{rank} ({args.nodes[rank]})" for rank in missing)
+    return ", ".join(str(rank) for rank in missing)
+
+
+def _lead_and_join(args: argparse.Namespace, deadline: float) -> dict[str, Any]:
+    leader = Leader(args, _listen(args), deadline)
+    outcome: list[bool] = []
+    thread = threading.Thread(target=lambda: outcome.append(leader.run()), name="barrier-leader", daemon=True)
+    thread.start()
+    try:
+        # Later than the leader's deadline: on a timeout the leader, not this client, must speak.
+        reply = _join(args, deadline + 5.0)
+    except BarrierError:
+        reply = {}
+    thread.join(timeout=max(0.0, deadline - time.monotonic()) + 10.0)
+    if outcome == [False]:
+        missing = _missing_text(args, leader.missing)
+        raise BarrierError(f"timed out after {_seconds(args.timeout)} s; missing rank(s) {missing}")
+    if not reply or outcome != [True]:
+        raise BarrierError("leader failed to release its own rank")
+    return reply
+
+
+def cmd_barrier(args: argparse.Namespace) -> int:
+    if not 0 <= args.rank < args.size:
+        _die(f"barrier {args.name}: --rank {args.rank} not in 0..{args.size - 1}", EXIT_USAGE)
+    if args.nodes and len(args.nodes) != args.size:
+        _die(f"barrier {args.name}: --nodes has {len(args.nodes)} names for --size {args.size}", EXIT_USAGE)
+    deadline = time.monotonic() + args.timeout
+    try:
+        reply = _lead_and_join(args, deadline) if args.rank == 0 else _join(args, deadline)
+    except BarrierError as err:
+        _die(f"barrier {args.name}: {err}", EXIT_BARRIER)
+    if args.out:
+        try:
+            _write_atomically(args.out, reply)
+        except OSError as err:
+            _die(f"barrier {args.name}: cannot write {args.out}: {err}", EXIT_BARRIER)
+    return 0
+
+
+# ---------------------------------------------------------------- command line
+
+
+def _wait_http_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "wait-http", help="poll an HTTP endpoint until ready, failing at once if its process dies"
+    )
+    p.add_argument("--url", required=True)
+    p.add_argument("--timeout", required=True, type=_positive_float, help="seconds")
+    p.add_argument("--pid", type=int, help="fail with exit 3 as soon as this process is gone")
+    p.add_argument("--name", help="service name for messages (default: the URL)")
+    p.add_argument("--interval", type=_positive_float, default=0.25, help="seconds between polls")
+    p.add_argument(
+        "--expect",
+        type=_parse_expect,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="dotted JSON path that must equal VALUE (repeatable)",
+    )
+    p.set_defaults(func=cmd_wait_http)
+
+
+def _barrier_parser(sub: Any) -> None:
+    p = sub.add_parser("barrier", help="TCP rendezvous of SIZE ranks; rank 0 is the leader")
+    p.add_argument("--name", required=True)
+    p.add_argument("--rank", required=True, type=int)
+    p.add_argument("--size", required=True, type=int)
+    p.add_argument("--leader", required=True, type=_host_port, metavar="HOST:PORT")
+    p.add_argument("--timeout", required=True, type=_positive_float, help="seconds")
+    p.add_argument("--node", help="this node's name, sent to the others")
+    p.add_argument(
+        "--nodes", type=lambda s: s.split(","), help="comma-separated node names by rank (for messages)"
+    )
+    p.add_argument("--publish", type=_json_value, help="JSON value shared with every rank")
+    p.add_argument("--out", help="write the released table of ranks here (atomically)")
+    p.add_argument("--bind", help="address the leader listens on (default: the leader HOST)")
+    p.set_defaults(func=cmd_barrier)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sync.py", description=__doc__)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    _wait_http_parser(sub)
+    _barrier_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,289 @@
+"""node.sh played through driver scripts: every failure ends fast, names step/service/node, leaves nothing."""
+
+from __future__ import annotations
+
+import re
+import signal
+import socket
+import subprocess
+
+import pytest
+from conftest import DRIVER_HEADER, SCRIPTS
+
+FAST = 6.0  # seconds within which every failure below must end the node script
+
+
+def health(port: int) -> str:
+    return f"http://127.0.0.1:{port}/health"
+
+
+def test_clean_run_exits_zero_and_tears_down(node, free_port, assert_no_leftovers):
+    port = free_port()
+    run = node.run(f"""
+step start-api
+svc api --port {port} --healthy-after 0.3 --body '{{"status": "ok", "engines": {{"prefill": 2}}}}'
+wait_http api {health(port)} 10 --expect status=ok --expect engines.prefill=2
+supervise
+supervise
+step bench
+run_cmd "$PYTHON" -c 'print("bench ok")'
+step done
+""")
+    assert run.rc == 0, run.text
+    assert re.search(r"^\[\d\d:\d\d:\d\d\] sim0 step: start-api$", run.out, re.M)
+    assert run.out.index("step: bench") < run.out.index("bench ok") < run.out.index("step: done")
+    assert "teardown: stopping api" in run.out
+    assert "FAILED" not in run.text
+    assert_no_leftovers()
+
+
+def test_service_never_healthy_times_out(node, free_port, assert_no_leftovers):
+    port = free_port()
+    run = node.run(f"""
+step start-api
+svc api --port {port} --never-healthy
+wait_http api {health(port)} 1.5
+""")
+    assert run.rc == 4, run.text
+    assert (
+        f"FAILED start-api on sim0: api not ready at {health(port)} after 1.5 s (last: HTTP 503)" in run.err
+    )
+    assert "--- last 20 lines of " in run.err and f"stub: serving on 127.0.0.1:{port}" in run.err
+    assert "cause: not ready in time (the process is still running)" in run.err
+    assert run.elapsed < FAST
+    assert_no_leftovers()
+
+
+def test_service_exiting_at_start_is_caught_while_waiting(node, free_port, assert_no_leftovers):
+    port = free_port()
+    run = node.run(f"""
+step start-lmcache
+svc lmcache --port {port} --exit-at-start 42
+wait_http lmcache {health(port)} 60
+""")
+    assert run.rc == 42, run.text
+    assert "FAILED start-lmcache on sim0: lmcache exited (code 42)" in run.err
+    assert "stub: fatal: bad configuration, exiting with 42" in run.err
+    assert "--- end of lmcache log ---\ncause: unknown (see log)" in run.err
+    assert run.elapsed < FAST  # not the 60 s health timeout
+    assert_no_leftovers()
+
+
+def test_service_crashing_before_health_shows_the_exception(node, free_port, assert_no_leftovers):
+    port = free_port()
+    run = node.run(f"""
+step start-prefill
+svc prefill --port {port} --never-healthy --crash-after 0.3
+wait_http prefill {health(port)} 60
+""")
+    assert run.rc == 1, run.text
+    assert "FAILED start-prefill on sim0: prefill exited (code 1)" in run.err
+    assert "cause: python exception: RuntimeError: engine core died (stub crash)" in run.err
+    assert run.elapsed < FAST
+    assert_no_leftovers()
+
+
+def test_service_port_in_use_is_classified(node, free_port, assert_no_leftovers):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        run = node.run(f"""
+step start-router
+svc router --port {port}
+wait_http router {health(port)} 60
+""")
+    assert run.rc == 1, run.text
+    assert "FAILED start-router on sim0: router exited (code 1)" in run.err
+    assert "cause: port already in use" in run.err
+    assert_no_leftovers()
+
+
+def test_watcher_treats_a_clean_exit_mid_run_as_fatal(node, free_port, assert_no_leftovers):
+    port = free_port()
+    run = node.run(f"""
+step start-decode
+svc decode --port {port} --exit-after 1 --exit-code 0
+wait_http decode {health(port)} 10
+supervise
+step bench
+run_cmd "$PYTHON" "$STUB" --marker "$MARKER" --no-server
+""")
+    assert run.rc == 1, run.text
+    assert "FAILED bench on sim0: decode exited (code 0)" in run.err
+    assert "stub: exiting with code 0\n--- end of decode log ---" in run.err
+    assert "cause: exited cleanly while it should keep serving" in run.err
+    assert run.elapsed < FAST
+    assert_no_leftovers()  # the foreground benchmark stand-in too
+
+
+def test_watcher_report_reaches_the_output_while_waiting_for_another_service(
+    node, free_port, assert_no_leftovers
+):
+    lmcache, vllm = free_port(), free_port()
+    run = node.run(f"""
+step start-lmcache
+svc lmcache --port {lmcache} --exit-after 1 --exit-code 3
+wait_http lmcache {health(lmcache)} 10
+supervise
+step start-vllm
+svc vllm --port {vllm} --never-healthy
+wait_http vllm {health(vllm)} 60
+""")
+    assert run.rc == 3, run.text
+    assert "FAILED start-vllm on sim0: lmcache exited (code 3)" in run.err
+    assert "cause: unknown (see log)" in run.err
+    assert run.elapsed < FAST
+    assert_no_leftovers()
+
+
+def test_exit_code_is_the_first_failure(node, free_port, assert_no_leftovers):
+    port, other = free_port(), free_port()
+    run = node.run(f"""
+step serve
+svc steady --port {other}
+supervise
+svc flaky --port {port} --exit-after 0.5 --exit-code 9
+run_cmd "$PYTHON" "$STUB" --marker "$MARKER" --no-server
+""")
+    # Not 143 (the foreground command and steady die of TERM in teardown) nor 1: the service's own code.
+    assert run.rc == 9, run.text
+    assert run.err.count("FAILED") == 1, run.err
+    assert "FAILED serve on sim0: flaky exited (code 9)" in run.err
+    assert "teardown: stopping command(pid" in run.out and "steady" in run.out
+    assert_no_leftovers()
+
+
+def test_service_ignoring_sigterm_is_killed_after_the_fail_grace(node, free_port, assert_no_leftovers):
+    port = free_port()
+    run = node.run(f"""
+step start-lmcache
+svc lmcache --port {port} --ignore-term
+wait_http lmcache {health(port)} 10
+step bench
+fail "benchmark result missing"
+""")
+    assert run.rc == 1, run.text
+    assert "FAILED bench on sim0: benchmark result missing" in run.err
+    assert "still running after 1 s, sending SIGKILL: lmcache" in run.err
+    assert 1.0 <= run.elapsed < FAST
+    assert_no_leftovers()
+
+
+@pytest.mark.parametrize("command", ["bash -c 'exit 7'", "run_cmd bash -c 'exit 7'"])
+def test_err_trap_names_step_command_and_line(node, command, assert_no_leftovers):
+    run = node.run(f"step configure\n{command}\necho unreachable\n")
+    assert run.rc == 7, run.text
+    line = DRIVER_HEADER.count("\n") + 2
+    assert f"FAILED configure on sim0: command 'bash -c 'exit 7'' exited (code 7) at line {line}" in run.err
+    assert "unreachable" not in run.out
+
+
+def test_run_cmd_refuses_a_shell_function(node):
+    run = node.run("step bench\nbench() { :; }\nrun_cmd bench\n")
+    assert run.rc == 1, run.text
+    assert "FAILED bench on sim0: run_cmd: 'bench' is a shell function; run_cmd runs programs" in run.err
+
+
+def test_external_sigterm_tears_down(node, poll, assert_no_leftovers):
+    proc, work = node.start("""
+step bench
+run_cmd "$PYTHON" "$STUB" --marker "$MARKER" --no-server
+""")
+    try:
+        poll(lambda: "stub: starting" in (work / "out.txt").read_text(), 10, "the foreground command")
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=FAST)
+    finally:
+        proc.kill()
+    assert rc == 143
+    assert "FAILED bench on sim0: received SIGTERM" in (work / "err.txt").read_text()
+    assert_no_leftovers()
+
+
+def test_barrier_timeout_names_the_missing_node(node, free_port):
+    port = free_port()
+    run = node.run(f"""
+step start-barrier
+barrier start 0 2 127.0.0.1:{port} 1.5 --nodes sim0,sim1
+""")
+    assert run.rc == 5, run.text
+    expected = "barrier start: timed out after 1.5 s; missing rank(s) 1 (sim1) (code 5)"
+    assert f"FAILED start-barrier on sim0: {expected}" in run.err
+    assert run.elapsed < FAST
+
+
+def test_arguments_arrive_unchanged_and_execute_nothing(node, tmp_path):
+    weird = """a b  "c" 'd' $(touch pwned1) `touch pwned2` ; touch pwned3 \\ * ~ $HOME\t|& >x"""
+    run = node.run(
+        """
+step args
+start_service argv printf '%s\\n' "$WEIRD"
+run_cmd "$PYTHON" -c 'import sys; open(sys.argv[1], "w").write(sys.argv[2])' "$WORK/run_cmd.out" "$WEIRD"
+for _ in $(seq 200); do
+  if [[ -s $STATE_DIR/argv.rc ]]; then break; fi
+  sleep 0.05
+done
+""",
+        env={"WEIRD": weird},
+    )
+    assert run.rc == 0, run.text
+    assert (run.work / "state" / "argv.rc").read_text() == "0\n"
+    assert (run.work / "logs" / "argv.log").read_text() == weird + "\n"
+    assert (run.work / "run_cmd.out").read_text() == weird
+    assert not [p for p in tmp_path.rglob("*") if p.name.startswith("pwned") or p.name == "x"]
+
+
+def test_node_init_requires_its_variables(node):
+    header = DRIVER_HEADER.replace("SCRIPTS_DIR=$REPO_SCRIPTS\n", "").replace(
+        "$SCRIPTS_DIR/lib", "$REPO_SCRIPTS/lib"
+    )
+    run = node.run("echo unreachable\n", header=header)
+    assert run.rc == 1, run.text
+    assert "FAILED init on sim0: node_init: SCRIPTS_DIR is not set" in run.err
+    assert "unreachable" not in run.out
+
+
+TRACEBACK = """\
+(EngineCore pid=7) INFO loading weights
+(EngineCore pid=7) Traceback (most recent call last):
+(EngineCore pid=7)   File "core.py", line 10, in run
+(EngineCore pid=7)     raise ValueError("bad model")
+(EngineCore pid=7)     ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+(EngineCore pid=7) ValueError: bad model
+(EngineCore pid=7) INFO shutting down
+"""
+
+CAUSES = [
+    ("OSError: [Errno 98] Address already in use\n", "1", "port already in use"),
+    ("torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2 GiB\n", "1", "out of memory"),
+    ("hipErrorOutOfMemory\n", "134", "out of memory"),
+    ("ConnectionRefusedError: [Errno 111] Connection refused\n", "1", "a peer is unreachable"),
+    ("requests.exceptions.ConnectionError: lmcache\n", "1", "a peer is unreachable"),
+    (TRACEBACK, "1", "python exception: ValueError: bad model"),
+    (
+        'Traceback (most recent call last):\n  File "x.py", line 1\n',
+        "1",
+        'python exception: File "x.py", line 1',
+    ),
+    ("all good\n", "0", "exited cleanly while it should keep serving"),
+    ("", "137", "killed by signal SIGKILL"),
+    ("", "143", "killed by signal SIGTERM"),
+    ("config error\n", "3", "unknown (see log)"),
+    ("still loading\n", "", "not ready in time (the process is still running)"),
+]
+
+
+def test_causes_are_classified_from_the_log(tmp_path):
+    for i, (log, _, _) in enumerate(CAUSES):
+        (tmp_path / f"{i}.log").write_text(log)
+    codes = " ".join(f"'{code}'" for _, code, _ in CAUSES)
+    script = f"""
+set -Eeuo pipefail
+source {SCRIPTS}/lib/node.sh
+codes=({codes})
+for i in "${{!codes[@]}}"; do _node_cause "{tmp_path}/$i.log" "${{codes[i]}}"; done
+"""
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=10, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [cause for _, _, cause in CAUSES]

@@ -1,0 +1,327 @@
+"""scripts/sync.py as the node script runs it: exit codes, one-line messages, barrier data exchange."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from conftest import SYNC
+
+# SYNC_PYTHON runs sync.py under another interpreter (it must work on Python 3.8 in old containers).
+PYTHON = os.environ.get("SYNC_PYTHON", sys.executable)
+
+
+def sync(*args: str, timeout: float = 20) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [PYTHON, str(SYNC), *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def start_sync(*args: str, stderr: Path) -> subprocess.Popen:
+    with open(stderr, "w") as err:
+        return subprocess.Popen([PYTHON, str(SYNC), *args], stdout=subprocess.DEVNULL, stderr=err)
+
+
+def barrier_args(port: int, rank: int, size: int, timeout: float = 10, name: str = "start") -> list[str]:
+    return [
+        "barrier",
+        "--name",
+        name,
+        "--rank",
+        str(rank),
+        "--size",
+        str(size),
+        "--leader",
+        f"127.0.0.1:{port}",
+        "--timeout",
+        str(timeout),
+        "--node",
+        f"sim{rank}",
+    ]
+
+
+@pytest.fixture
+def procs() -> Iterator[list[subprocess.Popen]]:
+    """Background sync.py processes of a test; killed if the test fails before they end."""
+    started: list[subprocess.Popen] = []
+    yield started
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+BODY = {"prefill": {"healthy": 2}, "decode": {"healthy": 1}, "model": "m", "ready": True, "ratio": 0.5}
+
+
+@pytest.fixture
+def http_url() -> Iterator[str]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            body = json.dumps(BODY).encode()
+            self.send_response(200 if self.path == "/health" else 503)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+# ---------------------------------------------------------------- command line
+
+
+@pytest.mark.parametrize("command", [[], ["wait-http"], ["barrier"]])
+def test_help(command):
+    done = sync(*command, "--help")
+    assert done.returncode == 0 and "usage: sync.py" in done.stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["wait-http", "--url", "http://x"],
+        ["wait-http", "--url", "http://x", "--timeout", "0"],
+        ["wait-http", "--url", "http://x", "--timeout", "1", "--expect", "novalue"],
+        ["barrier", "--name", "b", "--rank", "0", "--size", "2", "--leader", "nohost", "--timeout", "1"],
+        [
+            "barrier",
+            "--name",
+            "b",
+            "--rank",
+            "0",
+            "--size",
+            "2",
+            "--leader",
+            "h:1",
+            "--timeout",
+            "1",
+            "--publish",
+            "{",
+        ],
+        ["barrier", "--name", "b", "--rank", "2", "--size", "2", "--leader", "h:1", "--timeout", "1"],
+        [
+            "barrier",
+            "--name",
+            "b",
+            "--rank",
+            "0",
+            "--size",
+            "2",
+            "--leader",
+            "h:1",
+            "--timeout",
+            "1",
+            "--nodes",
+            "a",
+        ],
+    ],
+)
+def test_usage_errors_exit_2(args):
+    assert sync(*args).returncode == 2
+
+
+# ---------------------------------------------------------------- wait-http
+
+
+def test_wait_http_ready_when_every_expectation_holds(http_url):
+    expects = ["prefill.healthy=2", "decode.healthy=01", "model=m", "ready=true", "ratio=0.5"]
+    done = sync(
+        "wait-http",
+        "--url",
+        f"{http_url}/health",
+        "--timeout",
+        "5",
+        *[arg for e in expects for arg in ("--expect", e)],
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+
+
+def test_wait_http_unmet_expectation_times_out_saying_why(http_url):
+    done = sync(
+        "wait-http",
+        "--url",
+        f"{http_url}/health",
+        "--timeout",
+        "0.6",
+        "--name",
+        "router",
+        "--expect",
+        "prefill.healthy=3",
+    )
+    assert done.returncode == 4
+    assert done.stderr == (
+        f"wait-http: router not ready at {http_url}/health after 0.6 s "
+        "(last: prefill.healthy=2, expected 3)\n"
+    )
+
+
+def test_wait_http_reports_the_last_status(http_url):
+    done = sync("wait-http", "--url", f"{http_url}/other", "--timeout", "0.5", "--name", "api")
+    assert done.returncode == 4
+    assert done.stderr.endswith("after 0.5 s (last: HTTP 503)\n")
+
+
+def test_wait_http_connection_refused_times_out(free_port):
+    url = f"http://127.0.0.1:{free_port()}/health"
+    done = sync("wait-http", "--url", url, "--timeout", "0.5", "--name", "vllm")
+    assert done.returncode == 4
+    assert re.fullmatch(
+        rf"wait-http: vllm not ready at {re.escape(url)} after 0\.5 s \(last: .*refused.*\)\n", done.stderr
+    )
+
+
+def test_wait_http_fails_at_once_when_the_process_is_a_zombie(free_port):
+    child = subprocess.Popen([sys.executable, "-c", "pass"])  # never waited for: it stays a zombie
+    try:
+        url = f"http://127.0.0.1:{free_port()}/health"
+        start = time.monotonic()
+        done = sync(
+            "wait-http", "--url", url, "--timeout", "30", "--pid", str(child.pid), "--name", "lmcache"
+        )
+        assert done.returncode == 3
+        assert done.stderr == f"wait-http: lmcache (pid {child.pid}) exited while waiting for {url}\n"
+        assert time.monotonic() - start < 10
+    finally:
+        child.wait()
+
+
+def test_wait_http_fails_at_once_when_the_process_is_gone(free_port):
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    done = sync(
+        "wait-http", "--url", f"http://127.0.0.1:{free_port()}/", "--timeout", "30", "--pid", str(child.pid)
+    )
+    assert done.returncode == 3
+    assert "exited while waiting for" in done.stderr
+
+
+# ---------------------------------------------------------------- barrier
+
+
+def listening(port: int) -> bool:
+    """Whether something listens on the port (checked without connecting, which could self-connect)."""
+    with open("/proc/net/tcp") as table:
+        return any(line.split()[1].endswith(f":{port:04X}") and line.split()[3] == "0A" for line in table)
+
+
+def read(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
+def test_barrier_three_ranks_exchange_data_even_when_early(tmp_path, free_port, procs, poll):
+    port = free_port()
+    nodes = ["--nodes", "sim0,sim1,sim2"]
+    for rank in (1, 2):
+        procs.append(
+            start_sync(
+                *barrier_args(port, rank, 3),
+                *nodes,
+                "--publish",
+                f'{{"rank": {rank}}}',
+                "--out",
+                str(tmp_path / f"out{rank}.json"),
+                stderr=tmp_path / f"err{rank}",
+            )
+        )
+    for rank in (1, 2):  # both are retrying before the leader is up
+        poll(lambda r=rank: "waiting for leader" in read(tmp_path / f"err{r}"), 10, f"rank {rank} to retry")
+    leader = sync(
+        *barrier_args(port, 0, 3),
+        *nodes,
+        "--publish",
+        '{"prefill_url": "http://sim0:8000"}',
+        "--out",
+        str(tmp_path / "out0.json"),
+    )
+    assert leader.returncode == 0, leader.stderr
+    assert [proc.wait(timeout=10) for proc in procs] == [0, 0]
+    expected = {
+        "ranks": {
+            "0": {"node": "sim0", "data": {"prefill_url": "http://sim0:8000"}},
+            "1": {"node": "sim1", "data": {"rank": 1}},
+            "2": {"node": "sim2", "data": {"rank": 2}},
+        }
+    }
+    for rank in range(3):
+        assert json.loads((tmp_path / f"out{rank}.json").read_text()) == expected
+    assert not list(tmp_path.glob(".barrier-*"))  # no temporary file left by the atomic write
+
+
+def test_barrier_leader_names_the_missing_node_and_releases_the_waiting(tmp_path, free_port, procs):
+    port = free_port()
+    nodes = ["--nodes", "sim0,sim1,sim2"]
+    procs.append(start_sync(*barrier_args(port, 1, 3, timeout=30), *nodes, stderr=tmp_path / "err1"))
+    start = time.monotonic()
+    leader = sync(*barrier_args(port, 0, 3, timeout=1.5), *nodes)
+    assert leader.returncode == 5
+    assert leader.stderr == "barrier start: timed out after 1.5 s; missing rank(s) 2 (sim2)\n"
+    assert procs[0].wait(timeout=5) == 5  # at once, not after its own 30 s
+    assert time.monotonic() - start < 6
+    assert read(tmp_path / "err1").endswith("barrier start: leader closed the barrier before release\n")
+
+
+def test_barrier_leader_unreachable(free_port):
+    port = free_port()
+    start = time.monotonic()
+    done = sync(*barrier_args(port, 1, 2, timeout=1))
+    assert done.returncode == 5
+    assert done.stderr.endswith(f"barrier start: leader 127.0.0.1:{port} unreachable for 1 s\n")
+    assert 1 <= time.monotonic() - start < 5
+
+
+def test_barrier_leader_port_in_use(free_port):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = sync(*barrier_args(port, 0, 2, timeout=5))
+    assert done.returncode == 6
+    assert done.stderr.startswith(f"barrier start: cannot listen on 127.0.0.1:{port}: ")
+
+
+def test_barrier_rejects_a_foreign_barrier_and_keeps_waiting(tmp_path, free_port, procs, poll):
+    port = free_port()
+    procs.append(start_sync(*barrier_args(port, 0, 2), stderr=tmp_path / "err0"))
+    wrong = sync(*barrier_args(port, 1, 2, name="other"))
+    assert wrong.returncode == 5
+    assert "barrier other: rejected by the leader: barrier 'other' != 'start'" in wrong.stderr
+    wrong_size = sync(*barrier_args(port, 1, 3))
+    assert wrong_size.returncode == 5 and "size 3 != 2" in wrong_size.stderr
+    right = sync(*barrier_args(port, 1, 2))
+    assert right.returncode == 0, right.stderr
+    assert procs[0].wait(timeout=10) == 0
+    assert read(tmp_path / "err0").count("rejected a peer") == 2
+
+
+def test_barrier_retry_of_a_rank_replaces_its_earlier_connection(tmp_path, free_port, procs, poll):
+    port = free_port()
+    out = tmp_path / "out0.json"
+    procs.append(start_sync(*barrier_args(port, 0, 3), "--out", str(out), stderr=tmp_path / "err0"))
+    poll(lambda: listening(port), 10, "the leader to listen")
+    hello = {"barrier": "start", "size": 3, "rank": 1, "node": "stale", "data": None}
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as stale:
+        stale.sendall(json.dumps(hello).encode() + b"\n")
+        procs.append(start_sync(*barrier_args(port, 1, 3), stderr=tmp_path / "err1"))
+        assert stale.recv(1000) == b""  # replaced by the retry: closed without a release
+    assert sync(*barrier_args(port, 2, 3)).returncode == 0
+    assert [proc.wait(timeout=10) for proc in procs] == [0, 0]
+    assert json.loads(out.read_text())["ranks"]["1"]["node"] == "sim1"
