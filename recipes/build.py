@@ -40,12 +40,14 @@ class Target:
     hardware: Hardware
 
 
-def build_plan(t: Target, *, ports: Ports = Ports()) -> Plan:
+def build_plan(t: Target, *, ports: Ports = Ports(), timeouts: Timeouts | None = None) -> Plan:
+    """timeouts: by default from the runner (simulated engines start at once, real ones load weights)."""
     _check_supported(t)
     sim = t.hardware.gpu_vendor == "none"
     time_limit = t.hardware.time_limit or "04:00:00"
-    timeouts = Timeouts(done=_seconds(time_limit), **(SIM_TIMEOUTS if sim else REAL_TIMEOUTS))
+    timeouts = timeouts or Timeouts(done=_seconds(time_limit), **(SIM_TIMEOUTS if sim else REAL_TIMEOUTS))
     nodes = _nodes(t)
+    router = _router_service(t, nodes, ports, timeouts)
     container = Container(runtime=t.hardware.container_runtime, image=t.entry.image,
                           gpu_vendor=t.hardware.gpu_vendor, mounts=(t.hardware.model_root,))
     return Plan(
@@ -54,14 +56,32 @@ def build_plan(t: Target, *, ports: Ports = Ports()) -> Plan:
         slurm=Slurm(job_name=f"{t.key}_{t.variant}", partition=t.hardware.partition, account=t.hardware.account,
                     time_limit=time_limit, nodes=len(nodes)),
         container=container, ports=ports, timeouts=timeouts,
-        address_source="slurm-nodeaddr" if t.hardware.data_plane_interface == "lo"
-        else f"interface:{t.hardware.data_plane_interface}",
+        address_args=_address_args(t.hardware),
         node_local_addr=(NODE_ADDR if sim else "127.0.0.1") if _uses_lmcache(t) else None,
         env_exported=_engine_env(t, ports), env_shell=_lmcache_env(t, ports),
-        nodes=nodes, roles=_roles(t, ports, timeouts), router=_router_service(t, nodes, ports, timeouts),
+        nodes=nodes, roles=_roles(t, ports, timeouts), router=router,
+        leader_commands=argv(_program(router.argv), "aiperf"),
         launch=_launch(container, len(nodes)),
         benchmarks=_benchmarks(t, ports, sim),
     )
+
+
+def _address_args(hw: Hardware) -> tuple:
+    """Simulated nodes share lo, each on its own 127.0.0.x that SLURM knows as its NodeAddr; real
+    nodes advertise the address of their data-plane interface (never a loopback one)."""
+    if hw.data_plane_interface == "lo":
+        return argv("--slurm-nodeaddr", "--allow-loopback")
+    return argv("--interface", hw.data_plane_interface)
+
+
+def _program(args: tuple) -> str:
+    """The program an argv runs, past an `env NAME=VALUE ...` prefix."""
+    rest = list(args)
+    if rest[0] == ("env",):
+        rest = rest[1:]
+        while "=" in "".join(p for p in rest[0] if isinstance(p, str)):
+            rest = rest[1:]
+    return "".join(rest[0])
 
 
 def _check_supported(t: Target) -> None:
@@ -111,7 +131,7 @@ def _roles(t: Target, ports: Ports, timeouts: Timeouts) -> tuple:
     for role in reg.ROLES:
         services = [_lmcache_service(timeouts)] if role == "prefill" and _uses_lmcache(t) else []
         services.append(_vllm_service(t, role, ports, timeouts))
-        out.append(Role(role, tuple(services)))
+        out.append(Role(role, tuple(services), commands=argv(*(_program(s.argv) for s in services))))
     return tuple(out)
 
 
@@ -234,7 +254,9 @@ def _router_service(t: Target, nodes: tuple, ports: Ports, timeouts: Timeouts) -
                 "--prometheus-port", ports.router_metrics, "--request-timeout-secs", 1800,
                 "--health-check-endpoint", "/health"]
         return Service("router", argv(*args), url, timeouts.router_ready)
-    args = ["python3", "-m", "proxy", "--host", NODE_ADDR, "--port", ports.router, *backends]
+    # The proxy runs from the job's snapshot of this repository, not from an installed package.
+    args = ["env", word("PYTHONPATH=", Ref("RECIPE_DIR")), "python3", "-m", "proxy",
+            "--host", NODE_ADDR, "--port", ports.router, *backends]
     expect = (f"prefill.healthy={len(prefill)}", f"decode.healthy={len(decode)}")
     return Service("router", argv(*args), url, timeouts.router_ready, ready_expect=expect)
 

@@ -56,6 +56,7 @@ class Role:
 
     name: str
     services: tuple  # of Service
+    commands: tuple  # programs its services need on PATH (checked at preflight)
 
 
 @dataclass(frozen=True)
@@ -95,13 +96,14 @@ class Plan:
     container: Container
     ports: Ports
     timeouts: Timeouts
-    address_source: str  # "slurm-nodeaddr" (simulated nodes share lo) | "interface:<name>"
+    address_args: tuple  # sync.py addr options that find a node's data-plane address
     node_local_addr: Ref | str | None  # where node-private services (LMCache) bind; None: there are none
     env_exported: tuple  # (NAME, value): read by engines
     env_shell: tuple  # (NAME, value): knobs the node script expands
     nodes: tuple  # of Node, by rank
     roles: tuple  # of Role
     router: Service
+    leader_commands: tuple  # what rank 0 needs on PATH besides its role's: router, benchmark client
     launch: tuple  # the srun argv (Words) that starts one node script per node
     benchmarks: tuple  # of Benchmark
     workarounds: tuple = ()

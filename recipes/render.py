@@ -43,18 +43,11 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def addr_args(plan: Plan) -> str:
-    """How a node finds its data-plane address (sync.py addr)."""
-    if plan.address_source == "slurm-nodeaddr":
-        return "--slurm-nodeaddr"
-    return "--interface " + shlex.quote(plan.address_source.split(":", 1)[1])
-
-
 def render_plan(plan: Plan, env: jinja2.Environment | None = None) -> Rendered:
     env = env or environment()
     header = (f"Rendered from config {plan.config_key}, variant {plan.variant}; do not edit: change the "
               "config and run `make render`.")
-    files = {name: env.get_template(f"{name}.j2").render(plan=plan, header=header, addr_args=addr_args(plan))
+    files = {name: env.get_template(f"{name}.j2").render(plan=plan, header=header)
              for name in FILES}
     files["plan.json"] = json.dumps(plan.to_json(), indent=2, sort_keys=True) + "\n"
     return Rendered(plan, files)

@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
-"""Node-side synchronisation (HTTP readiness wait, TCP barrier); stdlib only, runs inside any container."""
+"""Node-side sync (addresses, HTTP readiness wait, TCP barrier); stdlib only, runs in any container."""
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import http.client
+import ipaddress
 import json
 import os
 import selectors
 import socket
+import struct
+import subprocess
 import sys
 import tempfile
 import threading
@@ -22,9 +26,12 @@ EXIT_PROCESS_GONE = 3
 EXIT_NOT_READY = 4
 EXIT_BARRIER = 5
 EXIT_BIND = 6
+EXIT_ADDR = 7
+EXIT_PEERS = 8
 
 MAX_LINE = 1 << 20  # a hello line is small; this bounds a misbehaving peer
 CONNECT_RETRY_S = 0.2
+LEADER_GRACE_S = 10.0  # connected ranks wait this much longer than their own timeout for the leader's word
 
 
 def _say(message: str) -> None:
@@ -45,6 +52,108 @@ def _positive_float(text: str) -> float:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be > 0 (got {text!r})")
     return value
+
+
+# ---------------------------------------------------------------- addr
+
+
+SIOCGIFADDR = 0x8915  # linux/sockios.h: read an interface's IPv4 address
+
+
+class AddrError(Exception):
+    """Why a node's data-plane address could not be found."""
+
+
+def _interface_ipv4(interface: str) -> str:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        try:
+            packed = fcntl.ioctl(sock.fileno(), SIOCGIFADDR, struct.pack("256s", interface.encode()[:15]))
+        except OSError as err:
+            raise AddrError(f"interface {interface!r} has no IPv4 address here ({err.strerror})") from None
+    return socket.inet_ntoa(packed[20:24])
+
+
+def _scontrol_nodeaddr(node: str) -> str:
+    try:
+        out = subprocess.run(
+            ["scontrol", "show", "node", "--oneliner", node],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise AddrError(f"scontrol show node {node}: {err}") from None
+    if out.returncode != 0:
+        raise AddrError(f"scontrol show node {node} exited {out.returncode}: {out.stderr.strip()}")
+    for field in out.stdout.split():
+        key, _, value = field.partition("=")
+        if key == "NodeAddr" and value:
+            return value
+    raise AddrError(f"scontrol show node {node} reports no NodeAddr")
+
+
+def _ipv4_of(host: str) -> str:
+    try:
+        return str(ipaddress.IPv4Address(host))
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)
+    except OSError as err:
+        raise AddrError(f"cannot resolve {host!r}: {err}") from None
+    return str(infos[0][4][0])
+
+
+def _local_names() -> set[str]:
+    hostname = socket.gethostname()
+    return {name for name in (hostname, hostname.split(".")[0], os.environ.get("SLURMD_NODENAME")) if name}
+
+
+def cmd_addr(args: argparse.Namespace) -> int:
+    try:
+        if args.interface:
+            # An interface address can only be read where the interface is.
+            if args.node not in _local_names():
+                raise AddrError(
+                    f"--interface reads this host's address, but {args.node!r} is not this host "
+                    f"({', '.join(sorted(_local_names()))})"
+                )
+            addr = _interface_ipv4(args.interface)
+        else:
+            addr = _ipv4_of(_scontrol_nodeaddr(args.node))
+        if ipaddress.IPv4Address(addr).is_loopback and not args.allow_loopback:
+            # Advertised to peers: a loopback address makes Mooncake TCP transfers hang (FACTS §1).
+            raise AddrError(
+                f"{addr} is a loopback address; peers cannot reach it (set the runner's data-plane-interface)"
+            )
+    except AddrError as err:
+        _die(f"addr {args.node}: {err}", EXIT_ADDR)
+    print(addr)
+    return 0
+
+
+# ---------------------------------------------------------------- peers
+
+
+def cmd_peers(args: argparse.Namespace) -> int:
+    """Print one published field per rank, in rank order; every rank must have it, values distinct."""
+    try:
+        with open(args.file, encoding="utf-8") as table:
+            ranks = json.load(table)["ranks"]
+        values = [ranks[str(rank)]["data"][args.field] for rank in range(len(ranks))]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        problem = f"{type(err).__name__}: {err}"
+        _die(f"peers: {args.file} has no {args.field!r} for every rank ({problem})", EXIT_PEERS)
+    seen: dict[str, int] = {}
+    for rank, value in enumerate(values):
+        if not isinstance(value, str) or not value or "\n" in value:
+            _die(f"peers: rank {rank} published {args.field}={value!r}", EXIT_PEERS)
+        if args.distinct and value in seen:
+            _die(f"peers: ranks {seen[value]} and {rank} both published {args.field}={value}", EXIT_PEERS)
+        seen[value] = rank
+    print("\n".join(values))
+    return 0
 
 
 # ---------------------------------------------------------------- wait-http
@@ -173,6 +282,13 @@ def _host_port(text: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def _field(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE (got {text!r})")
+    return key, value
+
+
 def _json_value(text: str) -> Any:
     try:
         return json.loads(text)
@@ -201,6 +317,7 @@ class Leader:
                 remaining = self.deadline - time.monotonic()
                 if remaining <= 0:
                     self.missing = [r for r in range(self.args.size) if r not in self.ranks]
+                    self._tell_all({"error": self.timeout_text()})
                     return False
                 for key, _ in self.selector.select(timeout=remaining):
                     self._on_readable(key.fileobj)  # type: ignore[arg-type]
@@ -278,23 +395,30 @@ class Leader:
         try:
             sock.setblocking(True)
             sock.settimeout(1.0)
-            _send_line(sock, {"error": problem})
+            _send_line(sock, {"error": f"rejected this rank: {problem}"})
         except OSError:
             pass  # the peer is gone already; it was rejected either way
         self._drop(sock)
+
+    def timeout_text(self) -> str:
+        missing = _missing_text(self.args, self.missing)
+        return f"timed out after {_seconds(self.args.timeout)} s; missing rank(s) {missing}"
 
     def _release(self) -> None:
         table = {
             str(rank): {"node": hello.get("node"), "data": hello.get("data")}
             for rank, (_, hello) in sorted(self.ranks.items())
         }
+        self._tell_all({"ranks": table})
+
+    def _tell_all(self, message: dict[str, Any]) -> None:
         for rank, (sock, _) in sorted(self.ranks.items()):
             try:
                 sock.setblocking(True)
                 sock.settimeout(5.0)
-                _send_line(sock, {"ranks": table})
+                _send_line(sock, message)
             except OSError as err:
-                _say(f"barrier {self.args.name}: could not release rank {rank}: {err}")
+                _say(f"barrier {self.args.name}: could not tell rank {rank}: {err}")
 
     def _close_all(self) -> None:
         # Closing everything is what makes waiting ranks fail at once on a timeout.
@@ -361,8 +485,11 @@ def _read_line(sock: socket.socket, deadline: float) -> bytes:
     return bytes(buf.split(b"\n", 1)[0])
 
 
-def _join(args: argparse.Namespace, deadline: float) -> dict[str, Any]:
-    """This rank's side: say hello to the leader and wait for the release."""
+def _join(args: argparse.Namespace, deadline: float, release_deadline: float) -> dict[str, Any]:
+    """This rank's side: say hello to the leader (until deadline) and wait for the release.
+
+    Connected ranks wait past their own deadline: the leader's timeout, which knows who is missing,
+    must be what every rank reports, not a shorter clock of whichever rank started first."""
     with _connect(args, deadline) as sock:
         hello = {
             "barrier": args.name,
@@ -375,13 +502,13 @@ def _join(args: argparse.Namespace, deadline: float) -> dict[str, Any]:
             _send_line(sock, hello)
         except OSError as err:
             raise BarrierError(f"lost the leader while sending: {err}") from None
-        line = _read_line(sock, deadline)
+        line = _read_line(sock, release_deadline)
     try:
         reply = json.loads(line)
     except ValueError:
         raise BarrierError("leader sent a malformed reply") from None
     if isinstance(reply, dict) and "error" in reply:
-        raise BarrierError(f"rejected by the leader: {reply['error']}")
+        raise BarrierError(f"leader: {reply['error']}")
     if not isinstance(reply, dict) or not isinstance(reply.get("ranks"), dict):
         raise BarrierError("leader sent a malformed reply")
     return reply
@@ -412,14 +539,12 @@ def _lead_and_join(args: argparse.Namespace, deadline: float) -> dict[str, Any]:
     thread = threading.Thread(target=lambda: outcome.append(leader.run()), name="barrier-leader", daemon=True)
     thread.start()
     try:
-        # Later than the leader's deadline: on a timeout the leader, not this client, must speak.
-        reply = _join(args, deadline + 5.0)
+        reply = _join(args, deadline, deadline + LEADER_GRACE_S)
     except BarrierError:
         reply = {}
     thread.join(timeout=max(0.0, deadline - time.monotonic()) + 10.0)
     if outcome == [False]:
-        missing = _missing_text(args, leader.missing)
-        raise BarrierError(f"timed out after {_seconds(args.timeout)} s; missing rank(s) {missing}")
+        raise BarrierError(leader.timeout_text())
     if not reply or outcome != [True]:
         raise BarrierError("leader failed to release its own rank")
     return reply
@@ -430,9 +555,14 @@ def cmd_barrier(args: argparse.Namespace) -> int:
         _die(f"barrier {args.name}: --rank {args.rank} not in 0..{args.size - 1}", EXIT_USAGE)
     if args.nodes and len(args.nodes) != args.size:
         _die(f"barrier {args.name}: --nodes has {len(args.nodes)} names for --size {args.size}", EXIT_USAGE)
+    if args.publish_field:
+        args.publish = dict(args.publish_field)
     deadline = time.monotonic() + args.timeout
     try:
-        reply = _lead_and_join(args, deadline) if args.rank == 0 else _join(args, deadline)
+        if args.rank == 0:
+            reply = _lead_and_join(args, deadline)
+        else:
+            reply = _join(args, deadline, deadline + LEADER_GRACE_S)
     except BarrierError as err:
         _die(f"barrier {args.name}: {err}", EXIT_BARRIER)
     if args.out:
@@ -477,16 +607,44 @@ def _barrier_parser(sub: Any) -> None:
     p.add_argument(
         "--nodes", type=lambda s: s.split(","), help="comma-separated node names by rank (for messages)"
     )
-    p.add_argument("--publish", type=_json_value, help="JSON value shared with every rank")
+    published = p.add_mutually_exclusive_group()
+    published.add_argument("--publish", type=_json_value, help="JSON value shared with every rank")
+    published.add_argument(
+        "--publish-field",
+        type=_field,
+        action="append",
+        metavar="KEY=VALUE",
+        help="publish {KEY: VALUE, ...} (strings; repeatable) without writing JSON by hand",
+    )
     p.add_argument("--out", help="write the released table of ranks here (atomically)")
     p.add_argument("--bind", help="address the leader listens on (default: the leader HOST)")
     p.set_defaults(func=cmd_barrier)
+
+
+def _addr_parser(sub: Any) -> None:
+    p = sub.add_parser("addr", help="print a node's data-plane IPv4 address")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--slurm-nodeaddr", action="store_true", help="the node's NodeAddr in SLURM")
+    source.add_argument("--interface", help="this host's address on that interface")
+    p.add_argument("--allow-loopback", action="store_true", help="simulated nodes live on 127.0.0.x")
+    p.add_argument("node", help="the node's SLURM name")
+    p.set_defaults(func=cmd_addr)
+
+
+def _peers_parser(sub: Any) -> None:
+    p = sub.add_parser("peers", help="print a field every rank published at a barrier, one line per rank")
+    p.add_argument("--file", required=True, help="the barrier's --out table")
+    p.add_argument("--field", required=True)
+    p.add_argument("--distinct", action="store_true", help="fail if two ranks published the same value")
+    p.set_defaults(func=cmd_peers)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sync.py", description=__doc__)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
+    _addr_parser(sub)
+    _peers_parser(sub)
     _wait_http_parser(sub)
     _barrier_parser(sub)
     return parser

@@ -12,6 +12,8 @@
 #   barrier NAME RANK SIZE HOST:PORT TIMEOUT [--nodes A,B] [--publish JSON] [--out FILE] [--bind ADDR]
 #   run_cmd CMD [ARGS...]                  a program in the foreground, interruptible by the watcher
 #   supervise                              from now on ANY exit of a service is fatal
+#   require_commands CMD...                preflight: all of them on PATH
+#   collect_result SRC DST                 SRC must exist; copied to DST atomically
 #   fail MESSAGE
 # Exit code: the first failure's — a failed command's status, a service's exit code (1 if it exited
 # 0), 4 for a readiness timeout, sync.py's code for a barrier, 128+N on signal N; 0 for a clean run.
@@ -24,6 +26,7 @@ source "$_NODE_LIB/service.sh"
 source "$_NODE_LIB/sync.sh"
 source "$_NODE_LIB/supervise.sh"
 source "$_NODE_LIB/teardown.sh"
+source "$_NODE_LIB/results.sh"
 
 _NODE_STEP=init
 _NODE_RC=

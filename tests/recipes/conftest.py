@@ -18,8 +18,11 @@ def configs():
 @pytest.fixture(scope="session")
 def rendered(configs):
     entries, runners = configs
-    return {(r.plan.config_key, r.plan.variant): r for key in sorted(entries)
-            for r in render_config(key, entries[key], runners)}
+    return {
+        (r.plan.config_key, r.plan.variant): r
+        for key in sorted(entries)
+        for r in render_config(key, entries[key], runners)
+    }
 
 
 def substitute(text: str, values: dict) -> str:

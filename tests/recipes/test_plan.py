@@ -13,23 +13,32 @@ RUNTIME = {"LOCAL_ADDR": "127.0.0.1", "LMCACHE_PORT": "5555", "LMCACHE_MP_MQ_TIM
 
 
 def flat(argv) -> list[str]:
-    return ["".join(p if isinstance(p, str) else "${%s}" % p.var for p in w) for w in argv]
+    return ["".join(p if isinstance(p, str) else f"${{{p.var}}}" for p in w) for w in argv]
 
 
 def test_variants_of_every_shipped_config(rendered):
     assert set(rendered) == {SEED, XPYD, ("kimik2.5-fp4-mi355x-vllm-disagg", "fsl8k1k_p1x8_d2x8"), LOCAL}
 
 
-@pytest.mark.parametrize("key, roles", [(SEED, ["prefill", "decode"]), (XPYD, ["prefill"] * 2 + ["decode"] * 2),
-                                        (LOCAL, ["prefill", "prefill", "decode"])])
+@pytest.mark.parametrize(
+    "key, roles",
+    [
+        (SEED, ["prefill", "decode"]),
+        (XPYD, ["prefill"] * 2 + ["decode"] * 2),
+        (LOCAL, ["prefill", "prefill", "decode"]),
+    ],
+)
 def test_rank_0_is_the_first_prefill_then_prefill_then_decode(rendered, key, roles):
     assert [n.role for n in rendered[key].plan.nodes] == roles
 
 
 def test_decode_is_a_plain_mooncake_consumer_that_fails_instead_of_recomputing(rendered):
     assert kv_config(rendered[SEED].plan, "decode", RUNTIME) == {
-        "kv_connector": "MooncakeConnector", "kv_role": "kv_consumer", "kv_load_failure_policy": "fail",
-        "kv_connector_extra_config": {"mooncake_protocol": "tcp", "num_workers": 10}}
+        "kv_connector": "MooncakeConnector",
+        "kv_role": "kv_consumer",
+        "kv_load_failure_policy": "fail",
+        "kv_connector_extra_config": {"mooncake_protocol": "tcp", "num_workers": 10},
+    }
 
 
 def test_prefill_is_multiconnector_mooncake_plus_lmcache_mp(rendered):
@@ -37,12 +46,21 @@ def test_prefill_is_multiconnector_mooncake_plus_lmcache_mp(rendered):
     assert cfg["kv_connector"] == "MultiConnector" and cfg["kv_role"] == "kv_producer"
     assert cfg["kv_load_failure_policy"] == "recompute"
     mooncake, lmcache = cfg["kv_connector_extra_config"]["connectors"]
-    assert mooncake == {"kv_connector": "MooncakeConnector", "kv_role": "kv_producer",
-                        "kv_connector_extra_config": {"mooncake_protocol": "tcp", "num_workers": 10}}
-    assert lmcache == {"kv_connector": "LMCacheMPConnector", "kv_role": "kv_both",
-                       "kv_connector_module_path": "lmcache.integration.vllm.lmcache_mp_connector",
-                       "kv_connector_extra_config": {"lmcache.mp.host": "tcp://127.0.0.1", "lmcache.mp.port": 5555,
-                                                     "lmcache.mp.mq_timeout": 1200}}
+    assert mooncake == {
+        "kv_connector": "MooncakeConnector",
+        "kv_role": "kv_producer",
+        "kv_connector_extra_config": {"mooncake_protocol": "tcp", "num_workers": 10},
+    }
+    assert lmcache == {
+        "kv_connector": "LMCacheMPConnector",
+        "kv_role": "kv_both",
+        "kv_connector_module_path": "lmcache.integration.vllm.lmcache_mp_connector",
+        "kv_connector_extra_config": {
+            "lmcache.mp.host": "tcp://127.0.0.1",
+            "lmcache.mp.port": 5555,
+            "lmcache.mp.mq_timeout": 1200,
+        },
+    }
 
 
 def test_without_lmcache_prefill_is_a_plain_mooncake_producer(rendered):
@@ -91,7 +109,8 @@ def test_vllm_router_gets_every_prefill_with_bootstrap_port_and_every_decode(ren
 
 def test_pd_proxy_router_waits_for_the_expected_backend_counts(rendered):
     router = rendered[LOCAL].plan.router
-    assert flat(router.argv)[:3] == ["python3", "-m", "proxy"]
+    # from the job's snapshot of the repository, whatever the node script's working directory
+    assert flat(router.argv)[:5] == ["env", "PYTHONPATH=${RECIPE_DIR}", "python3", "-m", "proxy"]
     assert router.ready_expect == ("prefill.healthy=2", "decode.healthy=1")
 
 
@@ -103,12 +122,34 @@ def test_one_benchmark_per_concurrency_with_inferencex_result_names(rendered):
     assert "--public-dataset" in args and "--session-header" in args
 
 
-@pytest.mark.parametrize("runtime, expect", [("docker", "docker run"), ("pyxis", "--container-image="),
-                                             ("none", "bash ${RECIPE_DIR}/server_vllm.sh")])
+@pytest.mark.parametrize(
+    "runtime, expect",
+    [
+        ("docker", "docker run"),
+        ("pyxis", "--container-image="),
+        ("none", "bash ${RECIPE_DIR}/server_vllm.sh"),
+    ],
+)
 def test_launch_wraps_srun_per_container_runtime(rendered, runtime, expect):
     from recipes.build import _launch
     from recipes.plan import Container
 
-    args = " ".join(flat(_launch(Container(runtime, "vllm/vllm-openai-rocm:v0.33.0", "amd", ("/models",)), 2)))
+    args = " ".join(
+        flat(_launch(Container(runtime, "vllm/vllm-openai-rocm:v0.33.0", "amd", ("/models",)), 2))
+    )
     assert args.startswith("srun --kill-on-bad-exit=1 --nodes=2 --ntasks=2 --ntasks-per-node=1")
     assert expect in args
+
+
+def test_preflight_checks_the_programs_each_role_starts(rendered):
+    plan = rendered[LOCAL].plan
+    assert {r.name: flat(r.commands) for r in plan.roles} == {
+        "prefill": ["lmcache", "vllm"],
+        "decode": ["vllm"],
+    }
+    assert flat(plan.leader_commands) == ["python3", "aiperf"]
+
+
+def test_nodes_advertise_their_data_plane_address_never_loopback_on_a_cluster(rendered):
+    assert flat(rendered[SEED].plan.address_args) == ["--interface", "ens51np0"]
+    assert flat(rendered[LOCAL].plan.address_args) == ["--slurm-nodeaddr", "--allow-loopback"]

@@ -18,8 +18,12 @@ SHELLCHECK = shutil.which("shellcheck") or str(Path(sys.executable).parent / "sh
 
 
 def shell_files(rendered):
-    return [(key, name, text) for key, r in rendered.items() for name, text in r.files.items()
-            if name != "plan.json"]
+    return [
+        (key, name, text)
+        for key, r in rendered.items()
+        for name, text in r.files.items()
+        if name != "plan.json"
+    ]
 
 
 def test_rendering_twice_is_byte_identical(rendered, configs, tmp_path):
@@ -62,7 +66,9 @@ def test_golden_files_match(rendered, key):
     want = {(p.parent.name, p.name): p.read_text() for p in (GOLDEN / key).glob("*/*")}
     assert got.keys() == want.keys(), "variants changed: run `make golden` and review the diff"
     for k in got:
-        assert got[k] == want[k], f"{key}/{k[0]}/{k[1]} differs from tests/golden: `make golden`, review the diff"
+        assert got[k] == want[k], (
+            f"{key}/{k[0]}/{k[1]} differs from tests/golden: `make golden`, review the diff"
+        )
 
 
 def test_render_rejects_unknown_config_with_a_close_match(capsys):

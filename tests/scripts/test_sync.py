@@ -276,7 +276,23 @@ def test_barrier_leader_names_the_missing_node_and_releases_the_waiting(tmp_path
     assert leader.stderr == "barrier start: timed out after 1.5 s; missing rank(s) 2 (sim2)\n"
     assert procs[0].wait(timeout=5) == 5  # at once, not after its own 30 s
     assert time.monotonic() - start < 6
-    assert read(tmp_path / "err1").endswith("barrier start: leader closed the barrier before release\n")
+    # every waiting rank reports the leader's verdict, so each node's output names the missing one
+    assert read(tmp_path / "err1").endswith(
+        "barrier start: leader: timed out after 1.5 s; missing rank(s) 2 (sim2)\n"
+    )
+
+
+def test_barrier_a_rank_with_a_shorter_clock_still_reports_the_leaders_verdict(tmp_path, free_port, procs):
+    """A rank that started waiting earlier must not give up first with a vaguer message."""
+    port = free_port()
+    nodes = ["--nodes", "sim0,sim1,sim2"]
+    procs.append(start_sync(*barrier_args(port, 1, 3, timeout=1), *nodes, stderr=tmp_path / "err1"))
+    leader = sync(*barrier_args(port, 0, 3, timeout=2), *nodes)
+    assert leader.returncode == 5
+    assert procs[0].wait(timeout=15) == 5
+    assert read(tmp_path / "err1").endswith(
+        "barrier start: leader: timed out after 2 s; missing rank(s) 2 (sim2)\n"
+    )
 
 
 def test_barrier_leader_unreachable(free_port):
@@ -303,7 +319,7 @@ def test_barrier_rejects_a_foreign_barrier_and_keeps_waiting(tmp_path, free_port
     procs.append(start_sync(*barrier_args(port, 0, 2), stderr=tmp_path / "err0"))
     wrong = sync(*barrier_args(port, 1, 2, name="other"))
     assert wrong.returncode == 5
-    assert "barrier other: rejected by the leader: barrier 'other' != 'start'" in wrong.stderr
+    assert "barrier other: leader: rejected this rank: barrier 'other' != 'start'" in wrong.stderr
     wrong_size = sync(*barrier_args(port, 1, 3))
     assert wrong_size.returncode == 5 and "size 3 != 2" in wrong_size.stderr
     right = sync(*barrier_args(port, 1, 2))
@@ -325,3 +341,93 @@ def test_barrier_retry_of_a_rank_replaces_its_earlier_connection(tmp_path, free_
     assert sync(*barrier_args(port, 2, 3)).returncode == 0
     assert [proc.wait(timeout=10) for proc in procs] == [0, 0]
     assert json.loads(out.read_text())["ranks"]["1"]["node"] == "sim1"
+
+
+# ---------------------------------------------------------------- addr, peers, --publish-field
+
+
+@pytest.fixture
+def fake_scontrol(tmp_path: Path) -> dict[str, str]:
+    """scontrol on PATH answering `show node` with the NodeAddr the test sets (or failing)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "scontrol"
+    script.write_text(
+        '#!/bin/sh\n[ -n "$FAKE_NODEADDR" ] || { echo "Node $4 not found" >&2; exit 1; }\n'
+        'echo "NodeName=$4 Arch=x86_64 CoresPerSocket=1 NodeAddr=$FAKE_NODEADDR NodeHostName=$4"\n'
+    )
+    script.chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+def addr(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [PYTHON, str(SYNC), "addr", *args], capture_output=True, text=True, timeout=20, env=env, check=False
+    )
+
+
+def test_addr_from_slurm_nodeaddr(fake_scontrol):
+    done = addr(
+        "--slurm-nodeaddr", "--allow-loopback", "sim2", env={**fake_scontrol, "FAKE_NODEADDR": "127.0.0.12"}
+    )
+    assert (done.returncode, done.stdout) == (0, "127.0.0.12\n")
+
+
+def test_addr_refuses_loopback_unless_allowed(fake_scontrol):
+    """Advertised to peers, a loopback address makes Mooncake TCP hang (FACTS §1)."""
+    done = addr("--slurm-nodeaddr", "node7", env={**fake_scontrol, "FAKE_NODEADDR": "localhost"})
+    assert done.returncode == 7
+    assert "127.0.0.1 is a loopback address" in done.stderr and "data-plane-interface" in done.stderr
+
+
+def test_addr_unknown_node_says_what_scontrol_said(fake_scontrol):
+    done = addr("--slurm-nodeaddr", "nosuch", env={**fake_scontrol, "FAKE_NODEADDR": ""})
+    assert done.returncode == 7
+    assert "scontrol show node nosuch exited 1: Node nosuch not found" in done.stderr
+
+
+def test_addr_of_an_interface_on_this_host():
+    me = socket.gethostname()
+    assert addr("--interface", "lo", "--allow-loopback", me).stdout == "127.0.0.1\n"
+    missing = addr("--interface", "nosuch0", me)
+    assert missing.returncode == 7 and "interface 'nosuch0' has no IPv4 address here" in missing.stderr
+
+
+def test_addr_of_an_interface_only_on_the_node_itself():
+    done = addr("--interface", "lo", "--allow-loopback", "some-other-node")
+    assert done.returncode == 7 and "'some-other-node' is not this host" in done.stderr
+
+
+def write_table(path: Path, data: dict[int, object]) -> Path:
+    path.write_text(json.dumps({"ranks": {str(r): {"node": f"n{r}", "data": d} for r, d in data.items()}}))
+    return path
+
+
+def test_peers_prints_one_value_per_rank_in_rank_order(tmp_path):
+    table = write_table(tmp_path / "t.json", {1: {"addr": "10.0.0.2"}, 0: {"addr": "10.0.0.1"}})
+    done = sync("peers", "--file", str(table), "--field", "addr", "--distinct")
+    assert (done.returncode, done.stdout) == (0, "10.0.0.1\n10.0.0.2\n")
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({0: {"addr": "10.0.0.1"}, 1: None}, "has no 'addr' for every rank"),
+        ({0: {"addr": "10.0.0.1"}, 1: {"addr": ""}}, "rank 1 published addr=''"),
+        ({0: {"addr": "10.0.0.1"}, 1: {"addr": "10.0.0.1"}}, "ranks 0 and 1 both published addr=10.0.0.1"),
+    ],
+)
+def test_peers_refuses_incomplete_or_clashing_tables(tmp_path, data, message):
+    done = sync(
+        "peers", "--file", str(write_table(tmp_path / "t.json", data)), "--field", "addr", "--distinct"
+    )
+    assert done.returncode == 8 and message in done.stderr
+
+
+def test_publish_field_serializes_any_text(tmp_path, free_port):
+    """A value with quotes or a newline is published as data, not spliced into JSON by hand."""
+    hostile = 'a"b\\c\n$(x)'
+    out = tmp_path / "out.json"
+    done = sync(*barrier_args(free_port(), 0, 1), "--publish-field", f"addr={hostile}", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(out.read_text())["ranks"]["0"]["data"] == {"addr": hostile}

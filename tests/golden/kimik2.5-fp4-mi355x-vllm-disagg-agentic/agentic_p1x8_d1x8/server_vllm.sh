@@ -27,15 +27,23 @@ case "$RANK" in
   *) fail "rank $RANK is not in the plan (2 nodes)" ;;
 esac
 
+step "preflight"
+case "$ROLE" in
+  prefill) require_commands python3 lmcache vllm ;;
+  decode) require_commands python3 vllm ;;
+esac
+if [[ $RANK == 0 ]]; then
+  require_commands python3 aiperf
+fi
+
 step "resolve address"
 NODE_ADDR=$(python3 "$SCRIPTS_DIR/sync.py" addr --interface ens51np0 "$NODE_NAME")
 LOCAL_ADDR=127.0.0.1
 
 step "start barrier"
-run_cmd python3 "$SCRIPTS_DIR/sync.py" barrier --name start --rank "$RANK" --size 2 \
-  --leader "$LEADER_ADDR:29500" --timeout 600 --node "$NODE_NAME" \
-  --nodes "$NODE_NAMES" --publish-addr "$NODE_ADDR" --out "$STATE_DIR/peers.json"
-peers=$(python3 "$SCRIPTS_DIR/sync.py" peers --file "$STATE_DIR/peers.json" --field addr)
+barrier start "$RANK" 2 "$LEADER_ADDR:29500" 600 \
+  --nodes "$NODE_NAMES" --publish-field addr="$NODE_ADDR" --out "$STATE_DIR/peers.json"
+peers=$(python3 "$SCRIPTS_DIR/sync.py" peers --file "$STATE_DIR/peers.json" --field addr --distinct)
 mapfile -t PEER_ADDR <<<"$peers"
 supervise
 
@@ -90,13 +98,12 @@ start_decode() {
 "start_$ROLE"
 
 step "ready barrier"
-run_cmd python3 "$SCRIPTS_DIR/sync.py" barrier --name ready --rank "$RANK" --size 2 \
-  --leader "$LEADER_ADDR:29500" --timeout 3600 --node "$NODE_NAME" \
+barrier ready "$RANK" 2 "$LEADER_ADDR:29500" 3600 \
   --nodes "$NODE_NAMES"
 
 if [[ $RANK == 0 ]]; then
   step "router"
-  start_service router python3 \
+  start_service router env PYTHONPATH="${RECIPE_DIR}" python3 \
     -m proxy \
     --host "${NODE_ADDR}" \
     --port 30000 \
@@ -162,7 +169,6 @@ if [[ $RANK == 0 ]]; then
 fi
 
 step "finish barrier"
-run_cmd python3 "$SCRIPTS_DIR/sync.py" barrier --name finish --rank "$RANK" --size 2 \
-  --leader "$LEADER_ADDR:29500" --timeout 14400 --node "$NODE_NAME" \
+barrier finish "$RANK" 2 "$LEADER_ADDR:29500" 14400 \
   --nodes "$NODE_NAMES"
 step "teardown"

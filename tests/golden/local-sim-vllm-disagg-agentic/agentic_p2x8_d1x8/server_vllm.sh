@@ -28,15 +28,23 @@ case "$RANK" in
   *) fail "rank $RANK is not in the plan (3 nodes)" ;;
 esac
 
+step "preflight"
+case "$ROLE" in
+  prefill) require_commands python3 lmcache vllm ;;
+  decode) require_commands python3 vllm ;;
+esac
+if [[ $RANK == 0 ]]; then
+  require_commands python3 aiperf
+fi
+
 step "resolve address"
-NODE_ADDR=$(python3 "$SCRIPTS_DIR/sync.py" addr --slurm-nodeaddr "$NODE_NAME")
+NODE_ADDR=$(python3 "$SCRIPTS_DIR/sync.py" addr --slurm-nodeaddr --allow-loopback "$NODE_NAME")
 LOCAL_ADDR="${NODE_ADDR}"
 
 step "start barrier"
-run_cmd python3 "$SCRIPTS_DIR/sync.py" barrier --name start --rank "$RANK" --size 3 \
-  --leader "$LEADER_ADDR:29500" --timeout 60 --node "$NODE_NAME" \
-  --nodes "$NODE_NAMES" --publish-addr "$NODE_ADDR" --out "$STATE_DIR/peers.json"
-peers=$(python3 "$SCRIPTS_DIR/sync.py" peers --file "$STATE_DIR/peers.json" --field addr)
+barrier start "$RANK" 3 "$LEADER_ADDR:29500" 60 \
+  --nodes "$NODE_NAMES" --publish-field addr="$NODE_ADDR" --out "$STATE_DIR/peers.json"
+peers=$(python3 "$SCRIPTS_DIR/sync.py" peers --file "$STATE_DIR/peers.json" --field addr --distinct)
 mapfile -t PEER_ADDR <<<"$peers"
 supervise
 
@@ -91,13 +99,12 @@ start_decode() {
 "start_$ROLE"
 
 step "ready barrier"
-run_cmd python3 "$SCRIPTS_DIR/sync.py" barrier --name ready --rank "$RANK" --size 3 \
-  --leader "$LEADER_ADDR:29500" --timeout 120 --node "$NODE_NAME" \
+barrier ready "$RANK" 3 "$LEADER_ADDR:29500" 120 \
   --nodes "$NODE_NAMES"
 
 if [[ $RANK == 0 ]]; then
   step "router"
-  start_service router python3 \
+  start_service router env PYTHONPATH="${RECIPE_DIR}" python3 \
     -m proxy \
     --host "${NODE_ADDR}" \
     --port 30000 \
@@ -148,7 +155,6 @@ if [[ $RANK == 0 ]]; then
 fi
 
 step "finish barrier"
-run_cmd python3 "$SCRIPTS_DIR/sync.py" barrier --name finish --rank "$RANK" --size 3 \
-  --leader "$LEADER_ADDR:29500" --timeout 1200 --node "$NODE_NAME" \
+barrier finish "$RANK" 3 "$LEADER_ADDR:29500" 1200 \
   --nodes "$NODE_NAMES"
 step "teardown"

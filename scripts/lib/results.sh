@@ -1,0 +1,20 @@
+# shellcheck shell=bash
+# Results and preflight: what a step produced must exist before the job calls it done.
+
+# collect_result SRC DST — DST gets SRC (atomically) or the step fails saying which file is missing.
+collect_result() {
+  (($# == 2)) || fail "usage: collect_result SRC DST"
+  [[ -s $1 ]] || fail "result $1 is missing or empty (the benchmark exited 0 without writing it)"
+  cp -- "$1" "$2.tmp"
+  mv -f -- "$2.tmp" "$2"
+  _node_info "result: $2"
+}
+
+# require_commands CMD... — every program a role starts is on PATH, named all at once.
+require_commands() {
+  local cmd missing=()
+  for cmd in "$@"; do
+    command -v -- "$cmd" > /dev/null || missing+=("$cmd")
+  done
+  ((${#missing[@]} == 0)) || fail "not on PATH: ${missing[*]} (PATH=$PATH)"
+}

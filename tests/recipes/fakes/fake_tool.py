@@ -1,0 +1,107 @@
+"""Stand-ins for the programs a rendered node script runs (vllm, lmcache, aiperf, scontrol, the proxy).
+
+Each reads only the flags it needs from the real command line and misbehaves as the environment asks:
+FAKE_<TOOL>=ok | never-healthy | exit-at-start:<code> | crash-before-health | exit0-after:<seconds> | hang.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+
+def flag(args: list[str], name: str) -> str:
+    return args[args.index(name) + 1]
+
+
+def mode(tool: str) -> tuple[str, str]:
+    name, _, arg = os.environ.get(f"FAKE_{tool.upper()}", "ok").partition(":")
+    return name, arg
+
+
+def serve(host: str, port: int, path: str, body: bytes, healthy: bool) -> None:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            ok = healthy and self.path == path
+            self.send_response(200 if ok else 503)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    print(f"fake: serving {path} on {host}:{port}", flush=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+
+
+def service(tool: str, host: str, port: int, path: str, body: bytes = b"{}") -> None:
+    how, arg = mode(tool)
+    if how == "exit-at-start":
+        print(f"fake {tool}: fatal: cannot start (exit {arg})", file=sys.stderr, flush=True)
+        sys.exit(int(arg))
+    if how == "crash-before-health":
+        time.sleep(0.3)
+        print("Traceback (most recent call last):\nRuntimeError: fake engine core died", file=sys.stderr)
+        sys.exit(1)
+    serve(host, port, path, body, healthy=how != "never-healthy")
+    if how == "exit0-after":
+        time.sleep(float(arg))
+        print(f"fake {tool}: finished quietly", flush=True)
+        sys.exit(0)
+    while True:
+        time.sleep(3600)
+
+
+def aiperf(args: list[str]) -> None:
+    how, arg = mode("aiperf")
+    if how == "hang":
+        time.sleep(3600)
+    if how == "exit-at-start":
+        sys.exit(int(arg))
+    out = Path(flag(args, "--output-artifact-dir"))
+    out.mkdir(parents=True, exist_ok=True)
+    if how != "no-result":
+        record = {"concurrency": int(flag(args, "--concurrency")), "url": flag(args, "--url")}
+        (out / "profile_export_aiperf.json").write_text(json.dumps(record))
+
+
+def scontrol(args: list[str]) -> None:
+    node = args[-1]
+    addrs = dict(pair.split("=") for pair in os.environ["FAKE_NODEADDRS"].split(","))
+    print(f"NodeName={node} Arch=x86_64 NodeAddr={addrs[node]} NodeHostName={node} State=ALLOCATED")
+
+
+def main() -> None:
+    tool, args = sys.argv[1], sys.argv[3:]  # argv[2] is the test's marker, to find leftovers
+    if tool != "scontrol":  # its output is parsed
+        print(f"fake {tool}: argv {json.dumps(args)}", flush=True)
+    if tool == "vllm":
+        service("vllm", flag(args, "--host"), int(flag(args, "--port")), "/health")
+    elif tool == "lmcache":
+        service("lmcache", flag(args, "--http-host"), int(flag(args, "--http-port")), "/healthcheck")
+    elif tool == "proxy":
+        counts = {
+            "prefill": {"healthy": args.count("--prefill")},
+            "decode": {"healthy": args.count("--decode")},
+        }
+        service(
+            "proxy", flag(args, "--host"), int(flag(args, "--port")), "/health", json.dumps(counts).encode()
+        )
+    elif tool == "aiperf":
+        aiperf(args)
+    elif tool == "scontrol":
+        scontrol(args)
+    else:
+        sys.exit(f"fake_tool: unknown tool {tool}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,241 @@
+"""The rendered node script, run for real: three nodes on their own loopback addresses, fake engines.
+
+Each test starts the three node scripts of the local 2P1D recipe the way srun would (SLURM_NODEID,
+SLURMD_NODENAME, shared RUN_DIR) with fakes of vllm, lmcache, aiperf, scontrol and the proxy first on
+PATH, and ends the others when one fails, as `srun --kill-on-bad-exit=1` does. Readiness timeouts are
+3 s so that a fault must end the job in seconds, not in the minutes a real timeout allows.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from recipes.build import build_plan
+from recipes.plan import Timeouts
+from recipes.render import render_plan
+from recipes.submit import snapshot
+from recipes.variants import targets
+
+FAKE = Path(__file__).resolve().parent / "fakes" / "fake_tool.py"
+LOCAL = "local-sim-vllm-disagg-agentic"
+NODES = ("sim1", "sim2", "sim3")  # ranks 0, 1: prefill (rank 0 also router + benchmark); rank 2: decode
+# The start barrier waits for python and bash to start on a loaded 2-core machine: it gets longer.
+FAST = Timeouts(barrier=8, done=30, lmcache_ready=3, engine_ready=3, router_ready=3)
+SRUN_KILL_WAIT_S = 10  # srun's TERM-then-KILL grace for the other tasks
+JOB_BOUND_S = 25  # a generous ceiling; a fault costs 3 s of timeout at most plus teardown
+
+
+@dataclass
+class NodeResult:
+    rank: int
+    rc: int
+    text: str
+
+
+@dataclass
+class Job:
+    nodes: dict[int, NodeResult]
+    elapsed: float
+    run_dir: Path
+
+    def log(self, node: str, service: str) -> str:
+        return (self.run_dir / "logs" / node / f"{service}.log").read_text()
+
+
+class Cluster:
+    """Plays srun: one node script per rank, the rest terminated once one fails."""
+
+    def __init__(self, root: Path, marker: str, configs) -> None:
+        self.marker = marker
+        self.root = root / marker  # every process's command line carries the marker
+        base = f"127.{random.randint(100, 250)}.{random.randint(1, 250)}"
+        self.addrs = {node: f"{base}.{i + 1}" for i, node in enumerate(NODES)}
+        entries, runners = configs
+        target = targets(LOCAL, entries[LOCAL], runners)[0]
+        self.plan = build_plan(target, timeouts=FAST)
+        self.run_dir = self.root / "run"
+        self.recipe = self.run_dir / "recipe"
+        snapshot(render_plan(self.plan), self.run_dir)
+        self._fakes()
+
+    def _fakes(self) -> None:
+        bin_dir = self.root / "bin"
+        bin_dir.mkdir()
+        for tool in ("vllm", "lmcache", "aiperf", "scontrol"):
+            path = bin_dir / tool
+            path.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE}" {tool} {self.marker} "$@"\n')
+            path.chmod(0o755)
+        proxy = self.recipe / "proxy"
+        shutil.rmtree(proxy, ignore_errors=True)
+        proxy.mkdir()
+        fake = [str(FAKE), "proxy", self.marker]
+        (proxy / "__main__.py").write_text(
+            f"import os, sys\nos.execv(sys.executable, [sys.executable, *{fake!r}, *sys.argv[1:]])\n"
+        )
+        self.path = f"{bin_dir}:{os.environ['PATH']}"
+
+    def env(self, rank: int, faults: dict[str, str]) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "FAKE_"))}
+        env.update(
+            PATH=self.path,
+            SLURM_NODEID=str(rank),
+            SLURMD_NODENAME=NODES[rank],
+            RUN_DIR=str(self.run_dir),
+            RECIPE_DIR=str(self.recipe),
+            LEADER_ADDR=self.addrs[NODES[0]],
+            NODE_NAMES=",".join(NODES),
+            FAKE_NODEADDRS=",".join(f"{n}={a}" for n, a in self.addrs.items()),
+            GRACE_S="3",
+            FAIL_GRACE_S="1",
+            **faults,
+        )
+        return env
+
+    def run(self, faults: dict[int, dict[str, str]] | None = None, ranks=(0, 1, 2)) -> Job:
+        faults = faults or {}
+        procs, outs = {}, {}
+        start = time.monotonic()
+        for rank in ranks:
+            outs[rank] = self.root / f"rank{rank}.out"
+            with open(outs[rank], "w") as out:
+                procs[rank] = subprocess.Popen(
+                    ["bash", str(self.recipe / "server_vllm.sh")],
+                    env=self.env(rank, faults.get(rank, {})),
+                    cwd=self.run_dir,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                )
+        self._wait(procs, start)
+        elapsed = time.monotonic() - start
+        nodes = {r: NodeResult(r, p.returncode, outs[r].read_text()) for r, p in procs.items()}
+        return Job(nodes, elapsed, self.run_dir)
+
+    def _wait(self, procs: dict[int, subprocess.Popen], start: float) -> None:
+        terminated_at = None
+        while None in [p.poll() for p in procs.values()]:  # a list: every process polled, every time
+            now = time.monotonic()
+            if now - start > JOB_BOUND_S * 2:
+                for p in procs.values():
+                    p.kill()
+                pytest.fail(f"node scripts still running after {JOB_BOUND_S * 2} s")
+            failed = any(p.returncode not in (None, 0) for p in procs.values())
+            if failed and terminated_at is None:
+                terminated_at = now
+                for p in procs.values():
+                    if p.poll() is None:
+                        p.send_signal(signal.SIGTERM)
+            if terminated_at is not None and now - terminated_at > SRUN_KILL_WAIT_S:
+                for p in procs.values():
+                    p.kill()
+            time.sleep(0.05)
+
+
+@pytest.fixture
+def cluster(tmp_path, configs):
+    marker = f"mk{uuid.uuid4().hex[:12]}"
+    yield Cluster(tmp_path, marker, configs)
+    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True, check=False).stdout.split()
+    for pid in left:
+        os.kill(int(pid), signal.SIGKILL)
+    assert not left, f"processes left behind: {left}"
+
+
+def assert_fast_failure(job: Job, rank: int, *expected: str) -> str:
+    """The failing node exits non-zero, says what, and the whole job ends in seconds."""
+    text = job.nodes[rank].text
+    assert job.nodes[rank].rc != 0, text
+    for piece in expected:
+        assert piece in text, f"{piece!r} not in rank {rank}'s output:\n{text}"
+    assert job.elapsed < JOB_BOUND_S, f"the job took {job.elapsed:.1f} s"
+    assert all(n.rc != 0 for n in job.nodes.values()), {r: n.rc for r, n in job.nodes.items()}
+    return text
+
+
+def test_a_healthy_job_runs_every_step_and_keeps_every_result(cluster):
+    job = cluster.run()
+    assert {r: n.rc for r, n in job.nodes.items()} == {0: 0, 1: 0, 2: 0}, job.nodes[0].text
+    leader = job.nodes[0].text
+    for step in (
+        "preflight",
+        "resolve address",
+        "start barrier",
+        "prefill lmcache",
+        "prefill vllm",
+        "ready barrier",
+        "router",
+        "benchmark conc2",
+        "benchmark conc4",
+        "finish barrier",
+    ):
+        assert f"step: {step}" in leader
+    assert "step: decode vllm" in job.nodes[2].text
+    for b in cluster.plan.benchmarks:
+        assert (job.run_dir / "results" / b.result).is_file()
+    # every node advertised its own address, and the router was given each by rank
+    router = job.log("sim1", "router")
+    assert (
+        f"http://{cluster.addrs['sim2']}:8000" in router and f"http://{cluster.addrs['sim3']}:8000" in router
+    )
+
+
+def test_lmcache_that_never_becomes_healthy(cluster):
+    job = cluster.run({1: {"FAKE_LMCACHE": "never-healthy"}})
+    text = assert_fast_failure(job, 1, "FAILED prefill lmcache on sim2", "lmcache", "not ready", "after 3 s")
+    assert "fake: serving /healthcheck" in text  # the log tail of the service
+
+
+def test_lmcache_that_exits_at_start(cluster):
+    job = cluster.run({0: {"FAKE_LMCACHE": "exit-at-start:3"}})
+    text = assert_fast_failure(job, 0, "FAILED prefill lmcache on sim1", "exited (code 3)")
+    assert "fake lmcache: fatal: cannot start" in text
+    assert job.nodes[0].rc == 3
+
+
+def test_vllm_that_crashes_before_health(cluster):
+    job = cluster.run({2: {"FAKE_VLLM": "crash-before-health"}})
+    text = assert_fast_failure(job, 2, "FAILED decode vllm on sim3", "vllm exited (code 1)")
+    assert "RuntimeError: fake engine core died" in text
+
+
+def test_a_service_that_exits_0_mid_run_is_fatal(cluster):
+    job = cluster.run({0: {"FAKE_AIPERF": "hang"}, 1: {"FAKE_VLLM": "exit0-after:2"}})
+    text = assert_fast_failure(job, 1, "vllm", "sim2", "exited (code 0)")
+    assert "fake vllm: finished quietly" in text
+    assert not (job.run_dir / "results" / cluster.plan.benchmarks[0].result).exists()
+
+
+def test_a_barrier_peer_that_never_arrives(cluster):
+    job = cluster.run(ranks=(0, 1))
+    text = assert_fast_failure(
+        job, 0, "FAILED start barrier on sim1", "timed out after 8 s; missing rank(s) "
+    )
+    assert text.rstrip().splitlines()[-2].endswith("2 (sim3) (code 5)")
+
+
+def test_a_benchmark_that_writes_no_result_fails_the_job(cluster):
+    job = cluster.run({0: {"FAKE_AIPERF": "no-result"}})
+    assert_fast_failure(job, 0, "FAILED benchmark conc2 on sim1", "profile_export_aiperf.json is missing")
+
+
+def test_the_benchmark_exit_code_is_the_nodes_exit_code(cluster):
+    job = cluster.run({0: {"FAKE_AIPERF": "exit-at-start:7"}})
+    assert_fast_failure(job, 0, "FAILED benchmark conc2 on sim1")
+    assert job.nodes[0].rc == 7
+
+
+def test_a_missing_program_fails_preflight_naming_it(cluster):
+    (cluster.root / "bin" / "lmcache").unlink()
+    job = cluster.run()
+    text = assert_fast_failure(job, 0, "FAILED preflight on sim1", "not on PATH: lmcache")
+    assert "step: start barrier" not in text
