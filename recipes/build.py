@@ -10,7 +10,7 @@ from schemas.rules import Point, l1_size_gb, parsed_settings, role_gpus
 from schemas.runners import Hardware
 
 from .models import model_recipe
-from .plan import Benchmark, Container, Node, Plan, Ports, Role, Service, Slurm, Timeouts
+from .plan import Benchmark, Container, Node, Pinned, Plan, Ports, Role, Service, Slurm, Timeouts
 from .words import Ref, argv, json_word, word
 
 NODE_ADDR, LOCAL_ADDR = Ref("NODE_ADDR"), Ref("LOCAL_ADDR")
@@ -131,7 +131,10 @@ def _roles(t: Target, ports: Ports, timeouts: Timeouts) -> tuple:
     for role in reg.ROLES:
         services = [_lmcache_service(timeouts)] if role == "prefill" and _uses_lmcache(t) else []
         services.append(_vllm_service(t, role, ports, timeouts))
-        out.append(Role(role, tuple(services), commands=argv(*(_program(s.argv) for s in services))))
+        pinned = (Pinned("lmcache", "lmcache", t.point.space.kv_offload_backend.version),) if (
+            role == "prefill" and _uses_lmcache(t)) else ()
+        out.append(Role(role, tuple(services), commands=argv(*(_program(s.argv) for s in services)),
+                        pinned=pinned))
     return tuple(out)
 
 

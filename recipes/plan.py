@@ -51,12 +51,22 @@ class Node:
 
 
 @dataclass(frozen=True)
+class Pinned:
+    """A component the image may lack or carry in another build: its command, package and version."""
+
+    command: str
+    dist: str
+    version: str
+
+
+@dataclass(frozen=True)
 class Role:
     """What every node of a role runs: services started in order, each healthy before the next."""
 
     name: str
     services: tuple  # of Service
     commands: tuple  # programs its services need on PATH (checked at preflight)
+    pinned: tuple = ()  # of Pinned: components whose exact version preflight checks
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@
 #   run_cmd CMD [ARGS...]                  a program in the foreground, interruptible by the watcher
 #   supervise                              from now on ANY exit of a service is fatal
 #   require_commands CMD...                preflight: all of them on PATH
+#   require_version CMD DIST VERSION       preflight: CMD's package is exactly VERSION
 #   collect_result SRC DST                 SRC must exist; copied to DST atomically
 #   fail MESSAGE
 # Exit code: the first failure's — a failed command's status, a service's exit code (1 if it exited

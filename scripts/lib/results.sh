@@ -18,3 +18,13 @@ require_commands() {
   done
   ((${#missing[@]} == 0)) || fail "not on PATH: ${missing[*]} (PATH=$PATH)"
 }
+
+# require_version COMMAND DIST VERSION — the package behind COMMAND is exactly the pinned version
+# (an image may lack a component, or carry another build of it).
+require_version() {
+  (($# == 3)) || fail "usage: require_version COMMAND DIST VERSION"
+  local out rc=0
+  out=$("${PYTHON:-python3}" "$SCRIPTS_DIR/sync.py" dist-version --command "$1" --dist "$2" --expect "$3" 2>&1) || rc=$?
+  ((rc == 0)) || fail "$out"
+  _node_info "$out"
+}

@@ -8,6 +8,8 @@ PATH, and ends the others when one fails, as `srun --kill-on-bad-exit=1` does. R
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import random
 import shutil
@@ -56,13 +58,15 @@ class Job:
 class Cluster:
     """Plays srun: one node script per rank, the rest terminated once one fails."""
 
-    def __init__(self, root: Path, marker: str, configs) -> None:
+    def __init__(self, root: Path, marker: str, configs, hardware: dict | None = None) -> None:
         self.marker = marker
         self.root = root / marker  # every process's command line carries the marker
         base = f"127.{random.randint(100, 250)}.{random.randint(1, 250)}"
         self.addrs = {node: f"{base}.{i + 1}" for i, node in enumerate(NODES)}
         entries, runners = configs
         target = targets(LOCAL, entries[LOCAL], runners)[0]
+        if hardware:  # past validation on purpose: quoting must hold even for what lint would refuse
+            target = dataclasses.replace(target, hardware=target.hardware.model_copy(update=hardware))
         self.plan = build_plan(target, timeouts=FAST)
         self.run_dir = self.root / "run"
         self.recipe = self.run_dir / "recipe"
@@ -72,23 +76,38 @@ class Cluster:
     def _fakes(self) -> None:
         bin_dir = self.root / "bin"
         bin_dir.mkdir()
-        for tool in ("vllm", "lmcache", "aiperf", "scontrol"):
+        for tool in ("vllm", "aiperf", "scontrol"):
             path = bin_dir / tool
             path.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE}" {tool} {self.marker} "$@"\n')
             path.chmod(0o755)
+        # lmcache is a Python console script, as pip installs it: preflight reads its version through it
+        lmcache = bin_dir / "lmcache"
+        lmcache.write_text(f"#!{sys.executable}\n" + self._python_fake("lmcache"))
+        lmcache.chmod(0o755)
+        self.site = self.root / "site"
+        self.install_lmcache(self.plan.roles[0].pinned[0].version)
         proxy = self.recipe / "proxy"
         shutil.rmtree(proxy, ignore_errors=True)
         proxy.mkdir()
-        fake = [str(FAKE), "proxy", self.marker]
-        (proxy / "__main__.py").write_text(
-            f"import os, sys\nos.execv(sys.executable, [sys.executable, *{fake!r}, *sys.argv[1:]])\n"
-        )
+        (proxy / "__main__.py").write_text(self._python_fake("proxy"))
         self.path = f"{bin_dir}:{os.environ['PATH']}"
+
+    def _python_fake(self, tool: str) -> str:
+        fake = [str(FAKE), tool, self.marker]
+        return f"import os, sys\nos.execv(sys.executable, [sys.executable, *{fake!r}, *sys.argv[1:]])\n"
+
+    def install_lmcache(self, version: str) -> None:
+        """What `pip install lmcache==version` leaves for importlib.metadata to find."""
+        shutil.rmtree(self.site, ignore_errors=True)
+        dist_info = self.site / f"lmcache-{version}.dist-info"
+        dist_info.mkdir(parents=True)
+        (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: lmcache\nVersion: {version}\n")
 
     def env(self, rank: int, faults: dict[str, str]) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "FAKE_"))}
         env.update(
             PATH=self.path,
+            PYTHONPATH=str(self.site),
             SLURM_NODEID=str(rank),
             SLURMD_NODENAME=NODES[rank],
             RUN_DIR=str(self.run_dir),
@@ -239,3 +258,24 @@ def test_a_missing_program_fails_preflight_naming_it(cluster):
     job = cluster.run()
     text = assert_fast_failure(job, 0, "FAILED preflight on sim1", "not on PATH: lmcache")
     assert "step: start barrier" not in text
+
+
+def test_an_image_with_another_lmcache_build_fails_preflight(cluster):
+    cluster.install_lmcache("0.5.5")
+    job = cluster.run()
+    text = assert_fast_failure(job, 0, "FAILED preflight on sim1", "lmcache 0.5.5 is installed")
+    assert "the recipe pins 0.5.6" in text
+
+
+def test_hostile_config_values_reach_programs_verbatim_and_execute_nothing(tmp_path, configs):
+    pwned = tmp_path / "pwned"
+    hostile = f'/opt/m o\'d"e"ls/$(touch {pwned})/`touch {pwned}`;touch {pwned}'
+    marker = f"mk{uuid.uuid4().hex[:12]}"
+    job = Cluster(tmp_path, marker, configs, hardware={"model_root": hostile}).run()
+    try:
+        assert {r: n.rc for r, n in job.nodes.items()} == {0: 0, 1: 0, 2: 0}, job.nodes[0].text
+        argv = json.loads(job.log("sim3", "vllm").splitlines()[0].split("argv ", 1)[1])
+        assert argv[1] == f"{hostile}/amd/Kimi-K2.5-MXFP4"
+        assert not pwned.exists()
+    finally:
+        subprocess.run(["pkill", "-KILL", "-f", marker], check=False)

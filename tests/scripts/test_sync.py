@@ -431,3 +431,78 @@ def test_publish_field_serializes_any_text(tmp_path, free_port):
     done = sync(*barrier_args(free_port(), 0, 1), "--publish-field", f"addr={hostile}", "--out", str(out))
     assert done.returncode == 0, done.stderr
     assert json.loads(out.read_text())["ranks"]["0"]["data"] == {"addr": hostile}
+
+
+# ---------------------------------------------------------------- dist-version
+
+
+@pytest.fixture
+def tool_dir(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A bin/ with console scripts and a site/ where a fake `demo` distribution may be installed."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "site").mkdir()
+    env = {
+        **os.environ,
+        "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
+        "PYTHONPATH": str(tmp_path / "site"),
+    }
+    return tmp_path, env
+
+
+def console_script(root: Path, name: str, first_line: str) -> None:
+    path = root / "bin" / name
+    path.write_text(f"{first_line}\nprint('hi')\n")
+    path.chmod(0o755)
+
+
+def install(root: Path, dist: str, version: str) -> None:
+    info = root / "site" / f"{dist}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
+
+
+def dist_version(env: dict[str, str], expect: str, command: str = "demo") -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [PYTHON, str(SYNC), "dist-version", "--command", command, "--dist", "demo", "--expect", expect],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    "shebang", [f"#!{sys.executable}", "#!/usr/bin/env python3", "#!/usr/bin/env -S python3 -u"]
+)
+def test_dist_version_reads_the_interpreter_from_the_console_script(tool_dir, shebang):
+    root, env = tool_dir
+    console_script(root, "demo", shebang)
+    install(root, "demo", "0.5.5.dev104+rocm7.2")
+    done = dist_version(env, "0.5.5.dev104+rocm7.2")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("demo: demo 0.5.5.dev104+rocm7.2 (")
+
+
+@pytest.mark.parametrize(
+    "setup, message",
+    [
+        ("other-version", "demo 0.5.6 is installed"),
+        ("not-installed", "no demo distribution installed for"),
+        ("not-a-script", "is not a script with a #! line"),
+        ("not-python", "cannot tell which Python runs"),
+        ("missing", "dist-version nosuch: not on PATH"),
+    ],
+)
+def test_dist_version_refuses_what_is_not_exactly_the_pin(tool_dir, setup, message):
+    root, env = tool_dir
+    console_script(
+        root,
+        "demo",
+        {"not-a-script": "echo hi", "not-python": "#!/bin/sh"}.get(setup, "#!/usr/bin/env python3"),
+    )
+    if setup == "other-version":
+        install(root, "demo", "0.5.6")
+    done = dist_version(env, "0.5.5", command="nosuch" if setup == "missing" else "demo")
+    assert done.returncode == 9
+    assert message in done.stderr

@@ -29,8 +29,13 @@ esac
 
 step "preflight"
 case "$ROLE" in
-  prefill) require_commands python3 lmcache vllm ;;
-  decode) require_commands python3 vllm ;;
+  prefill)
+    require_commands python3 lmcache vllm
+    require_version lmcache lmcache 0.5.5.dev104+rocm7.2
+    ;;
+  decode)
+    require_commands python3 vllm
+    ;;
 esac
 if [[ $RANK == 0 ]]; then
   require_commands python3 aiperf
