@@ -17,7 +17,15 @@ NODE_ADDR, LOCAL_ADDR = Ref("NODE_ADDR"), Ref("LOCAL_ADDR")
 SIM_TIMEOUTS = dict(barrier=60, lmcache_ready=120, engine_ready=120, router_ready=60)
 REAL_TIMEOUTS = dict(barrier=600, lmcache_ready=300, engine_ready=3600, router_ready=300)
 AMD_DEVICES = ("--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video")
-NODE_ENV = ("RUN_DIR", "RECIPE_DIR", "LEADER_ADDR", "NODE_NAMES", "SLURM_NODEID", "SLURMD_NODENAME", "SLURM_JOB_ID")
+NODE_ENV = (
+    "RUN_DIR",
+    "RECIPE_DIR",
+    "LEADER_ADDR",
+    "NODE_NAMES",
+    "SLURM_NODEID",
+    "SLURMD_NODENAME",
+    "SLURM_JOB_ID",
+)
 BENCH_SECONDS = {"none": 20, "real": 600}  # per concurrency: short on the simulator
 MOONCAKE_ABORT_TIMEOUT_S = 480
 SUPPORTED_FRAMEWORKS = ("vllm-disagg",)
@@ -40,26 +48,46 @@ class Target:
     hardware: Hardware
 
 
-def build_plan(t: Target, *, ports: Ports = Ports(), timeouts: Timeouts | None = None) -> Plan:
+def build_plan(t: Target, *, ports: Ports | None = None, timeouts: Timeouts | None = None) -> Plan:
     """timeouts: by default from the runner (simulated engines start at once, real ones load weights)."""
     _check_supported(t)
+    ports = ports or Ports()
     sim = t.hardware.gpu_vendor == "none"
     time_limit = t.hardware.time_limit or "04:00:00"
     timeouts = timeouts or Timeouts(done=_seconds(time_limit), **(SIM_TIMEOUTS if sim else REAL_TIMEOUTS))
     nodes = _nodes(t)
     router = _router_service(t, nodes, ports, timeouts)
-    container = Container(runtime=t.hardware.container_runtime, image=t.entry.image,
-                          gpu_vendor=t.hardware.gpu_vendor, mounts=(t.hardware.model_root,))
+    container = Container(
+        runtime=t.hardware.container_runtime,
+        image=t.entry.image,
+        gpu_vendor=t.hardware.gpu_vendor,
+        mounts=(t.hardware.model_root,),
+    )
     return Plan(
-        config_key=t.key, variant=t.variant, scenario=t.point.scenario, model=t.entry.model,
-        framework=t.entry.framework, router_name=_router(t).name, runner=t.runner_label,
-        slurm=Slurm(job_name=f"{t.key}_{t.variant}", partition=t.hardware.partition, account=t.hardware.account,
-                    time_limit=time_limit, nodes=len(nodes)),
-        container=container, ports=ports, timeouts=timeouts,
+        config_key=t.key,
+        variant=t.variant,
+        scenario=t.point.scenario,
+        model=t.entry.model,
+        framework=t.entry.framework,
+        router_name=_router(t).name,
+        runner=t.runner_label,
+        slurm=Slurm(
+            job_name=f"{t.key}_{t.variant}",
+            partition=t.hardware.partition,
+            account=t.hardware.account,
+            time_limit=time_limit,
+            nodes=len(nodes),
+        ),
+        container=container,
+        ports=ports,
+        timeouts=timeouts,
         address_args=_address_args(t.hardware),
         node_local_addr=(NODE_ADDR if sim else "127.0.0.1") if _uses_lmcache(t) else None,
-        env_exported=_engine_env(t, ports), env_shell=_lmcache_env(t, ports),
-        nodes=nodes, roles=_roles(t, ports, timeouts), router=router,
+        env_exported=_engine_env(t, ports),
+        env_shell=_lmcache_env(t, ports),
+        nodes=nodes,
+        roles=_roles(t, ports, timeouts),
+        router=router,
         leader_commands=argv(_program(router.argv), "aiperf"),
         launch=_launch(container, len(nodes)),
         benchmarks=_benchmarks(t, ports, sim),
@@ -86,15 +114,19 @@ def _program(args: tuple) -> str:
 
 def _check_supported(t: Target) -> None:
     if t.entry.framework not in SUPPORTED_FRAMEWORKS:
-        raise Unsupported(f"framework {t.entry.framework!r} is not rendered yet (supported: "
-                          f"{', '.join(SUPPORTED_FRAMEWORKS)})")
+        raise Unsupported(
+            f"framework {t.entry.framework!r} is not rendered yet (supported: "
+            f"{', '.join(SUPPORTED_FRAMEWORKS)})"
+        )
     if t.entry.kv_p2p_transfer != "mooncake":
         raise Unsupported(f"kv-p2p-transfer {t.entry.kv_p2p_transfer!r} is not rendered (mooncake only)")
     for role in reg.ROLES:
         w: Worker = getattr(t.point.space, role)
         if w.dp_attn or (w.ep or 1) > 1 or (w.pp or 1) > 1 or role_gpus(w) != t.hardware.gpus_per_node:
-            raise Unsupported(f"{role}: only one tp={t.hardware.gpus_per_node} worker per node is rendered "
-                              "(no dp-attn, ep, pp or multi-worker nodes yet)")
+            raise Unsupported(
+                f"{role}: only one tp={t.hardware.gpus_per_node} worker per node is rendered "
+                "(no dp-attn, ep, pp or multi-worker nodes yet)"
+            )
     if t.point.space.spec_decoding != "none":
         raise Unsupported("spec-decoding is not rendered yet")
 
@@ -131,10 +163,14 @@ def _roles(t: Target, ports: Ports, timeouts: Timeouts) -> tuple:
     for role in reg.ROLES:
         services = [_lmcache_service(timeouts)] if role == "prefill" and _uses_lmcache(t) else []
         services.append(_vllm_service(t, role, ports, timeouts))
-        pinned = (Pinned("lmcache", "lmcache", t.point.space.kv_offload_backend.version),) if (
-            role == "prefill" and _uses_lmcache(t)) else ()
-        out.append(Role(role, tuple(services), commands=argv(*(_program(s.argv) for s in services)),
-                        pinned=pinned))
+        pinned = (
+            (Pinned("lmcache", "lmcache", t.point.space.kv_offload_backend.version),)
+            if (role == "prefill" and _uses_lmcache(t))
+            else ()
+        )
+        out.append(
+            Role(role, tuple(services), commands=argv(*(_program(s.argv) for s in services)), pinned=pinned)
+        )
     return tuple(out)
 
 
@@ -145,46 +181,101 @@ def _launch(c: Container, n: int) -> tuple:
     same = [word(Ref("RUN_DIR"), ":", Ref("RUN_DIR"))] + [f"{m}:{m}" for m in c.mounts]
     if c.runtime == "pyxis":
         mounts = word(*[p for i, w in enumerate(same) for p in (("," if i else ""), *w)])
-        return argv(*srun, f"--container-image={c.image}", word("--container-mounts=", *mounts),
-                    "--no-container-mount-home", "bash", script)
+        return argv(
+            *srun,
+            f"--container-image={c.image}",
+            word("--container-mounts=", *mounts),
+            "--no-container-mount-home",
+            "bash",
+            script,
+        )
     if c.runtime == "docker":
         env = [x for name in NODE_ENV for x in ("-e", name)]
         volumes = [x for w in same for x in ("-v", w)]
         devices = AMD_DEVICES if c.gpu_vendor == "amd" else ("--gpus", "all")
-        return argv(*srun, "docker", "run", "--rm", "--init", "--network", "host", "--ipc", "host", *devices,
-                    "--name", word("disagg-", Ref("SLURM_JOB_ID")), *env, *volumes, c.image, "bash", script)
+        return argv(
+            *srun,
+            "docker",
+            "run",
+            "--rm",
+            "--init",
+            "--network",
+            "host",
+            "--ipc",
+            "host",
+            *devices,
+            "--name",
+            word("disagg-", Ref("SLURM_JOB_ID")),
+            *env,
+            *volumes,
+            c.image,
+            "bash",
+            script,
+        )
     return argv(*srun, "bash", script)
 
 
 def _lmcache_service(timeouts: Timeouts) -> Service:
     s = {name: Ref(name) for name in _LMCACHE_FLAGS.values()}
-    args = ["lmcache", "server", "--host", LOCAL_ADDR, "--port", s["LMCACHE_PORT"],
-            "--http-host", LOCAL_ADDR, "--http-port", s["LMCACHE_HTTP_PORT"],
-            "--l1-size-gb", s["LMCACHE_L1_SIZE_GB"], "--eviction-policy", s["LMCACHE_EVICTION_POLICY"],
-            "--l1-init-size-gb", s["LMCACHE_L1_INIT_SIZE_GB"], "--chunk-size", s["LMCACHE_CHUNK_SIZE"]]
-    return Service(name="lmcache", argv=argv(*args),
-                   ready_url=word("http://", LOCAL_ADDR, ":", Ref("LMCACHE_HTTP_PORT"), "/healthcheck"),
-                   ready_timeout=timeouts.lmcache_ready)
+    args = [
+        "lmcache",
+        "server",
+        "--host",
+        LOCAL_ADDR,
+        "--port",
+        s["LMCACHE_PORT"],
+        "--http-host",
+        LOCAL_ADDR,
+        "--http-port",
+        s["LMCACHE_HTTP_PORT"],
+        "--l1-size-gb",
+        s["LMCACHE_L1_SIZE_GB"],
+        "--eviction-policy",
+        s["LMCACHE_EVICTION_POLICY"],
+        "--l1-init-size-gb",
+        s["LMCACHE_L1_INIT_SIZE_GB"],
+        "--chunk-size",
+        s["LMCACHE_CHUNK_SIZE"],
+    ]
+    return Service(
+        name="lmcache",
+        argv=argv(*args),
+        ready_url=word("http://", LOCAL_ADDR, ":", Ref("LMCACHE_HTTP_PORT"), "/healthcheck"),
+        ready_timeout=timeouts.lmcache_ready,
+    )
 
 
 # lmcache server flag -> the env.sh variable that holds its value (optional ones only when set)
 _LMCACHE_FLAGS = {
-    "port": "LMCACHE_PORT", "http-port": "LMCACHE_HTTP_PORT", "l1-size-gb": "LMCACHE_L1_SIZE_GB",
-    "eviction-policy": "LMCACHE_EVICTION_POLICY", "l1-init-size-gb": "LMCACHE_L1_INIT_SIZE_GB",
+    "port": "LMCACHE_PORT",
+    "http-port": "LMCACHE_HTTP_PORT",
+    "l1-size-gb": "LMCACHE_L1_SIZE_GB",
+    "eviction-policy": "LMCACHE_EVICTION_POLICY",
+    "l1-init-size-gb": "LMCACHE_L1_INIT_SIZE_GB",
     "chunk-size": "LMCACHE_CHUNK_SIZE",
 }
-_LMCACHE_OPTIONAL = {"l1-read-ttl-seconds": "LMCACHE_L1_READ_TTL_SECONDS", "max-workers": "LMCACHE_MAX_WORKERS"}
+_LMCACHE_OPTIONAL = {
+    "l1-read-ttl-seconds": "LMCACHE_L1_READ_TTL_SECONDS",
+    "max-workers": "LMCACHE_MAX_WORKERS",
+}
 
 
 def _lmcache_env(t: Target, ports: Ports) -> tuple:
     if not _uses_lmcache(t):
         return ()
     s = _settings(t, "prefill")
-    values = {"LMCACHE_PORT": ports.lmcache, "LMCACHE_HTTP_PORT": ports.lmcache_http,
-              "LMCACHE_L1_SIZE_GB": l1_size_gb(t.hardware, t.point.dram_utilization),
-              "LMCACHE_MP_MQ_TIMEOUT": s["LMCACHE_MP_MQ_TIMEOUT"]}
-    for name in ("LMCACHE_EVICTION_POLICY", "LMCACHE_L1_INIT_SIZE_GB", "LMCACHE_CHUNK_SIZE",
-                 *_LMCACHE_OPTIONAL.values()):
+    values = {
+        "LMCACHE_PORT": ports.lmcache,
+        "LMCACHE_HTTP_PORT": ports.lmcache_http,
+        "LMCACHE_L1_SIZE_GB": l1_size_gb(t.hardware, t.point.dram_utilization),
+        "LMCACHE_MP_MQ_TIMEOUT": s["LMCACHE_MP_MQ_TIMEOUT"],
+    }
+    for name in (
+        "LMCACHE_EVICTION_POLICY",
+        "LMCACHE_L1_INIT_SIZE_GB",
+        "LMCACHE_CHUNK_SIZE",
+        *_LMCACHE_OPTIONAL.values(),
+    ):
         if s[name] is not None:
             values[name] = s[name]
     return tuple(sorted((k, str(v)) for k, v in values.items()))
@@ -194,18 +285,39 @@ def _vllm_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> Ser
     w: Worker = getattr(t.point.space, role)
     s = _settings(t, role)
     recipe = model_recipe(t.entry.model)
-    args = ["env", word("VLLM_HOST_IP=", NODE_ADDR),
-            "vllm", "serve", f"{t.hardware.model_root}/{t.entry.model}", "--served-model-name", t.entry.model,
-            "--host", NODE_ADDR, "--port", ports.vllm, "--tensor-parallel-size", w.tp, *recipe.vllm_args,
-            "--gpu-memory-utilization", s["GPU_MEMORY_UTILIZATION"],
-            "--enable-prefix-caching" if s["ENABLE_PREFIX_CACHING"] else "--no-enable-prefix-caching"]
-    for flag, name in (("--max-model-len", "MAX_MODEL_LEN"), ("--max-num-batched-tokens", "MAX_NUM_BATCHED_TOKENS"),
-                       ("--max-num-seqs", "MAX_NUM_SEQS")):
+    args = [
+        "env",
+        word("VLLM_HOST_IP=", NODE_ADDR),
+        "vllm",
+        "serve",
+        f"{t.hardware.model_root}/{t.entry.model}",
+        "--served-model-name",
+        t.entry.model,
+        "--host",
+        NODE_ADDR,
+        "--port",
+        ports.vllm,
+        "--tensor-parallel-size",
+        w.tp,
+        *recipe.vllm_args,
+        "--gpu-memory-utilization",
+        s["GPU_MEMORY_UTILIZATION"],
+        "--enable-prefix-caching" if s["ENABLE_PREFIX_CACHING"] else "--no-enable-prefix-caching",
+    ]
+    for flag, name in (
+        ("--max-model-len", "MAX_MODEL_LEN"),
+        ("--max-num-batched-tokens", "MAX_NUM_BATCHED_TOKENS"),
+        ("--max-num-seqs", "MAX_NUM_SEQS"),
+    ):
         if s[name] is not None:
             args += [flag, s[name]]
     args += ["--kv-transfer-config", json_word(_kv_transfer_config(t, role, s))]
-    return Service(name="vllm", argv=argv(*args), ready_url=word("http://", NODE_ADDR, f":{ports.vllm}/health"),
-                   ready_timeout=timeouts.engine_ready)
+    return Service(
+        name="vllm",
+        argv=argv(*args),
+        ready_url=word("http://", NODE_ADDR, f":{ports.vllm}/health"),
+        ready_timeout=timeouts.engine_ready,
+    )
 
 
 def _kv_transfer_config(t: Target, role: str, s: dict) -> dict:
@@ -214,25 +326,43 @@ def _kv_transfer_config(t: Target, role: str, s: dict) -> dict:
     mooncake_extra = {"mooncake_protocol": s["MC_PROTOCOL"], "num_workers": s["MC_NUM_WORKERS"]}
     if role == "decode":
         # "fail", not recompute: a lost transfer must surface, never turn into silent recompute.
-        return {"kv_connector": "MooncakeConnector", "kv_role": "kv_consumer", "kv_load_failure_policy": "fail",
-                "kv_connector_extra_config": mooncake_extra}
-    mooncake = {"kv_connector": "MooncakeConnector", "kv_role": "kv_producer",
-                "kv_connector_extra_config": mooncake_extra}
+        return {
+            "kv_connector": "MooncakeConnector",
+            "kv_role": "kv_consumer",
+            "kv_load_failure_policy": "fail",
+            "kv_connector_extra_config": mooncake_extra,
+        }
+    mooncake = {
+        "kv_connector": "MooncakeConnector",
+        "kv_role": "kv_producer",
+        "kv_connector_extra_config": mooncake_extra,
+    }
     if not _uses_lmcache(t):
         return mooncake
-    lmcache = {"kv_connector": "LMCacheMPConnector", "kv_role": "kv_both",
-               "kv_connector_module_path": "lmcache.integration.vllm.lmcache_mp_connector",
-               "kv_connector_extra_config": {"lmcache.mp.host": word("tcp://", LOCAL_ADDR),
-                                             "lmcache.mp.port": Ref("LMCACHE_PORT"),
-                                             "lmcache.mp.mq_timeout": Ref("LMCACHE_MP_MQ_TIMEOUT")}}
+    lmcache = {
+        "kv_connector": "LMCacheMPConnector",
+        "kv_role": "kv_both",
+        "kv_connector_module_path": "lmcache.integration.vllm.lmcache_mp_connector",
+        "kv_connector_extra_config": {
+            "lmcache.mp.host": word("tcp://", LOCAL_ADDR),
+            "lmcache.mp.port": Ref("LMCACHE_PORT"),
+            "lmcache.mp.mq_timeout": Ref("LMCACHE_MP_MQ_TIMEOUT"),
+        },
+    }
     # recompute: only the top-level policy is read, and the L2 store is best-effort.
-    return {"kv_connector": "MultiConnector", "kv_role": "kv_producer", "kv_load_failure_policy": "recompute",
-            "kv_connector_extra_config": {"connectors": [mooncake, lmcache]}}
+    return {
+        "kv_connector": "MultiConnector",
+        "kv_role": "kv_producer",
+        "kv_load_failure_policy": "recompute",
+        "kv_connector_extra_config": {"connectors": [mooncake, lmcache]},
+    }
 
 
 def _engine_env(t: Target, ports: Ports) -> tuple:
-    env = {"VLLM_MOONCAKE_BOOTSTRAP_PORT": ports.mooncake_bootstrap,
-           "VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT": MOONCAKE_ABORT_TIMEOUT_S}
+    env = {
+        "VLLM_MOONCAKE_BOOTSTRAP_PORT": ports.mooncake_bootstrap,
+        "VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT": MOONCAKE_ABORT_TIMEOUT_S,
+    }
     env.update(dict(model_recipe(t.entry.model).env.get(t.hardware.gpu_vendor, ())))
     return tuple(sorted((k, str(v)) for k, v in env.items()))
 
@@ -252,14 +382,39 @@ def _router_service(t: Target, nodes: tuple, ports: Ports, timeouts: Timeouts) -
         backends += ["--decode", _peer_url(r, ports.vllm)]
     url = word("http://", NODE_ADDR, f":{ports.router}/health")
     if router.name == "vllm-router":
-        args = ["vllm-router", "--vllm-pd-disaggregation", "--kv-connector", "mooncake", *backends,
-                "--host", NODE_ADDR, "--port", ports.router, "--policy", "consistent_hash",
-                "--prometheus-port", ports.router_metrics, "--request-timeout-secs", 1800,
-                "--health-check-endpoint", "/health"]
+        args = [
+            "vllm-router",
+            "--vllm-pd-disaggregation",
+            "--kv-connector",
+            "mooncake",
+            *backends,
+            "--host",
+            NODE_ADDR,
+            "--port",
+            ports.router,
+            "--policy",
+            "consistent_hash",
+            "--prometheus-port",
+            ports.router_metrics,
+            "--request-timeout-secs",
+            1800,
+            "--health-check-endpoint",
+            "/health",
+        ]
         return Service("router", argv(*args), url, timeouts.router_ready)
     # The proxy runs from the job's snapshot of this repository, not from an installed package.
-    args = ["env", word("PYTHONPATH=", Ref("RECIPE_DIR")), "python3", "-m", "proxy",
-            "--host", NODE_ADDR, "--port", ports.router, *backends]
+    args = [
+        "env",
+        word("PYTHONPATH=", Ref("RECIPE_DIR")),
+        "python3",
+        "-m",
+        "proxy",
+        "--host",
+        NODE_ADDR,
+        "--port",
+        ports.router,
+        *backends,
+    ]
     expect = (f"prefill.healthy={len(prefill)}", f"decode.healthy={len(decode)}")
     return Service("router", argv(*args), url, timeouts.router_ready, ready_expect=expect)
 
@@ -279,12 +434,32 @@ def _benchmarks(t: Target, ports: Ports, sim: bool) -> tuple:
     out = []
     tokenizer = "builtin" if sim else f"{t.hardware.model_root}/{t.entry.model}"
     for c in concurrencies(t):
-        args = ["aiperf", "profile", "--url", word("http://", NODE_ADDR, f":{ports.router}"),
-                "--endpoint", "/v1/chat/completions", "--endpoint-type", "chat", "--streaming",
-                "--model", t.entry.model, "--tokenizer", tokenizer, "--concurrency", c,
-                "--benchmark-duration", BENCH_SECONDS["none" if sim else "real"], "--random-seed", 42,
-                "--failed-request-threshold", "0.10", "--use-server-token-count",
-                "--output-artifact-dir", word(Ref("RESULTS_DIR"), f"/conc{c}")]
+        args = [
+            "aiperf",
+            "profile",
+            "--url",
+            word("http://", NODE_ADDR, f":{ports.router}"),
+            "--endpoint",
+            "/v1/chat/completions",
+            "--endpoint-type",
+            "chat",
+            "--streaming",
+            "--model",
+            t.entry.model,
+            "--tokenizer",
+            tokenizer,
+            "--concurrency",
+            c,
+            "--benchmark-duration",
+            BENCH_SECONDS["none" if sim else "real"],
+            "--random-seed",
+            42,
+            "--failed-request-threshold",
+            "0.10",
+            "--use-server-token-count",
+            "--output-artifact-dir",
+            word(Ref("RESULTS_DIR"), f"/conc{c}"),
+        ]
         args += _workload_args(t, sim)
         out.append(Benchmark(concurrency=c, result=f"{t.key}_{t.variant}_conc{c}.json", argv=argv(*args)))
     return tuple(out)
@@ -294,12 +469,25 @@ def _workload_args(t: Target, sim: bool) -> list:
     if t.point.scenario == "agentic-coding":
         session = ["--session-header", "X-Session-ID"]  # lets the router keep a session on one prefill
         if sim:  # nothing can be downloaded here: a small trace set shipped with the recipe
-            return [*session, "--input-file", word(Ref("RECIPE_DIR"), "/traces/agentic-sim.jsonl"),
-                    "--custom-dataset-type", "multi_turn"]
+            return [
+                *session,
+                "--input-file",
+                word(Ref("RECIPE_DIR"), "/traces/agentic-sim.jsonl"),
+                "--custom-dataset-type",
+                "multi_turn",
+            ]
         trace_set = _settings(t, "prefill")["WEKA_LOADER_OVERRIDE"]
         if trace_set is None:
             raise Unsupported("agentic-coding on a real cluster needs WEKA_LOADER_OVERRIDE=<trace set>")
         return [*session, "--public-dataset", trace_set]
     isl, osl = t.scenario_params["isl"], t.scenario_params["osl"]
-    return ["--synthetic-input-tokens-mean", isl, "--synthetic-input-tokens-stddev", 0,
-            "--output-tokens-mean", osl, "--output-tokens-stddev", 0]
+    return [
+        "--synthetic-input-tokens-mean",
+        isl,
+        "--synthetic-input-tokens-stddev",
+        0,
+        "--output-tokens-mean",
+        osl,
+        "--output-tokens-stddev",
+        0,
+    ]

@@ -22,8 +22,15 @@ _ROCM_KIMI = (
 MODELS: dict[str, ModelRecipe] = {
     # MLA (one KV group), ~557 GB, gfx950 only. Prefix caching stays on: it is what L2 reuse feeds.
     "amd/Kimi-K2.5-MXFP4": ModelRecipe(
-        vllm_args=("--trust-remote-code", "--mm-encoder-tp-mode", "data", "--kv-cache-dtype", "fp8",
-                   "--block-size", "1"),
+        vllm_args=(
+            "--trust-remote-code",
+            "--mm-encoder-tp-mode",
+            "data",
+            "--kv-cache-dtype",
+            "fp8",
+            "--block-size",
+            "1",
+        ),
         env={"amd": _ROCM_KIMI},
     ),
 }
@@ -37,5 +44,6 @@ def model_recipe(model: str) -> ModelRecipe:
     try:
         return MODELS[model]
     except KeyError:
-        raise UnknownModel(f"no engine recipe for model {model!r} in recipes/models.py "
-                           f"(known: {', '.join(sorted(MODELS))})") from None
+        raise UnknownModel(
+            f"no engine recipe for model {model!r} in recipes/models.py (known: {', '.join(sorted(MODELS))})"
+        ) from None

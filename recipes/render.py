@@ -35,8 +35,12 @@ class Rendered:
 
 
 def environment() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
-                             keep_trailing_newline=True, autoescape=False)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
     env.filters["q"] = lambda v: shlex.quote(str(v))
     env.filters["word"] = lambda w: bash_word(w if isinstance(w, tuple) else word(w))
     env.filters["argv"] = lambda words, indent=2: bash_argv(words, indent)
@@ -45,10 +49,11 @@ def environment() -> jinja2.Environment:
 
 def render_plan(plan: Plan, env: jinja2.Environment | None = None) -> Rendered:
     env = env or environment()
-    header = (f"Rendered from config {plan.config_key}, variant {plan.variant}; do not edit: change the "
-              "config and run `make render`.")
-    files = {name: env.get_template(f"{name}.j2").render(plan=plan, header=header)
-             for name in FILES}
+    header = (
+        f"Rendered from config {plan.config_key}, variant {plan.variant}; do not edit: change the "
+        "config and run `make render`."
+    )
+    files = {name: env.get_template(f"{name}.j2").render(plan=plan, header=header) for name in FILES}
     files["plan.json"] = json.dumps(plan.to_json(), indent=2, sort_keys=True) + "\n"
     return Rendered(plan, files)
 
@@ -64,10 +69,16 @@ def load(key: str | None):
     report = lint.Report()
     runners = lint.lint_runners(lint.ROOT / lint.DEFAULT_RUNNERS, report)
     lint.lint_configs(lint.default_configs(), runners, "strict", report)
-    if key is not None and key not in report.entries and not any(f.path[:1] == (key,) for f in report.findings):
+    if (
+        key is not None
+        and key not in report.entries
+        and not any(f.path[:1] == (key,) for f in report.findings)
+    ):
         hint = did_you_mean(key, report.entries) or "see `make lint` for the config keys"
         raise RenderError([Finding("configs", 0, (key,), "unknown config key", hint)])
-    relevant = [f for f in report.findings if key is None or f.path[:1] == (key,) or f.file.endswith("runners.yaml")]
+    relevant = [
+        f for f in report.findings if key is None or f.path[:1] == (key,) or f.file.endswith("runners.yaml")
+    ]
     if relevant:
         raise RenderError(relevant)
     return report.entries, runners
@@ -109,8 +120,10 @@ def main(argv=None) -> int:
         return 1
     for r in rendered:
         folder = write(r, Path(args.out))
-        print(f"{folder}/  ({r.plan.slurm.nodes} nodes, {len(r.plan.benchmarks)} concurrencies: "
-              f"{', '.join(str(b.concurrency) for b in r.plan.benchmarks)})")
+        print(
+            f"{folder}/  ({r.plan.slurm.nodes} nodes, {len(r.plan.benchmarks)} concurrencies: "
+            f"{', '.join(str(b.concurrency) for b in r.plan.benchmarks)})"
+        )
     return 0
 
 

@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .render import ROOT_DIR, RenderError, Rendered, load, render_config, write
+from .render import ROOT_DIR, Rendered, RenderError, load, render_config, write
 
 SNAPSHOT_DIRS = ("scripts", "proxy")
 
@@ -30,9 +30,15 @@ def new_run_id(now: dt.datetime | None = None) -> str:
 def sbatch_command(rendered: Rendered, run_dir: Path, run_id: str) -> list[str]:
     plan = rendered.plan
     recipe = run_dir / "recipe"
-    return ["sbatch", "--parsable", f"--job-name={plan.slurm.job_name}-{run_id}", f"--chdir={run_dir}",
-            f"--output={run_dir}/job.out", f"--export=ALL,RUN_DIR={run_dir},RECIPE_DIR={recipe}",
-            str(recipe / "job.sbatch")]
+    return [
+        "sbatch",
+        "--parsable",
+        f"--job-name={plan.slurm.job_name}-{run_id}",
+        f"--chdir={run_dir}",
+        f"--output={run_dir}/job.out",
+        f"--export=ALL,RUN_DIR={run_dir},RECIPE_DIR={recipe}",
+        str(recipe / "job.sbatch"),
+    ]
 
 
 def snapshot(rendered: Rendered, run_dir: Path) -> None:
@@ -52,7 +58,9 @@ def pick(variants: list[Rendered], wanted: str | None) -> Rendered:
     if wanted in names:
         return variants[names.index(wanted)]
     what = f"no variant {wanted!r}" if wanted else "several variants"
-    raise RenderError([_finding(variants[0].plan.config_key, f"{what}; choose VARIANT=one of: {', '.join(names)}")])
+    raise RenderError(
+        [_finding(variants[0].plan.config_key, f"{what}; choose VARIANT=one of: {', '.join(names)}")]
+    )
 
 
 def _finding(key: str, message: str):
@@ -82,8 +90,10 @@ def main(argv=None) -> int:
         print(shlex.join(cmd))
         return 0
     if shutil.which("sbatch") is None:
-        print("submit: sbatch not found: run on a SLURM login node, or `make cluster-up` for the local cluster",
-              file=sys.stderr)
+        print(
+            "submit: sbatch not found: run on a SLURM login node, or `make cluster-up` for the local cluster",
+            file=sys.stderr,
+        )
         return 1
     snapshot(rendered, run_dir)
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)

@@ -13,7 +13,11 @@ def _size(tokens: int) -> str:
 
 def variant_name(t_point, params: dict, entry) -> str:
     sp = t_point.space
-    head = "agentic" if t_point.scenario == "agentic-coding" else f"fsl{_size(params['isl'])}{_size(params['osl'])}"
+    head = (
+        "agentic"
+        if t_point.scenario == "agentic-coding"
+        else f"fsl{_size(params['isl'])}{_size(params['osl'])}"
+    )
     name = f"{head}_p{sp.prefill.num_worker}x{sp.prefill.tp}_d{sp.decode.num_worker}x{sp.decode.tp}"
     if sp.spec_decoding != "none":
         name += f"_{sp.spec_decoding}"

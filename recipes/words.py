@@ -52,6 +52,7 @@ def argv(*items) -> tuple:
 def json_word(obj) -> Word:
     """Serialize `obj` to compact, key-sorted JSON as one Word. A Ref value becomes an unquoted runtime
     value (a number); a Word value becomes a JSON string with its Refs expanded in place."""
+
     def encode(o):
         if isinstance(o, Ref):
             return _SENTINEL.format(o.var)

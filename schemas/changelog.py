@@ -60,8 +60,11 @@ def _unresolved_keys(entry: ChangelogEntry, config_keys: set[str], path: tuple):
     for i, pattern in enumerate(entry.config_keys):
         if not any(fnmatch.fnmatchcase(key, pattern) for key in config_keys):
             kind = "pattern matches no" if any(c in pattern for c in "*?[") else "no such"
-            yield Problem(path + ("config-keys", i), f"{kind} config key {pattern!r}",
-                          "config keys are the top-level keys of configs/*-master.yaml")
+            yield Problem(
+                path + ("config-keys", i),
+                f"{kind} config key {pattern!r}",
+                "config keys are the top-level keys of configs/*-master.yaml",
+            )
 
 
 def _history_problems(old: list, new: list) -> list[Problem]:
@@ -72,13 +75,19 @@ def _history_problems(old: list, new: list) -> list[Problem]:
             out.append(Problem((), f"entry [{i}] of the base was removed", "the changelog is append-only"))
             break
         if new[i] != before:
-            out.append(Problem((i,), f"entry [{i}] was changed after it landed",
-                               "the changelog is append-only: add a new entry instead"))
+            out.append(
+                Problem(
+                    (i,),
+                    f"entry [{i}] was changed after it landed",
+                    "the changelog is append-only: add a new entry instead",
+                )
+            )
     return out
 
 
-def check_changelog(doc: Document, *, repo: str, config_keys: set[str] | None,
-                    base: list | None = None) -> list[Finding]:
+def check_changelog(
+    doc: Document, *, repo: str, config_keys: set[str] | None, base: list | None = None
+) -> list[Finding]:
     """Every finding of the changelog. With `base` (the entries at the base ref), older entries are read
     leniently and only appended ones get the strict checks; without it, every entry does."""
     if not isinstance(doc.data, list):

@@ -16,7 +16,9 @@ PROFILES = ("strict", "inferencex")
 def duplicate_findings(doc: Document, within: tuple = ()) -> list[Finding]:
     """Repeated keys (YAML keeps the last silently) under the path prefix `within`."""
     return [
-        Finding(doc.file, d.line, d.path, f"duplicate key '{d.path[-1]}'", f"first defined on line {d.first_line}")
+        Finding(
+            doc.file, d.line, d.path, f"duplicate key '{d.path[-1]}'", f"first defined on line {d.first_line}"
+        )
         for d in doc.duplicates
         if d.path[: len(within)] == within
     ]

@@ -59,15 +59,28 @@ def image_problems(ref: str) -> list[tuple[str, str]]:
     out = []
     if parsed.publisher not in ALLOWED_PUBLISHERS:
         allowed = ", ".join(p.removeprefix("docker.io/") + "/" for p in ALLOWED_PUBLISHERS)
-        what = "a personal or unlisted namespace" if parsed.registry == "docker.io" else "an unlisted registry"
-        out.append((f"image publisher '{parsed.publisher.removeprefix('docker.io/')}' is {what}; "
-                    "recipes must use public, maintained images", f"use one of {allowed} ({example})"))
+        what = (
+            "a personal or unlisted namespace" if parsed.registry == "docker.io" else "an unlisted registry"
+        )
+        out.append(
+            (
+                f"image publisher '{parsed.publisher.removeprefix('docker.io/')}' is {what}; "
+                "recipes must use public, maintained images",
+                f"use one of {allowed} ({example})",
+            )
+        )
     if parsed.digest is None:
         if parsed.tag is None:
-            out.append(("image has no tag (means :latest, which moves)", f"pin a release tag or digest, {example}"))
+            out.append(
+                ("image has no tag (means :latest, which moves)", f"pin a release tag or digest, {example}")
+            )
         elif parsed.tag.lower() in FLOATING_TAGS or not any(c.isdigit() for c in parsed.tag):
-            out.append((f"image tag '{parsed.tag}' floats (it names no release, date or commit)",
-                        f"pin a release tag or @sha256 digest, {example}"))
+            out.append(
+                (
+                    f"image tag '{parsed.tag}' floats (it names no release, date or commit)",
+                    f"pin a release tag or @sha256 digest, {example}",
+                )
+            )
     return out
 
 

@@ -64,7 +64,9 @@ def lint_configs(paths, runners, profile: str, report: Report) -> None:
             continue
         entries, findings = check_master(doc, runners, profile)
         for key in entries.keys() & report.entries.keys():
-            findings.append(Finding(str(path), doc.line_of((key,)), (key,), "config key defined in another file too"))
+            findings.append(
+                Finding(str(path), doc.line_of((key,)), (key,), "config key defined in another file too")
+            )
         report.entries.update(entries)
         report.findings += findings
 
@@ -72,11 +74,17 @@ def lint_configs(paths, runners, profile: str, report: Report) -> None:
 def base_entries(path: Path, base: str) -> list:
     """The changelog's entries at git ref `base` ([] when the file did not exist there)."""
     where = path.resolve().parent
-    verify = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}"],
-                            cwd=where, capture_output=True, text=True)
+    verify = subprocess.run(
+        ["git", "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}"],
+        cwd=where,
+        capture_output=True,
+        text=True,
+    )
     if verify.returncode != 0:
         raise UsageError(f"BASE {base!r} is not a commit in this repository")
-    shown = subprocess.run(["git", "show", f"{base}:./{path.name}"], cwd=where, capture_output=True, text=True)
+    shown = subprocess.run(
+        ["git", "show", f"{base}:./{path.name}"], cwd=where, capture_output=True, text=True
+    )
     if shown.returncode != 0:
         return []
     try:
@@ -104,7 +112,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--changelog", help=f"changelog file (default: {DEFAULT_CHANGELOG})")
     p.add_argument("--profile", choices=PROFILES, default="strict")
     p.add_argument("--base", help="git ref: only changelog entries appended since it get the strict checks")
-    p.add_argument("--repo", default=DEFAULT_REPO, help=f"org/repo pr-links must point at (default {DEFAULT_REPO})")
+    p.add_argument(
+        "--repo", default=DEFAULT_REPO, help=f"org/repo pr-links must point at (default {DEFAULT_REPO})"
+    )
     return p
 
 
@@ -120,8 +130,13 @@ def run(args: argparse.Namespace) -> Report:
     lint_configs(config_paths, runners, args.profile, report)
     if args.changelog or not selected:
         keys = report.entries.keys() if args.configs or not selected else _keys_of(default_configs())
-        lint_changelog(args.changelog or ROOT / DEFAULT_CHANGELOG, repo=args.repo,
-                       config_keys={str(k) for k in keys}, base=args.base, report=report)
+        lint_changelog(
+            args.changelog or ROOT / DEFAULT_CHANGELOG,
+            repo=args.repo,
+            config_keys={str(k) for k in keys},
+            base=args.base,
+            report=report,
+        )
     return report
 
 
@@ -144,8 +159,12 @@ def main(argv=None) -> int:
         print(finding.format())
     n = len(report.findings)
     files = len(report.checked)
-    print(f"lint: {n} finding{'s' * (n != 1)} in {files} file{'s' * (files != 1)} ({args.profile})"
-          if n else f"lint: ok, {files} file{'s' * (files != 1)} ({args.profile})", file=sys.stderr)
+    print(
+        f"lint: {n} finding{'s' * (n != 1)} in {files} file{'s' * (files != 1)} ({args.profile})"
+        if n
+        else f"lint: ok, {files} file{'s' * (files != 1)} ({args.profile})",
+        file=sys.stderr,
+    )
     return 1 if n else 0
 
 
@@ -155,8 +174,10 @@ def entrypoint() -> None:
     except Exception as exc:  # a bug, not bad input: say so in one line unless debugging
         if os.environ.get("RECIPES_DEBUG"):
             raise
-        print(f"lint: internal error: {type(exc).__name__}: {exc} (rerun with RECIPES_DEBUG=1 and report it)",
-              file=sys.stderr)
+        print(
+            f"lint: internal error: {type(exc).__name__}: {exc} (rerun with RECIPES_DEBUG=1 and report it)",
+            file=sys.stderr,
+        )
         code = 3
     sys.exit(code)
 

@@ -23,6 +23,10 @@ ROUTERS: dict[str, RouterSpec] = {
     "vllm-router": RouterSpec(("vllm-disagg",), ("mooncake", "nixl")),
     "sglang-router": RouterSpec(("sglang-disagg",), ("mooncake", "mori", "nixl")),
     "inferencex-mooncake-lmcache-proxy": RouterSpec(
-        ("vllm-disagg",), ("mooncake",), max_prefill=1, max_decode=1,
-        note="InferenceX PR #1924's proxy forwards to the first prefill and decode only"),
+        ("vllm-disagg",),
+        ("mooncake",),
+        max_prefill=1,
+        max_decode=1,
+        note="InferenceX PR #1924's proxy forwards to the first prefill and decode only",
+    ),
 }

@@ -76,6 +76,7 @@ def parsed_settings(worker: Worker) -> dict:
 
 # ---------------------------------------------------------------- structural (every profile)
 
+
 def _has_a_scenario(ctx: Context):
     sc = ctx.entry.scenarios
     if not (sc.fixed_seq_len or sc.agentic_coding):
@@ -85,14 +86,21 @@ def _has_a_scenario(ctx: Context):
 def _conc_list_xor_range(ctx: Context):
     for pt in points(ctx):
         sp = pt.space
-        has_list, has_start, has_end = sp.conc_list is not None, sp.conc_start is not None, sp.conc_end is not None
+        has_list, has_start, has_end = (
+            sp.conc_list is not None,
+            sp.conc_start is not None,
+            sp.conc_end is not None,
+        )
         if has_list and (has_start or has_end):
             yield Problem(pt.path, "both conc-list and conc-start/conc-end given", "use one of the two forms")
         elif not has_list and not (has_start and has_end):
             yield Problem(pt.path, "no concurrency given", "set conc-list, or both conc-start and conc-end")
         elif has_start and has_end and sp.conc_start > sp.conc_end:
-            yield Problem(pt.path + ("conc-start",), f"conc-start {sp.conc_start} exceeds conc-end {sp.conc_end}",
-                          "conc-start <= conc-end")
+            yield Problem(
+                pt.path + ("conc-start",),
+                f"conc-start {sp.conc_start} exceeds conc-end {sp.conc_end}",
+                "conc-start <= conc-end",
+            )
 
 
 def _topology_matches_multinode(ctx: Context):
@@ -109,6 +117,7 @@ STRUCTURAL = (_has_a_scenario, _conc_list_xor_range, _topology_matches_multinode
 
 
 # ---------------------------------------------------------------- strict (this repository's configs)
+
 
 def _image_public_and_pinned(ctx: Context):
     for problem, fix in image_problems(ctx.entry.image):
@@ -145,8 +154,12 @@ def _shared_settings_agree(ctx: Context):
         values = {r: reg.resolve(r, parsed_settings(getattr(pt.space, r))) for r in reg.ROLES}
         for name, setting in reg.REGISTRY.items():
             if setting.shared and values["prefill"].get(name) != values["decode"].get(name):
-                yield Problem(pt.path, f"{name} differs between prefill ({values['prefill'][name]}) and decode "
-                                       f"({values['decode'][name]})", "both roles must use the same value")
+                yield Problem(
+                    pt.path,
+                    f"{name} differs between prefill ({values['prefill'][name]}) and decode "
+                    f"({values['decode'][name]})",
+                    "both roles must use the same value",
+                )
 
 
 def _routers(ctx: Context) -> Iterator[tuple[tuple, object]]:
@@ -163,11 +176,17 @@ def _router_known_and_versioned(ctx: Context):
             hint = did_you_mean(router.name, ROUTERS) or one_of(ROUTERS)
             yield Problem(path + ("name",), f"unknown router {router.name!r}", hint)
         if router.name == PD_PROXY and router.version != PD_PROXY_VERSION:
-            yield Problem(path + ("version",), f"{PD_PROXY} is this repository's proxy, version {PD_PROXY_VERSION}",
-                          f"version: \"{PD_PROXY_VERSION}\"")
+            yield Problem(
+                path + ("version",),
+                f"{PD_PROXY} is this repository's proxy, version {PD_PROXY_VERSION}",
+                f'version: "{PD_PROXY_VERSION}"',
+            )
         elif not is_real_version(router.version):
-            yield Problem(path + ("version",), f"router version {router.version!r} is not a release or commit",
-                          VERSION_HINT)
+            yield Problem(
+                path + ("version",),
+                f"router version {router.version!r} is not a release or commit",
+                VERSION_HINT,
+            )
 
 
 def _router_fits_topology(ctx: Context):
@@ -180,16 +199,23 @@ def _router_fits_topology(ctx: Context):
         for role, limit in (("prefill", spec.max_prefill), ("decode", spec.max_decode)):
             worker = getattr(pt.space, role)
             if limit is not None and worker is not None and worker.num_worker > limit:
-                yield Problem(pt.path + (role, "num-worker"),
-                              f"router {router.name} serves at most {limit} {role} worker(s), got {worker.num_worker}",
-                              spec.note or "use pd-proxy or vllm-router")
+                yield Problem(
+                    pt.path + (role, "num-worker"),
+                    f"router {router.name} serves at most {limit} {role} worker(s), got {worker.num_worker}",
+                    spec.note or "use pd-proxy or vllm-router",
+                )
         if ctx.entry.framework not in spec.frameworks:
-            yield Problem(ctx.path + ("framework",), f"router {router.name} cannot front {ctx.entry.framework}",
-                          one_of(spec.frameworks))
+            yield Problem(
+                ctx.path + ("framework",),
+                f"router {router.name} cannot front {ctx.entry.framework}",
+                one_of(spec.frameworks),
+            )
         if ctx.entry.kv_p2p_transfer and ctx.entry.kv_p2p_transfer not in spec.transfers:
-            yield Problem(ctx.path + ("kv-p2p-transfer",),
-                          f"router {router.name} does not speak the {ctx.entry.kv_p2p_transfer} PD contract",
-                          one_of(spec.transfers))
+            yield Problem(
+                ctx.path + ("kv-p2p-transfer",),
+                f"router {router.name} does not speak the {ctx.entry.kv_p2p_transfer} PD contract",
+                one_of(spec.transfers),
+            )
 
 
 def _disagg_is_complete(ctx: Context):
@@ -199,27 +225,42 @@ def _disagg_is_complete(ctx: Context):
     if e.kv_p2p_transfer is None:
         yield Problem(ctx.path, "disagg entry without kv-p2p-transfer", "kv-p2p-transfer: mooncake")
     elif e.kv_p2p_transfer not in KV_TRANSFERS:
-        yield Problem(ctx.path + ("kv-p2p-transfer",), f"unknown kv-p2p-transfer {e.kv_p2p_transfer!r}",
-                      did_you_mean(e.kv_p2p_transfer, KV_TRANSFERS) or one_of(KV_TRANSFERS))
+        yield Problem(
+            ctx.path + ("kv-p2p-transfer",),
+            f"unknown kv-p2p-transfer {e.kv_p2p_transfer!r}",
+            did_you_mean(e.kv_p2p_transfer, KV_TRANSFERS) or one_of(KV_TRANSFERS),
+        )
     if e.router is None and any(pt.space.router is None for pt in points(ctx)):
-        yield Problem(ctx.path, "disagg entry without router", "router: {name: pd-proxy, version: \"0.1.0\"}")
+        yield Problem(ctx.path, "disagg entry without router", 'router: {name: pd-proxy, version: "0.1.0"}')
     if not e.multinode:
-        yield Problem(ctx.path + ("multinode",), "disagg entries run prefill and decode on separate nodes",
-                      "multinode: true")
+        yield Problem(
+            ctx.path + ("multinode",),
+            "disagg entries run prefill and decode on separate nodes",
+            "multinode: true",
+        )
 
 
 def _kv_offloading_consistent(ctx: Context):
     for pt in points(ctx):
         sp = pt.space
         if sp.kv_offloading == "dram" and sp.kv_offload_backend is None:
-            yield Problem(pt.path, "kv-offloading: dram without kv-offload-backend",
-                          "kv-offload-backend: {name: lmcache, version: ...}")
+            yield Problem(
+                pt.path,
+                "kv-offloading: dram without kv-offload-backend",
+                "kv-offload-backend: {name: lmcache, version: ...}",
+            )
         if sp.kv_offload_backend is not None and sp.kv_offloading != "dram":
-            yield Problem(pt.path + ("kv-offload-backend",), "kv-offload-backend given but kv-offloading is not dram",
-                          "kv-offloading: dram, or drop the backend")
+            yield Problem(
+                pt.path + ("kv-offload-backend",),
+                "kv-offload-backend given but kv-offloading is not dram",
+                "kv-offloading: dram, or drop the backend",
+            )
         if sp.kv_offloading == "dram" and pt.scenario == "agentic-coding" and pt.dram_utilization is None:
-            yield Problem(pt.path[:-2], "kv-offloading: dram needs dram-utilization to size the DRAM tier",
-                          "dram-utilization: 0.8")
+            yield Problem(
+                pt.path[:-2],
+                "kv-offloading: dram needs dram-utilization to size the DRAM tier",
+                "dram-utilization: 0.8",
+            )
 
 
 def _offload_backend_versioned(ctx: Context):
@@ -231,8 +272,11 @@ def _offload_backend_versioned(ctx: Context):
         if backend.version is None:
             yield Problem(where, f"{backend.name} backend without a version", f"version: {VERSION_HINT}")
         elif not is_real_version(backend.version):
-            yield Problem(where + ("version",), f"backend version {backend.version!r} is not a release or commit",
-                          VERSION_HINT)
+            yield Problem(
+                where + ("version",),
+                f"backend version {backend.version!r} is not a release or commit",
+                VERSION_HINT,
+            )
 
 
 def _runner_exists(ctx: Context):
@@ -245,8 +289,11 @@ def _runner_exists(ctx: Context):
         if label not in known:
             yield Problem(path, f"runner {label!r} is not in runners.yaml", did_you_mean(label, known))
         elif ctx.hardware(label) is None:
-            yield Problem(path, f"runner {label!r} has no hardware entry in runners.yaml",
-                          "add hardware.<label> with gpus-per-node and available-cpu-dram-mib")
+            yield Problem(
+                path,
+                f"runner {label!r} has no hardware entry in runners.yaml",
+                "add hardware.<label> with gpus-per-node and available-cpu-dram-mib",
+            )
 
 
 def _runner_launchable(ctx: Context):
@@ -256,8 +303,11 @@ def _runner_launchable(ctx: Context):
     given = hw.model_dump(by_alias=True)
     missing = [k for k in LAUNCH_KEYS if given.get(k) is None]
     if missing:
-        yield Problem(ctx.path + ("runner",), f"runner {ctx.entry.runner!r} lacks launch facts: {', '.join(missing)}",
-                      "add them under hardware in runners.yaml")
+        yield Problem(
+            ctx.path + ("runner",),
+            f"runner {ctx.entry.runner!r} lacks launch facts: {', '.join(missing)}",
+            "add them under hardware in runners.yaml",
+        )
 
 
 def role_gpus(worker: Worker) -> int:
@@ -273,15 +323,25 @@ def _topology_fits_runner(ctx: Context):
         gpus = worker.num_worker * role_gpus(worker)
         per_worker = role_gpus(worker)
         if gpus % hw.gpus_per_node or (per_worker > hw.gpus_per_node and per_worker % hw.gpus_per_node):
-            yield Problem(path, f"{role}: {worker.num_worker} worker(s) x {per_worker} GPUs = {gpus} GPUs does not "
-                                f"fill whole {hw.gpus_per_node}-GPU nodes", "nodes x gpus-per-node = workers x tp x pp")
+            yield Problem(
+                path,
+                f"{role}: {worker.num_worker} worker(s) x {per_worker} GPUs = {gpus} GPUs does not "
+                f"fill whole {hw.gpus_per_node}-GPU nodes",
+                "nodes x gpus-per-node = workers x tp x pp",
+            )
         if worker.ep is not None and worker.ep > per_worker:
-            yield Problem(path + ("ep",), f"ep {worker.ep} exceeds the {per_worker} GPUs of one {role} worker",
-                          f"ep <= tp x pp = {per_worker}")
+            yield Problem(
+                path + ("ep",),
+                f"ep {worker.ep} exceeds the {per_worker} GPUs of one {role} worker",
+                f"ep <= tp x pp = {per_worker}",
+            )
         nodes_labels = ctx.runners.labels.get(worker.hardware or ctx.entry.runner) if ctx.runners else None
         if nodes_labels is not None and gpus // hw.gpus_per_node > len(nodes_labels):
-            yield Problem(path, f"{role} needs {gpus // hw.gpus_per_node} nodes, the runner lists "
-                                f"{len(nodes_labels)}", "fewer workers or a larger runner")
+            yield Problem(
+                path,
+                f"{role} needs {gpus // hw.gpus_per_node} nodes, the runner lists {len(nodes_labels)}",
+                "fewer workers or a larger runner",
+            )
 
 
 def l1_size_gb(hw: Hardware, dram_utilization: float) -> int:
@@ -300,8 +360,11 @@ def _lmcache_l1_fits(ctx: Context):
         init = reg.resolve(role, parsed_settings(worker))["LMCACHE_L1_INIT_SIZE_GB"]
         size = l1_size_gb(hw, pt.dram_utilization)
         if size < init:
-            yield Problem(path, f"LMCache L1 of {size} GiB (DRAM x dram-utilization) is below its init size "
-                                f"{init} GiB", "raise dram-utilization or set LMCACHE_L1_INIT_SIZE_GB lower")
+            yield Problem(
+                path,
+                f"LMCache L1 of {size} GiB (DRAM x dram-utilization) is below its init size {init} GiB",
+                "raise dram-utilization or set LMCACHE_L1_INIT_SIZE_GB lower",
+            )
 
 
 def _mooncake_needs_vllm_016(ctx: Context):
@@ -311,8 +374,11 @@ def _mooncake_needs_vllm_016(ctx: Context):
     version = engine_version(e.image)
     if version is not None and version[:2] < MOONCAKE_MIN_VLLM:
         found = ".".join(map(str, version))
-        yield Problem(ctx.path + ("image",), f"vLLM {found} speaks the old Mooncake PD contract (decode silently "
-                                            "recomputes)", "use vLLM >= 0.16")
+        yield Problem(
+            ctx.path + ("image",),
+            f"vLLM {found} speaks the old Mooncake PD contract (decode silently recomputes)",
+            "use vLLM >= 0.16",
+        )
 
 
 STRICT = (

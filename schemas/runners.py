@@ -22,7 +22,9 @@ class Hardware(Model):
     )
     partition: str | None = Field(None, min_length=1, description="SLURM partition.")
     account: str | None = Field(None, min_length=1, description="SLURM account, if the cluster needs one.")
-    time_limit: str | None = Field(None, pattern=r"^\d{1,3}:\d{2}:\d{2}$", description="sbatch --time, H:MM:SS.")
+    time_limit: str | None = Field(
+        None, pattern=r"^\d{1,3}:\d{2}:\d{2}$", description="sbatch --time, H:MM:SS."
+    )
     container_runtime: Literal["docker", "pyxis", "none"] | None = Field(
         None, description="docker (host network), pyxis/enroot (srun --container-image), none (local sim)."
     )

@@ -91,43 +91,116 @@ def _s(name, kind, help, **kw) -> Setting:
 
 
 _PREFILL = ("prefill",)
-_LMCACHE_ONLY_PREFILL = "LMCache runs only on prefill nodes (a decode-side lookup races the remote-prefill load)"
+_LMCACHE_ONLY_PREFILL = (
+    "LMCache runs only on prefill nodes (a decode-side lookup races the remote-prefill load)"
+)
 
 REGISTRY: dict[str, Setting] = {
     s.name: s
     for s in (
-        _s("MC_PROTOCOL", "choice", "Mooncake transport (kv_connector_extra_config.mooncake_protocol).",
-           choices=("tcp", "rdma"), default="tcp", shared=True),
-        _s("MC_NUM_WORKERS", "int", "Mooncake transfer workers (kv_connector_extra_config.num_workers).",
-           low=1, high=256, default=10),
+        _s(
+            "MC_PROTOCOL",
+            "choice",
+            "Mooncake transport (kv_connector_extra_config.mooncake_protocol).",
+            choices=("tcp", "rdma"),
+            default="tcp",
+            shared=True,
+        ),
+        _s(
+            "MC_NUM_WORKERS",
+            "int",
+            "Mooncake transfer workers (kv_connector_extra_config.num_workers).",
+            low=1,
+            high=256,
+            default=10,
+        ),
         _s("MAX_MODEL_LEN", "int", "vLLM --max-model-len.", low=1, shared=True),
         _s("MAX_NUM_BATCHED_TOKENS", "int", "vLLM --max-num-batched-tokens.", low=1),
         _s("MAX_NUM_SEQS", "int", "vLLM --max-num-seqs.", low=1),
-        _s("ENABLE_PREFIX_CACHING", "bool", "vLLM prefix caching; off defeats LMCache L2 reuse.", default=True),
-        _s("GPU_MEMORY_UTILIZATION", "float", "vLLM --gpu-memory-utilization.", low=0, low_open=True, high=1,
-           default=0.9),
+        _s(
+            "ENABLE_PREFIX_CACHING",
+            "bool",
+            "vLLM prefix caching; off defeats LMCache L2 reuse.",
+            default=True,
+        ),
+        _s(
+            "GPU_MEMORY_UTILIZATION",
+            "float",
+            "vLLM --gpu-memory-utilization.",
+            low=0,
+            low_open=True,
+            high=1,
+            default=0.9,
+        ),
         _s("WEKA_LOADER_OVERRIDE", "ident", "Trace set (AIPerf public dataset loader) for agentic runs."),
         _s("HF_HUB_CACHE", "path", "Hugging Face cache directory inside the container."),
         _s("DECODE_MTP_SIZE", "int", "Speculative (MTP) tokens on decode.", roles=("decode",), low=0, high=8),
-        _s("LMCACHE_L1_INIT_SIZE_GB", "int", "lmcache server --l1-init-size-gb (L1 may not be smaller).",
-           roles=_PREFILL, low=1, default=20),
-        _s("LMCACHE_L1_READ_TTL_SECONDS", "int", "lmcache server --l1-read-ttl-seconds.", roles=_PREFILL, low=1),
-        _s("LMCACHE_CHUNK_SIZE", "int", "lmcache server --chunk-size (tokens).", roles=_PREFILL, low=1,
-           default=256),
+        _s(
+            "LMCACHE_L1_INIT_SIZE_GB",
+            "int",
+            "lmcache server --l1-init-size-gb (L1 may not be smaller).",
+            roles=_PREFILL,
+            low=1,
+            default=20,
+        ),
+        _s(
+            "LMCACHE_L1_READ_TTL_SECONDS",
+            "int",
+            "lmcache server --l1-read-ttl-seconds.",
+            roles=_PREFILL,
+            low=1,
+        ),
+        _s(
+            "LMCACHE_CHUNK_SIZE",
+            "int",
+            "lmcache server --chunk-size (tokens).",
+            roles=_PREFILL,
+            low=1,
+            default=256,
+        ),
         _s("LMCACHE_MAX_WORKERS", "int", "lmcache server --max-workers.", roles=_PREFILL, low=1, high=256),
-        _s("LMCACHE_MP_MQ_TIMEOUT", "int", "LMCacheMPConnector lmcache.mp.mq_timeout (s).", roles=_PREFILL,
-           low=1, default=300),
-        _s("LMCACHE_EVICTION_POLICY", "choice", "lmcache server --eviction-policy.", roles=_PREFILL,
-           choices=("LRU",), default="LRU"),
-        _s("LMCACHE_L1_SIZE_GB", "derived", "lmcache server --l1-size-gb.", roles=_PREFILL,
-           derived_from="the runner's available-cpu-dram-mib x the scenario's dram-utilization, per node"),
-        _s("PREFILL_NODES", "derived", "Prefill node count.",
-           derived_from="prefill num-worker x tp x pp / the runner's gpus-per-node"),
-        _s("DECODE_NODES", "derived", "Decode node count.",
-           derived_from="decode num-worker x tp x pp / the runner's gpus-per-node"),
+        _s(
+            "LMCACHE_MP_MQ_TIMEOUT",
+            "int",
+            "LMCacheMPConnector lmcache.mp.mq_timeout (s).",
+            roles=_PREFILL,
+            low=1,
+            default=300,
+        ),
+        _s(
+            "LMCACHE_EVICTION_POLICY",
+            "choice",
+            "lmcache server --eviction-policy.",
+            roles=_PREFILL,
+            choices=("LRU",),
+            default="LRU",
+        ),
+        _s(
+            "LMCACHE_L1_SIZE_GB",
+            "derived",
+            "lmcache server --l1-size-gb.",
+            roles=_PREFILL,
+            derived_from="the runner's available-cpu-dram-mib x the scenario's dram-utilization, per node",
+        ),
+        _s(
+            "PREFILL_NODES",
+            "derived",
+            "Prefill node count.",
+            derived_from="prefill num-worker x tp x pp / the runner's gpus-per-node",
+        ),
+        _s(
+            "DECODE_NODES",
+            "derived",
+            "Decode node count.",
+            derived_from="decode num-worker x tp x pp / the runner's gpus-per-node",
+        ),
         _s("ROUTER_TYPE", "derived", "Router implementation.", derived_from="the entry's router.name"),
-        _s("PREFILL_KV_CONNECTOR", "derived", "Prefill KV connector.",
-           derived_from="kv-p2p-transfer and kv-offload-backend (LMCache joins via MultiConnector)"),
+        _s(
+            "PREFILL_KV_CONNECTOR",
+            "derived",
+            "Prefill KV connector.",
+            derived_from="kv-p2p-transfer and kv-offload-backend (LMCache joins via MultiConnector)",
+        ),
         _s("DECODE_KV_CONNECTOR", "derived", "Decode KV connector.", derived_from="kv-p2p-transfer"),
     )
 }
@@ -161,8 +234,11 @@ def lookup(key: str) -> Setting:
 
 def resolve(role: str, parsed: dict) -> dict:
     """Every registered setting valid for `role` with its value: given, else the default (None = unset)."""
-    return {name: parsed.get(name, s.default) for name, s in REGISTRY.items()
-            if role in s.roles and s.kind != "derived"}
+    return {
+        name: parsed.get(name, s.default)
+        for name, s in REGISTRY.items()
+        if role in s.roles and s.kind != "derived"
+    }
 
 
 def role_note(setting: Setting) -> str:

@@ -64,8 +64,9 @@ def load_text(text: str, file: str = "<string>") -> Document:
         try:
             doc.data = _Builder(doc).build(root, ())
         except RecursionError:  # an alias inside its own anchor (&a [*a]) or absurd nesting
-            raise YamlSyntaxError(file, root.start_mark.line + 1,
-                                  "invalid YAML: nested too deeply or a recursive alias") from None
+            raise YamlSyntaxError(
+                file, root.start_mark.line + 1, "invalid YAML: nested too deeply or a recursive alias"
+            ) from None
         doc.lines.setdefault((), root.start_mark.line + 1)
     return doc
 
@@ -102,8 +103,11 @@ class _Builder:
             return self.scalars.construct_object(node, deep=True)
         except Exception as exc:  # unknown tag (!foo, a bare '='), or a typed scalar that is not (!!int abc)
             problem = (str(getattr(exc, "problem", None) or exc).splitlines() or [type(exc).__name__])[0]
-            raise YamlSyntaxError(self.doc.file, node.start_mark.line + 1,
-                                  f"invalid YAML: cannot read {node.tag} value ({problem})") from None
+            raise YamlSyntaxError(
+                self.doc.file,
+                node.start_mark.line + 1,
+                f"invalid YAML: cannot read {node.tag} value ({problem})",
+            ) from None
 
     def _mapping(self, node, path: Path_) -> dict:
         try:

@@ -181,6 +181,14 @@ def assert_fast_failure(job: Job, rank: int, *expected: str) -> str:
     return text
 
 
+def first_reporter(job: Job, ranks: tuple, failed: str) -> int:
+    """The rank that reported the failure itself (the others may have been ended by srun first)."""
+    for rank in ranks:
+        if failed in job.nodes[rank].text and "received SIGTERM" not in job.nodes[rank].text:
+            return rank
+    pytest.fail(f"no rank of {ranks} reported {failed!r}: " + "".join(job.nodes[r].text for r in ranks))
+
+
 def test_a_healthy_job_runs_every_step_and_keeps_every_result(cluster):
     job = cluster.run()
     assert {r: n.rc for r, n in job.nodes.items()} == {0: 0, 1: 0, 2: 0}, job.nodes[0].text
@@ -256,14 +264,17 @@ def test_the_benchmark_exit_code_is_the_nodes_exit_code(cluster):
 def test_a_missing_program_fails_preflight_naming_it(cluster):
     (cluster.root / "bin" / "lmcache").unlink()
     job = cluster.run()
-    text = assert_fast_failure(job, 0, "FAILED preflight on sim1", "not on PATH: lmcache")
+    # both prefill nodes lack it; whichever reports first, srun ends the other
+    rank = first_reporter(job, (0, 1), "FAILED preflight on sim")
+    text = assert_fast_failure(job, rank, "not on PATH: lmcache")
     assert "step: start barrier" not in text
 
 
 def test_an_image_with_another_lmcache_build_fails_preflight(cluster):
     cluster.install_lmcache("0.5.5")
     job = cluster.run()
-    text = assert_fast_failure(job, 0, "FAILED preflight on sim1", "lmcache 0.5.5 is installed")
+    rank = first_reporter(job, (0, 1), "FAILED preflight on sim")
+    text = assert_fast_failure(job, rank, "lmcache 0.5.5 is installed")
     assert "the recipe pins 0.5.6" in text
 
 

@@ -123,8 +123,10 @@ def expect(findings, path: str, fragment: str, hint: str | None = None) -> Findi
 
 def finding_line(file: str | Path) -> re.Pattern:
     """`<file>:<line>: <key.path>: <message>( (<hint>))?` for findings in `file`."""
-    return re.compile(rf"^{re.escape(str(file))}:(?P<line>[1-9]\d*): (?P<path>.+?): (?P<msg>.+?)"
-                      r"( \((?P<hint>.+)\))?$")
+    return re.compile(
+        rf"^{re.escape(str(file))}:(?P<line>[1-9]\d*): (?P<path>.+?): (?P<msg>.+?)"
+        r"( \((?P<hint>.+)\))?$"
+    )
 
 
 def rows(out: str, file: str | Path) -> list[tuple[int, str, str, str]]:

@@ -35,11 +35,43 @@ SETTING_LISTS = [path for path in LISTS if path[-1] == "additional-settings"]
 KNOWN_KEYS = sorted({part for path in PATHS for part in path if isinstance(part, str)})
 
 # Values that break shells, parsers and line-oriented output.
-NASTY = ["$(touch x)", "`touch x`", "a b", "; rm -rf /", "x\ny", "x\ry", "'", '"', "\\", "ü", "\u0663",
-         "\u202e", "", "=", "nan", "inf", "-1", "0", "1.5", "tcp", "rdma", "LRU", "/models/a b", "/models/ok",
-         "1e9", " 8", "a: b"]
-scalars = st.one_of(st.integers(min_value=-(2**70), max_value=2**70), st.floats(), st.booleans(), st.none(),
-                    st.text(max_size=24), st.sampled_from(NASTY))
+NASTY = [
+    "$(touch x)",
+    "`touch x`",
+    "a b",
+    "; rm -rf /",
+    "x\ny",
+    "x\ry",
+    "'",
+    '"',
+    "\\",
+    "ü",
+    "\u0663",
+    "\u202e",
+    "",
+    "=",
+    "nan",
+    "inf",
+    "-1",
+    "0",
+    "1.5",
+    "tcp",
+    "rdma",
+    "LRU",
+    "/models/a b",
+    "/models/ok",
+    "1e9",
+    " 8",
+    "a: b",
+]
+scalars = st.one_of(
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(),
+    st.booleans(),
+    st.none(),
+    st.text(max_size=24),
+    st.sampled_from(NASTY),
+)
 
 
 def _containers(kids):
@@ -47,15 +79,20 @@ def _containers(kids):
 
 
 values = st.recursive(scalars, _containers, max_leaves=8)
-keys = st.one_of(st.text(max_size=16), st.sampled_from(KNOWN_KEYS + NASTY), st.integers(), st.booleans(),
-                 st.none())
+keys = st.one_of(
+    st.text(max_size=16), st.sampled_from(KNOWN_KEYS + NASTY), st.integers(), st.booleans(), st.none()
+)
 setting_items = st.one_of(
     st.text(max_size=40),
-    st.builds("{}={}".format, st.sampled_from([*REGISTRY, "MC_PROTOKOL", "mc_protocol", "", "A B"]),
-              st.one_of(st.sampled_from(NASTY), st.text(max_size=16))),
+    st.builds(
+        "{}={}".format,
+        st.sampled_from([*REGISTRY, "MC_PROTOKOL", "mc_protocol", "", "A B"]),
+        st.one_of(st.sampled_from(NASTY), st.text(max_size=16)),
+    ),
 )
-YAMLISH = st.text(alphabet=st.sampled_from(list(":-[]{}!&*#|>'\"\n ,?%@`=<.\t") + list("abk01yn~")),
-                  max_size=60)
+YAMLISH = st.text(
+    alphabet=st.sampled_from(list(":-[]{}!&*#|>'\"\n ,?%@`=<.\t") + list("abk01yn~")), max_size=60
+)
 ROLES = st.sampled_from(["config", "runners", "changelog"])
 
 
