@@ -14,11 +14,20 @@ import shlex
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from .render import ROOT_DIR, Rendered, RenderError, load, render_config, write
 
-SNAPSHOT_DIRS = ("scripts", "proxy")
+# checkout folder -> its place in the run's recipe/ folder
+SNAPSHOT_DIRS = {"scripts": "scripts", "proxy": "proxy", "sim/traces": "traces"}
+
+
+@dataclass(frozen=True)
+class Submission:
+    job_id: str
+    job_name: str
+    run_dir: Path
 
 
 def new_run_id(now: dt.datetime | None = None) -> str:
@@ -46,9 +55,34 @@ def snapshot(rendered: Rendered, run_dir: Path) -> None:
     write(rendered, run_dir / "rendered")  # out/<key>/<variant>/ layout, then flattened into recipe/
     shutil.move(str(run_dir / "rendered" / rendered.plan.config_key / rendered.plan.variant), recipe)
     shutil.rmtree(run_dir / "rendered")
-    for name in SNAPSHOT_DIRS:
-        if (ROOT_DIR / name).is_dir():
-            shutil.copytree(ROOT_DIR / name, recipe / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for source, target in SNAPSHOT_DIRS.items():
+        if (ROOT_DIR / source).is_dir():
+            shutil.copytree(ROOT_DIR / source, recipe / target, ignore=shutil.ignore_patterns("__pycache__"))
+
+
+class SubmitError(Exception):
+    """sbatch is missing or refused the job."""
+
+
+def run_dir_for(rendered: Rendered, out: Path, run_id: str) -> Path:
+    return (out / "runs" / rendered.plan.config_key / rendered.plan.variant / run_id).resolve()
+
+
+def submit(rendered: Rendered, out: Path, *, env: dict[str, str] | None = None) -> Submission:
+    """Snapshot the variant into a new run folder and sbatch it; env is what the job inherits."""
+    run_id = new_run_id()
+    run_dir = run_dir_for(rendered, out, run_id)
+    cmd = sbatch_command(rendered, run_dir, run_id)
+    if shutil.which("sbatch", path=(env or {}).get("PATH")) is None:
+        raise SubmitError(
+            "sbatch not found: run on a SLURM login node, or `make cluster-up` for the local cluster"
+        )
+    snapshot(rendered, run_dir)
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    job_id = re.fullmatch(r"(\d+)(;.*)?", done.stdout.strip())
+    if done.returncode != 0 or job_id is None:
+        raise SubmitError(f"sbatch failed (exit {done.returncode}): {(done.stderr or done.stdout).strip()}")
+    return Submission(job_id[1], cmd[2].split("=", 1)[1], run_dir)
 
 
 def pick(variants: list[Rendered], wanted: str | None) -> Rendered:
@@ -83,26 +117,18 @@ def main(argv=None) -> int:
         for finding in exc.findings:
             print(finding.format())
         return 1
-    run_id = new_run_id()
-    run_dir = (Path(args.out) / "runs" / args.config / rendered.plan.variant / run_id).resolve()
-    cmd = sbatch_command(rendered, run_dir, run_id)
     if args.dry_run:
-        print(shlex.join(cmd))
+        run_id = new_run_id()
+        print(shlex.join(sbatch_command(rendered, run_dir_for(rendered, Path(args.out), run_id), run_id)))
         return 0
-    if shutil.which("sbatch") is None:
-        print(
-            "submit: sbatch not found: run on a SLURM login node, or `make cluster-up` for the local cluster",
-            file=sys.stderr,
-        )
+    try:
+        job = submit(rendered, Path(args.out))
+    except SubmitError as exc:
+        print(f"submit: {exc}", file=sys.stderr)
         return 1
-    snapshot(rendered, run_dir)
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        print(f"submit: sbatch failed (exit {done.returncode}): {done.stderr.strip()}", file=sys.stderr)
-        return 1
-    job_id = re.match(r"\d+", done.stdout.strip())
-    print(f"submitted job {job_id[0] if job_id else done.stdout.strip()} ({cmd[2].split('=', 1)[1]})")
-    print(f"run folder: {run_dir}\nmain output: {run_dir}/job.out\nnode logs: {run_dir}/logs/<node>/")
+    print(f"submitted job {job.job_id} ({job.job_name})")
+    print(f"run folder: {job.run_dir}")
+    print(f"main output: {job.run_dir}/job.out\nnode logs: {job.run_dir}/logs/<node>/")
     return 0
 
 

@@ -1,0 +1,86 @@
+"""make submit: the exact sbatch command, a unique job name per run, a self-contained run folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from pathlib import Path
+
+import pytest
+
+from recipes import submit
+from recipes.render import render_config
+
+LOCAL = "local-sim-vllm-disagg-agentic"
+
+
+@pytest.fixture
+def rendered(configs):
+    entries, runners = configs
+    return render_config(LOCAL, entries[LOCAL], runners)[0]
+
+
+@pytest.fixture
+def fake_sbatch(tmp_path: Path):
+    """sbatch on PATH that records its argv and answers like `sbatch --parsable` (or fails)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    record = tmp_path / "sbatch.json"
+    script = bin_dir / "sbatch"
+    script.write_text(
+        "#!/usr/bin/env python3\nimport json, os, sys\n"
+        "seen = {'argv': sys.argv[1:], 'marker': os.environ.get('DEMO_MARKER')}\n"
+        f"json.dump(seen, open({str(record)!r}, 'w'))\n"
+        "if os.environ.get('FAKE_SBATCH_FAIL'):\n"
+        "    sys.exit('sbatch: error: Invalid partition name specified')\n"
+        "print('4242;cluster')\n"
+    )
+    script.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "DEMO_MARKER": "x"}
+    return env, record
+
+
+def test_run_ids_are_unique_so_job_names_never_collide():
+    assert len({submit.new_run_id() for _ in range(50)}) == 50
+
+
+def test_dry_run_prints_the_exact_command_and_submits_nothing(capsys, tmp_path):
+    assert submit.main([LOCAL, "--dry-run", "--out", str(tmp_path)]) == 0
+    argv = shlex.split(capsys.readouterr().out)
+    assert argv[:2] == ["sbatch", "--parsable"]
+    assert argv[2].startswith(f"--job-name={LOCAL}_agentic_p2x8_d1x8-")
+    assert argv[-1].endswith("/recipe/job.sbatch")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_submit_snapshots_everything_the_job_reads(rendered, tmp_path, fake_sbatch):
+    env, record = fake_sbatch
+    job = submit.submit(rendered, tmp_path, env=env)
+    assert job.job_id == "4242"
+    recipe = job.run_dir / "recipe"
+    for name in (
+        "job.sbatch",
+        "server_vllm.sh",
+        "env.sh",
+        "plan.json",
+        "scripts/sync.py",
+        "scripts/lib/node.sh",
+    ):
+        assert (recipe / name).is_file(), name
+    assert (recipe / "server_vllm.sh").read_text() == rendered.files["server_vllm.sh"]
+    sent = json.loads(record.read_text())
+    assert sent["marker"] == "x"  # the job inherits the environment it was given
+    assert f"--export=ALL,RUN_DIR={job.run_dir},RECIPE_DIR={recipe}" in sent["argv"]
+    assert f"--job-name={job.job_name}" in sent["argv"]
+
+
+def test_sbatch_refusal_is_reported_with_its_message(rendered, tmp_path, fake_sbatch):
+    env, _ = fake_sbatch
+    with pytest.raises(submit.SubmitError, match="Invalid partition name"):
+        submit.submit(rendered, tmp_path, env={**env, "FAKE_SBATCH_FAIL": "1"})
+
+
+def test_missing_sbatch_says_how_to_get_a_cluster(rendered, tmp_path):
+    with pytest.raises(submit.SubmitError, match="make cluster-up"):
+        submit.submit(rendered, tmp_path, env={"PATH": str(tmp_path)})
