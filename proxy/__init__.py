@@ -1,0 +1,1 @@
+"""PD proxy for vLLM >= 0.16 MooncakeConnector disaggregated serving (see proxy/README.md)."""

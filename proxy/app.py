@@ -1,0 +1,136 @@
+"""The raw ASGI application: routes, lifespan (clients, health checks), /health, /metrics, /v1/models."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+
+import httpx
+import msgspec
+
+from proxy.asgi import JSON, Message, Receive, Reply, Send
+from proxy.backends import Backends
+from proxy.config import Config
+from proxy.errors import NoBackend, classify, describe, envelope
+from proxy.relay import relay
+from proxy.runtime import Clients, Runtime
+
+log = logging.getLogger("proxy")
+Handler = Callable[[Runtime, Message, Receive, Send], Awaitable[None]]
+MODELS_TIMEOUT = httpx.Timeout(30.0, connect=5.0)  # a busy engine's API server may answer slowly
+
+
+class App:
+    """The proxy. Its upstream clients live from lifespan startup to shutdown; `transport` replaces
+    their network (tests route to in-process fake engines)."""
+
+    def __init__(self, config: Config, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.config = config
+        self._transport = transport
+        self.runtime: Runtime | None = None
+        self._checks: asyncio.Task | None = None
+
+    async def __call__(self, scope: Message, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            await self._http(scope, receive, send)
+        elif scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+
+    async def _http(self, scope: Message, receive: Receive, send: Send) -> None:
+        route = ROUTES.get(scope["path"])
+        if route is None or route[0] != scope["method"]:
+            status, kind = (404, "not_found") if route is None else (405, "method_not_allowed")
+            reply = Reply(send, uuid.uuid4().hex.encode())
+            return await reply.whole(
+                status, envelope(status, kind, f"{scope['method']} {scope['path']}"), JSON
+            )
+        assert self.runtime is not None, "requests arrive only after lifespan startup"
+        await route[1](self.runtime, scope, receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await self.startup()
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.shutdown()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def startup(self) -> None:
+        """Serves at once: engines not up yet are simply unhealthy until a check finds them."""
+        clients = Clients.create(self.config, self._transport)
+        self.runtime = Runtime(self.config, clients, Backends.from_config(self.config))
+        self._checks = asyncio.get_running_loop().create_task(
+            self.runtime.backends.check_forever(clients.control, self.config.health_interval)
+        )
+        c = self.config
+        log.info(
+            "prefill %s; decode %s; policy %s; upstream API key %s",
+            ", ".join(f"{p.url} (bootstrap {p.bootstrap_addr})" for p in c.prefill),
+            ", ".join(c.decode),
+            c.policy,
+            "set" if c.api_key else "not set",
+        )
+
+    async def shutdown(self) -> None:
+        if self._checks is not None:
+            self._checks.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._checks
+        if self.runtime is not None:
+            await self.runtime.clients.aclose()
+
+
+async def health(rt: Runtime, scope: Message, receive: Receive, send: Send) -> None:
+    """200 only when both roles have a healthy engine; the counts let a launcher wait for all of them."""
+    b = rt.backends
+    ok = b.prefill.healthy > 0 and b.decode.healthy > 0
+    doc = {
+        "status": "healthy" if ok else "unhealthy",
+        "prefill": {"healthy": b.prefill.healthy, "total": len(b.prefill.backends)},
+        "decode": {"healthy": b.decode.healthy, "total": len(b.decode.backends)},
+        "backends": [
+            {
+                "role": x.role,
+                "url": x.url,
+                "healthy": x.healthy,
+                "outstanding": x.outstanding,
+                "engine_ids": list(x.engine_ids),
+                "problem": x.problem,
+            }
+            for x in b.all
+        ],
+    }
+    await Reply(send, uuid.uuid4().hex.encode()).whole(200 if ok else 503, msgspec.json.encode(doc), JSON)
+
+
+async def metrics(rt: Runtime, scope: Message, receive: Receive, send: Send) -> None:
+    body = rt.metrics.render(rt.backends)
+    await Reply(send, uuid.uuid4().hex.encode()).whole(200, body, b"text/plain; version=0.0.4; charset=utf-8")
+
+
+async def models(rt: Runtime, scope: Message, receive: Receive, send: Send) -> None:
+    """The model list of a healthy decode engine, as it answered."""
+    reply = Reply(send, uuid.uuid4().hex.encode())
+    try:
+        backend = rt.backends.decode.least_loaded()
+        response = await rt.clients.control.get(backend.url + "/v1/models", timeout=MODELS_TIMEOUT)
+    except (NoBackend, httpx.HTTPError) as exc:
+        status, kind = classify(exc)
+        return await reply.whole(status, envelope(status, kind, describe(exc)), JSON)
+    content_type = response.headers.get("content-type", "application/json").encode("latin-1")
+    await reply.whole(response.status_code, response.content, content_type)
+
+
+ROUTES: dict[str, tuple[str, Handler]] = {
+    "/v1/chat/completions": ("POST", relay),
+    "/v1/completions": ("POST", relay),
+    "/v1/models": ("GET", models),
+    "/health": ("GET", health),
+    "/metrics": ("GET", metrics),
+}

@@ -1,0 +1,358 @@
+"""The simulated engine: validates a request (400s), runs prefill (local cache, L2, remote KV) and decode
+with the latency model, keeps vLLM's metrics, and injects faults. No HTTP here (see sim.server).
+
+First-token stop (FACTS.md §1), deterministically: the single token of a prefill leg is a stop exactly
+when min_tokens < 1 and the request lets a stop through (ignore_eos not true, or stop / stop_token_ids
+set) -- the worst case of what real vLLM may do. The transfer is then dropped and decode waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from sim import contract
+from sim.cli import ServeConfig
+from sim.lmcache import L2
+from sim.metrics import Metrics
+from sim.mooncake import Puller, PullFailed, Transfers
+from sim.settings import Settings
+from sim.tokens import PrefixCache, PromptError, block_hashes, chat_tokens, completion_tokens, output_word
+
+log = logging.getLogger("sim.engine")
+CHAT = "/v1/chat/completions"
+
+
+class HTTPError(Exception):
+    def __init__(self, status: int, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.param = status, message, param
+
+
+@dataclass
+class Job:
+    endpoint: str
+    body: dict[str, Any]
+    tokens: list[str]
+    max_tokens: int
+    leg: str  # plain | prefill | decode
+    request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    transfer_failure: contract.Violation | None = None  # the named prefill cannot serve this transfer
+    local_hit: int = 0
+    external: int = 0
+    finish_reason: str | None = None
+
+    @property
+    def params(self) -> Any:
+        return self.body.get("kv_transfer_params")
+
+    @property
+    def stream(self) -> bool:
+        return self.body.get("stream") is True
+
+    @property
+    def n(self) -> int:
+        return self.body.get("n") or 1
+
+    def kv_response(self) -> dict[str, Any] | None:
+        """Prefill responses carry no kv_transfer_params, except the LMCache per-request stats."""
+        if self.leg == "prefill" and isinstance(self.params, dict) and "cached_token_stats" in self.params:
+            return {
+                "cached_token_stats": {
+                    "num_vllm_cached_tokens": self.local_hit,
+                    "num_lmcache_cached_tokens": self.external,
+                }
+            }
+        return None
+
+
+class Engine:
+    def __init__(
+        self,
+        config: ServeConfig,
+        env: Settings,
+        *,
+        puller: Puller | None = None,
+        transfers: Transfers | None = None,
+        l2: L2 | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.config, self.env, self.kv = config, env, config.kv
+        self.metrics = metrics or Metrics(config.served_names[0])
+        self.puller, self.transfers, self.l2 = puller, transfers, l2
+        self.hbm = (
+            PrefixCache(block=config.block_size, capacity_tokens=env.hbm_cache_tokens)
+            if config.prefix_caching
+            else None
+        )
+        self.prefill_lock = asyncio.Lock()
+        self.slots = asyncio.Semaphore(config.max_num_seqs)
+        self.admitted = self.finished = self.running = self.waiting = 0
+        self.exit_code: int | None = None
+        self._warned: set[str] = set()
+
+    # -- validation ---------------------------------------------------------------------------------
+
+    async def prepare(self, endpoint: str, body: dict[str, Any]) -> Job:
+        """The request as vLLM would accept it, or HTTPError(400/404)."""
+        self._reject(contract.check_openai_body(body, endpoint=endpoint))
+        model = body.get("model")
+        if model is not None and model not in self.config.served_names:
+            raise HTTPError(404, f"The model `{model}` does not exist.", param="model")
+        try:
+            tokens = chat_tokens(body["messages"]) if endpoint == CHAT else completion_tokens(body["prompt"])
+        except PromptError as exc:
+            raise HTTPError(400, str(exc)) from None
+        job = Job(endpoint, body, tokens, self._max_tokens(body, len(tokens)), self._leg(body))
+        if job.leg == "prefill":
+            self._reject(contract.check_prefill_request(body, endpoint=endpoint))
+        elif job.leg == "decode":
+            found = contract.check_decode_request(body, endpoint=endpoint, engines=await self._engines(job))
+            failures = [v for v in found if v.rule in contract.TRANSFER_FAILURE_RULES]
+            self._reject([v for v in found if v not in failures])
+            self._count(failures)
+            job.transfer_failure = failures[0] if failures else None
+        return job
+
+    def _leg(self, body: dict[str, Any]) -> str:
+        params = body.get("kv_transfer_params")
+        kv = self.kv
+        if kv is None or kv.mooncake is None:
+            return "plain"
+        if params is None:
+            if kv.consumes and not kv.produces:  # silent recompute: count the hazard, serve it
+                self._count([contract.Violation("decode-kv-params", "no kv_transfer_params", False)])
+            return "plain"
+        if kv.produces and (not kv.consumes or (isinstance(params, dict) and params.get("do_remote_decode"))):
+            return "prefill"
+        return "decode"
+
+    def _max_tokens(self, body: dict[str, Any], prompt: int) -> int:
+        limit = self.config.max_model_len
+        cap = contract.effective_max_tokens(body)
+        if prompt >= limit or (cap is not None and prompt + cap > limit):
+            asked = cap if cap is not None else 1
+            raise HTTPError(
+                400,
+                f"This model's maximum context length is {limit} tokens. However, you "
+                f"requested {prompt + asked} tokens ({prompt} in the messages, {asked} in the "
+                "completion). Please reduce the length of the messages or completion.",
+            )
+        return cap if cap is not None else min(self.env.default_max_tokens, limit - prompt)
+
+    async def _engines(self, job: Job) -> dict[str, str]:
+        params = job.params if isinstance(job.params, dict) else {}
+        addr, wanted = params.get("remote_bootstrap_addr"), params.get("remote_engine_id")
+        if self.puller is None or not isinstance(addr, str) or contract.bootstrap_addr_problem(addr):
+            return {}
+        found = await self.puller.engine_id(addr)
+        if found is not None and isinstance(wanted, str) and wanted != found:
+            found = await self.puller.engine_id(addr, refresh=True)  # the prefill may have restarted
+        return {} if found is None else {addr: found}
+
+    def _reject(self, violations: list[contract.Violation]) -> None:
+        self._count(violations)
+        rejected = [v for v in violations if v.rejects]
+        if rejected:
+            raise HTTPError(400, "; ".join(f"{v.rule}: {v.message}" for v in rejected))
+
+    def _count(self, violations: list[contract.Violation]) -> None:
+        for v in violations:
+            self.metrics.inc("sim_contract_violations", rule=v.rule, rejects=str(v.rejects).lower())
+            if not v.rejects and v.rule not in self._warned:
+                self._warned.add(v.rule)
+                log.warning(
+                    "PD contract hazard %s: %s (counted in sim_contract_violations)", v.rule, v.message
+                )
+
+    # -- running ------------------------------------------------------------------------------------
+
+    async def run(self, job: Job) -> AsyncIterator[str]:
+        """Yields the generated text pieces (one per token); sets job.finish_reason."""
+        index, start = self.admitted, time.monotonic()  # latencies count from arrival, as in vLLM
+        self.admitted += 1
+        self._error_fault(index)
+        self._gauge(waiting=1)
+        try:
+            await self.slots.acquire()
+        finally:
+            self._gauge(waiting=-1)
+        try:
+            self._gauge(running=1)
+            await self._hang_fault(index)
+            if job.leg == "prefill":
+                self.transfers.begin(job.params["transfer_id"])
+            try:
+                await self._prefill(job)
+                last = time.monotonic()
+                self.metrics.observe("vllm:time_to_first_token_seconds", last - start)
+                async for i, piece in self._generate(job):
+                    if i:
+                        now = time.monotonic()
+                        self.metrics.observe("vllm:inter_token_latency_seconds", now - last)
+                        last = now
+                    yield piece
+            finally:
+                self._finish(job, start)
+        finally:
+            self.slots.release()
+
+    def _finish(self, job: Job, start: float) -> None:
+        self._gauge(running=-1)
+        reason = job.finish_reason or "abort"
+        if job.leg == "prefill" and job.finish_reason is None:
+            self.transfers.abort(job.params["transfer_id"])
+        self.metrics.inc("vllm:request_success", finished_reason=reason)
+        self.metrics.observe("vllm:e2e_request_latency_seconds", time.monotonic() - start)
+        self.finished += 1
+        faults = self.env.faults
+        if faults.crash_after is not None and self.finished >= faults.crash_after:
+            self._schedule_exit(1, f"crash-after:{faults.crash_after}")
+        elif faults.exit0_after is not None and self.finished >= faults.exit0_after:
+            self._schedule_exit(0, f"exit0-after:{faults.exit0_after}")
+
+    async def _prefill(self, job: Job) -> None:
+        tokens, prompt = job.tokens, len(job.tokens)
+        hashes, local = [], 0
+        if self.hbm is not None:
+            hashes = block_hashes(tokens, self.hbm.block)
+            local = min(self.hbm.match(hashes), (prompt - 1) // self.hbm.block * self.hbm.block)
+        external = 0
+        if job.leg == "decode":
+            external = await self._load_remote(job, prompt, local)
+        elif self.l2 is not None:
+            external = self.l2.lookup(tokens, local_hit=local)
+        cached = local + external
+        recomputed = 1 if cached >= prompt else 0
+        cached -= recomputed
+        job.local_hit, job.external = local, external
+        self._count_prompt(prompt, local, external, cached, recomputed)
+        if external and job.leg == "decode":
+            await asyncio.sleep(external * self.env.kv_s_per_token)
+        async with self.prefill_lock:
+            await asyncio.sleep((prompt - cached) * self.env.prefill_s_per_token)
+        if self.hbm is not None:
+            self.hbm.insert(hashes)
+            self.metrics.set("vllm:kv_cache_usage_perc", self.hbm.usage)
+        if self.l2 is not None and job.leg != "decode":
+            self.l2.store(tokens)
+
+    def _count_prompt(self, prompt: int, local: int, external: int, cached: int, recomputed: int) -> None:
+        """vLLM's accounting (PromptTokenStats): computed + local + external - recomputed = prompt."""
+        m = self.metrics
+        m.inc("vllm:prompt_tokens", prompt)
+        m.inc("vllm:prefix_cache_queries", prompt)
+        m.inc("vllm:prefix_cache_hits", local)
+        if self.kv is not None:
+            m.inc("vllm:external_prefix_cache_queries", prompt)
+            m.inc("vllm:external_prefix_cache_hits", external)
+        m.inc("vllm:prompt_tokens_by_source", prompt - cached, source="local_compute")
+        m.inc("vllm:prompt_tokens_by_source", cached + recomputed - external, source="local_cache_hit")
+        m.inc("vllm:prompt_tokens_by_source", external, source="external_kv_transfer")
+        m.inc("vllm:prompt_tokens_cached", cached)
+        m.inc("vllm:prompt_tokens_recomputed", recomputed)
+
+    async def _load_remote(self, job: Job, prompt: int, local: int) -> int:
+        """Prompt tokens loaded from the prefill, or 0 when recomputing per kv_load_failure_policy."""
+        params = job.params
+        try:
+            if job.transfer_failure:
+                failure = job.transfer_failure
+                raise PullFailed(failure.rule.removeprefix("decode-"), failure.message)
+            kept = await self.puller.pull(
+                params["remote_bootstrap_addr"], params["transfer_id"], params["remote_engine_id"]
+            )
+            if kept != prompt:
+                raise PullFailed(
+                    "mismatch",
+                    f"prefill kept {kept} tokens but the decode prompt has {prompt} "
+                    "(the legs' prompts differ)",
+                )
+        except PullFailed as exc:
+            policy = self.kv.load_failure_policy
+            outcome = "recomputed" if policy == "recompute" else "failed"
+            self.metrics.inc("sim_kv_remote_loads", outcome=outcome, reason=exc.reason)
+            log.warning("KV load failed (%s), kv_load_failure_policy=%s: %s", exc.reason, policy, exc)
+            if policy == "fail":
+                job.finish_reason = "error"
+                tid = params.get("transfer_id")
+                raise HTTPError(500, f"KV cache load failed for transfer {tid}: {exc}") from None
+            return 0
+        self.metrics.inc("sim_kv_remote_loads", outcome="ok", reason="")
+        self.metrics.inc("sim_kv_remote_load_tokens", prompt - local)
+        return prompt - local
+
+    async def _generate(self, job: Job) -> AsyncIterator[tuple[int, str]]:
+        if job.leg == "prefill":
+            stops = first_token_stops(job.body)
+            self.transfers.finish(job.params["transfer_id"], tokens=len(job.tokens), kept=not stops)
+            self._generated(job, 1, "stop" if stops else "length")
+            yield 0, output_word(0)
+            return
+        stop = job.body.get("stop") or ()
+        stop = (stop,) if isinstance(stop, str) else tuple(stop)
+        min_tokens, text = job.body.get("min_tokens") or 0, ""
+        for i in range(job.max_tokens):
+            if i:
+                await asyncio.sleep(self.env.decode_s_per_token)
+            piece = (" " if i else "") + output_word(i)
+            hit = next((s for s in stop if s and s in text + piece), None) if i + 1 > min_tokens else None
+            if hit is not None:
+                piece = (text + piece)[: (text + piece).index(hit)][len(text) :]
+                self._generated(job, i + 1, "stop")
+                yield i, piece
+                return
+            text += piece
+            if i + 1 == job.max_tokens:
+                self._generated(job, i + 1, "length")
+            yield i, piece
+
+    def _generated(self, job: Job, count: int, reason: str) -> None:
+        job.finish_reason = reason
+        self.metrics.inc("vllm:generation_tokens", count * job.n)
+
+    # -- faults and gauges --------------------------------------------------------------------------
+
+    async def _hang_fault(self, index: int) -> None:
+        """A stuck engine: the request stays running forever (until the client goes away)."""
+        faults = self.env.faults
+        if faults.hang_after is not None and index >= faults.hang_after:
+            self.metrics.inc("sim_faults_injected", kind="hang")
+            log.warning("SIM_FAULT hang-after:%d: request %d hangs", faults.hang_after, index + 1)
+            try:
+                await asyncio.Event().wait()
+            finally:
+                self._gauge(running=-1)  # only reached when the client gives up
+
+    def _error_fault(self, index: int) -> None:
+        faults = self.env.faults
+        rate = faults.error_rate
+        if rate and math.floor((index + 1) * rate) > math.floor(index * rate):
+            self.metrics.inc("sim_faults_injected", kind="error")
+            self.metrics.inc("vllm:request_success", finished_reason="error")
+            raise HTTPError(500, "simulated engine error (SIM_FAULT error-rate)")
+
+    def _schedule_exit(self, code: int, why: str) -> None:
+        if self.exit_code is None:
+            self.exit_code = code
+            self.metrics.inc("sim_faults_injected", kind="exit" if code == 0 else "crash")
+            log.error("SIM_FAULT %s: the engine goes away after this response (exit code %d)", why, code)
+
+    def _gauge(self, *, waiting: int = 0, running: int = 0) -> None:
+        self.waiting += waiting
+        self.running += running
+        self.metrics.set("vllm:num_requests_waiting", self.waiting)
+        self.metrics.set("vllm:num_requests_running", self.running)
+
+
+def first_token_stops(body: dict[str, Any]) -> bool:
+    """Whether the prefill leg's single token is a stop (see the module docstring)."""
+    if (body.get("min_tokens") or 0) >= 1:
+        return False
+    return body.get("ignore_eos") is not True or bool(body.get("stop")) or bool(body.get("stop_token_ids"))
