@@ -67,7 +67,7 @@ start_prefill() {
     --chunk-size "${LMCACHE_CHUNK_SIZE}"
   wait_http lmcache http://"${LOCAL_ADDR}":"${LMCACHE_HTTP_PORT}"/healthcheck 120
   step "prefill vllm"
-  start_service vllm env VLLM_HOST_IP="${NODE_ADDR}" vllm serve /opt/models/amd/Kimi-K2.5-MXFP4 \
+  start_service vllm env VLLM_HOST_IP="${NODE_ADDR}" vllm serve /tmp/disagg-recipes-sim/models/amd/Kimi-K2.5-MXFP4 \
     --served-model-name amd/Kimi-K2.5-MXFP4 \
     --host "${NODE_ADDR}" \
     --port 8000 \
@@ -85,7 +85,7 @@ start_prefill() {
 
 start_decode() {
   step "decode vllm"
-  start_service vllm env VLLM_HOST_IP="${NODE_ADDR}" vllm serve /opt/models/amd/Kimi-K2.5-MXFP4 \
+  start_service vllm env VLLM_HOST_IP="${NODE_ADDR}" vllm serve /tmp/disagg-recipes-sim/models/amd/Kimi-K2.5-MXFP4 \
     --served-model-name amd/Kimi-K2.5-MXFP4 \
     --host "${NODE_ADDR}" \
     --port 8000 \

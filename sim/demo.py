@@ -1,0 +1,186 @@
+"""`make demo`: a local recipe submitted to the local SLURM cluster and followed until the job ends.
+
+Exit 0 only when the job completed with exit code 0; otherwise the job's main output tail is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from recipes.render import RenderError, load, render_config
+from recipes.submit import Submission, SubmitError, pick, submit
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CONFIG = "local-sim-vllm-disagg-agentic"
+CLUSTER = ROOT / ".cluster"
+# What a local node runs, by the name the rendered scripts call it: simulated vLLM, the real tools
+# from their own virtualenvs, and the core virtualenv's python (the proxy's dependencies).
+NODE_TOOLS = {
+    "python3": ".venv/bin/python",
+    "vllm": "sim/bin/vllm",
+    "lmcache": ".venv-lmcache/bin/lmcache",
+    "vllm-router": ".venv-router/bin/vllm-router",
+    "aiperf": ".venv-bench/bin/aiperf",
+}
+ENDED = {
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+    "BOOT_FAIL",
+}
+
+
+class DemoError(Exception):
+    """What stops the demo before or outside the job."""
+
+
+def node_bin(root: Path = ROOT) -> Path:
+    """A folder of links to exactly the node tools, first on the job's PATH (whole virtualenv bin/
+    folders would bring their own python3 along)."""
+    folder = root / ".cluster" / "bin"
+    folder.mkdir(parents=True, exist_ok=True)
+    missing = [target for target in NODE_TOOLS.values() if not (root / target).exists()]
+    if missing:
+        raise DemoError(f"missing {', '.join(missing)}: run `make venv tools` first")
+    for name, target in NODE_TOOLS.items():
+        link = folder / name
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(root / target)
+    return folder
+
+
+def job_env(root: Path = ROOT) -> dict[str, str]:
+    conf = root / ".cluster" / "slurm.conf"
+    if not conf.is_file():
+        raise DemoError(f"{conf} not found: run `make cluster-up` first")
+    return {**os.environ, "PATH": f"{node_bin(root)}:{os.environ['PATH']}", "SLURM_CONF": str(conf)}
+
+
+def simulated_weights(plan) -> None:
+    """The simulator loads a model folder like vLLM does: it must exist and hold a config.json."""
+    model_dir = Path(plan.container.mounts[0]) / plan.model
+    model_dir.mkdir(parents=True, exist_ok=True)
+    (model_dir / "config.json").write_text(json.dumps({"architectures": ["SimulatedModel"]}) + "\n")
+
+
+@dataclass(frozen=True)
+class JobState:
+    state: str
+    exit_code: str  # "rc:signal"
+
+    @property
+    def ended(self) -> bool:
+        return self.state in ENDED
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "COMPLETED" and self.exit_code == "0:0"
+
+
+def job_state(job_id: str, env: dict[str, str]) -> JobState:
+    done = subprocess.run(
+        ["scontrol", "show", "job", "--oneliner", job_id],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise DemoError(f"scontrol show job {job_id}: {done.stderr.strip()}")
+    fields = dict(f.split("=", 1) for f in done.stdout.split() if "=" in f)
+    return JobState(fields.get("JobState", "UNKNOWN"), fields.get("ExitCode", "?"))
+
+
+def node_steps(run_dir: Path) -> dict[str, str]:
+    steps = {}
+    for step_file in sorted(run_dir.glob("state/*/step")):
+        try:
+            steps[step_file.parent.name] = step_file.read_text().strip()
+        except OSError:
+            continue  # replaced while we read it: the next poll sees it
+    return steps
+
+
+def follow(job: Submission, env: dict[str, str], timeout: float) -> JobState:
+    """Prints each node's step as it changes and the results as they land, until the job ends."""
+    start, seen_steps, seen_results = time.monotonic(), {}, set()
+    while True:
+        state = job_state(job.job_id, env)
+        for node, step in node_steps(job.run_dir).items():
+            if seen_steps.get(node) != step:
+                seen_steps[node] = step
+                print(f"[{time.monotonic() - start:6.1f}s] {node}: {step}", flush=True)
+        for result in sorted((job.run_dir / "results").glob("*_conc*.json")):
+            if result.name not in seen_results:
+                seen_results.add(result.name)
+                print(f"[{time.monotonic() - start:6.1f}s] result: {result.name}", flush=True)
+        if state.ended:
+            return state
+        if time.monotonic() - start > timeout:
+            subprocess.run(["scancel", job.job_id], env=env, check=False)
+            raise DemoError(f"job {job.job_id} still {state.state} after {timeout:g} s: cancelled it")
+        time.sleep(1)
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError as err:
+        return f"({path}: {err.strerror})"
+
+
+def run(config: str, variant: str | None, out: Path, timeout: float) -> int:
+    entries, runners = load(config)
+    rendered = pick(render_config(config, entries[config], runners), variant)
+    if rendered.plan.container.gpu_vendor != "none":
+        raise DemoError(
+            f"{config} runs on real GPUs (runner {rendered.plan.runner}); the demo needs a local one"
+        )
+    env = job_env()
+    simulated_weights(rendered.plan)
+    job = submit(rendered, out, env=env)
+    print(f"submitted job {job.job_id} ({job.job_name}); main output: {job.run_dir}/job.out", flush=True)
+    state = follow(job, env, timeout)
+    results = sorted(p.name for p in (job.run_dir / "results").glob("*_conc*.json"))
+    print(f"job {job.job_id}: {state.state}, exit code {state.exit_code}")
+    print(f"run folder: {job.run_dir}\nresults: {', '.join(results) or 'none'}")
+    if not state.ok:
+        print(
+            f"--- last lines of {job.run_dir}/job.out ---\n{tail(job.run_dir / 'job.out')}", file=sys.stderr
+        )
+    return 0 if state.ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="demo", description=__doc__.splitlines()[0])
+    p.add_argument("config", nargs="?", default=DEFAULT_CONFIG)
+    p.add_argument("--variant")
+    p.add_argument("--out", default="out", type=Path)
+    p.add_argument("--timeout", default=900.0, type=float, help="seconds before the job is cancelled")
+    args = p.parse_args(argv)
+    try:
+        return run(args.config, args.variant, args.out, args.timeout)
+    except RenderError as exc:
+        for finding in exc.findings:
+            print(finding.format())
+        return 1
+    except (DemoError, SubmitError) as exc:
+        print(f"demo: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
