@@ -26,6 +26,8 @@ NODE_ENV = (
     "SLURMD_NODENAME",
     "SLURM_JOB_ID",
 )
+# A lost KV transfer ends the simulated decode's wait in seconds, not in Mooncake's real 480 s.
+SIM_KV_WAIT_S = 30
 BENCH_SECONDS = {"none": 20, "real": 600}  # per concurrency: short on the simulator
 MOONCAKE_ABORT_TIMEOUT_S = 480
 SUPPORTED_FRAMEWORKS = ("vllm-disagg",)
@@ -364,6 +366,10 @@ def _engine_env(t: Target, ports: Ports) -> tuple:
         "VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT": MOONCAKE_ABORT_TIMEOUT_S,
     }
     env.update(dict(model_recipe(t.entry.model).env.get(t.hardware.gpu_vendor, ())))
+    if t.hardware.gpu_vendor == "none":  # the simulated platform's own knobs (sim/README.md)
+        env["SIM_KV_WAIT_S"] = SIM_KV_WAIT_S
+        if _uses_lmcache(t):
+            env["SIM_L2_CHUNK_TOKENS"] = _settings(t, "prefill")["LMCACHE_CHUNK_SIZE"]
     return tuple(sorted((k, str(v)) for k, v in env.items()))
 
 
