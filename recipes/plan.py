@@ -74,6 +74,7 @@ class Benchmark:
     concurrency: int
     result: str  # <result-name>_conc<C>.json
     argv: tuple  # of Words
+    max_error_rate: str  # a result with more failed requests fails the step
 
 
 @dataclass(frozen=True)

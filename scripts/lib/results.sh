@@ -1,13 +1,17 @@
 # shellcheck shell=bash
 # Results and preflight: what a step produced must exist before the job calls it done.
 
-# collect_result SRC DST — DST gets SRC (atomically) or the step fails saying which file is missing.
+# collect_result SRC DST MAX_ERROR_RATE — DST gets SRC (atomically) once scripts/results.py finds it a
+# valid measurement; otherwise the step fails saying why. Results already collected stay.
 collect_result() {
-  (($# == 2)) || fail "usage: collect_result SRC DST"
+  (($# == 3)) || fail "usage: collect_result SRC DST MAX_ERROR_RATE"
   [[ -s $1 ]] || fail "result $1 is missing or empty (the benchmark exited 0 without writing it)"
+  local out rc=0
+  out=$("${PYTHON:-python3}" "$SCRIPTS_DIR/results.py" check "$1" --max-error-rate "$3" 2>&1) || rc=$?
+  ((rc == 0)) || fail "$out"
   cp -- "$1" "$2.tmp"
   mv -f -- "$2.tmp" "$2"
-  _node_info "result: $2"
+  _node_info "$out -> $2"
 }
 
 # require_commands CMD... — every program a role starts is on PATH, named all at once.

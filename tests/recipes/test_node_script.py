@@ -255,6 +255,18 @@ def test_a_benchmark_that_writes_no_result_fails_the_job(cluster):
     assert_fast_failure(job, 0, "FAILED benchmark conc2 on sim1", "profile_export_aiperf.json is missing")
 
 
+def test_a_run_aiperf_cancelled_fails_the_job_and_keeps_earlier_results(cluster):
+    """AIPerf exits 0 when its failed-request threshold aborts a run; the result gate must not."""
+    first, second = cluster.plan.benchmarks
+    job = cluster.run({0: {"FAKE_AIPERF": f"cancelled-at:{second.concurrency}"}})
+    text = assert_fast_failure(
+        job, 0, f"FAILED benchmark conc{second.concurrency} on sim1", "AIPerf cancelled the run"
+    )
+    assert "9 of 49 requests failed (more than 10%)" in text
+    assert (job.run_dir / "results" / first.result).is_file()
+    assert not (job.run_dir / "results" / second.result).exists()
+
+
 def test_the_benchmark_exit_code_is_the_nodes_exit_code(cluster):
     job = cluster.run({0: {"FAKE_AIPERF": "exit-at-start:7"}})
     assert_fast_failure(job, 0, "FAILED benchmark conc2 on sim1")

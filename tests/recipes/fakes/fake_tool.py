@@ -1,7 +1,8 @@
 """Stand-ins for the programs a rendered node script runs (vllm, lmcache, aiperf, scontrol, the proxy).
 
 Each reads only the flags it needs from the real command line and misbehaves as the environment asks:
-FAKE_<TOOL>=ok | never-healthy | exit-at-start:<code> | crash-before-health | exit0-after:<seconds> | hang.
+FAKE_<TOOL>=ok | never-healthy | exit-at-start:<code> | crash-before-health | exit0-after:<seconds> | hang;
+aiperf also: no-result | cancelled | cancelled-at:<concurrency>.
 """
 
 from __future__ import annotations
@@ -62,15 +63,28 @@ def service(tool: str, host: str, port: int, path: str, body: bytes = b"{}") -> 
 
 def aiperf(args: list[str]) -> None:
     how, arg = mode("aiperf")
+    if how == "cancelled-at":
+        how = "cancelled" if flag(args, "--concurrency") == arg else "ok"
     if how == "hang":
         time.sleep(3600)
     if how == "exit-at-start":
         sys.exit(int(arg))
     out = Path(flag(args, "--output-artifact-dir"))
     out.mkdir(parents=True, exist_ok=True)
-    if how != "no-result":
-        record = {"concurrency": int(flag(args, "--concurrency")), "url": flag(args, "--url")}
-        (out / "profile_export_aiperf.json").write_text(json.dumps(record))
+    if how == "no-result":
+        return
+    # the shape of AIPerf 0.13.0's summary; "cancelled" is its failed-request-threshold abort, which exits 0
+    cancelled = how == "cancelled"
+    record = {
+        "request_count": {"unit": "requests", "avg": 40.0},
+        "error_request_count": {"unit": "requests", "avg": 9.0 if cancelled else 0.0},
+        "total_output_tokens": {"unit": "tokens", "avg": 1600.0},
+        "benchmark_duration": {"unit": "sec", "avg": 1.2 if cancelled else 10.0},
+        "was_cancelled": cancelled,
+        "is_complete": not cancelled,
+        "concurrency": int(flag(args, "--concurrency")),
+    }
+    (out / "profile_export_aiperf.json").write_text(json.dumps(record))
 
 
 def scontrol(args: list[str]) -> None:

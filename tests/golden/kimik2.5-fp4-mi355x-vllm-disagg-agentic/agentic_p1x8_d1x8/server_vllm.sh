@@ -131,10 +131,11 @@ if [[ $RANK == 0 ]]; then
     --random-seed 42 \
     --failed-request-threshold 0.10 \
     --use-server-token-count \
+    --extra-inputs ignore_eos:true \
     --output-artifact-dir "${RESULTS_DIR}"/conc8 \
     --session-header X-Session-ID \
     --public-dataset semianalysis_cc_traces_weka_with_subagents_060826_256k
-  collect_result "$RESULTS_DIR/conc8/profile_export_aiperf.json" "$RESULTS_DIR/kimik2.5-fp4-mi355x-vllm-disagg-agentic_agentic_p1x8_d1x8_conc8.json"
+  collect_result "$RESULTS_DIR/conc8/profile_export_aiperf.json" "$RESULTS_DIR/kimik2.5-fp4-mi355x-vllm-disagg-agentic_agentic_p1x8_d1x8_conc8.json" 0.10
 
   step "benchmark conc16"
   run_cmd aiperf profile \
@@ -149,10 +150,11 @@ if [[ $RANK == 0 ]]; then
     --random-seed 42 \
     --failed-request-threshold 0.10 \
     --use-server-token-count \
+    --extra-inputs ignore_eos:true \
     --output-artifact-dir "${RESULTS_DIR}"/conc16 \
     --session-header X-Session-ID \
     --public-dataset semianalysis_cc_traces_weka_with_subagents_060826_256k
-  collect_result "$RESULTS_DIR/conc16/profile_export_aiperf.json" "$RESULTS_DIR/kimik2.5-fp4-mi355x-vllm-disagg-agentic_agentic_p1x8_d1x8_conc16.json"
+  collect_result "$RESULTS_DIR/conc16/profile_export_aiperf.json" "$RESULTS_DIR/kimik2.5-fp4-mi355x-vllm-disagg-agentic_agentic_p1x8_d1x8_conc16.json" 0.10
 
   step "benchmark conc32"
   run_cmd aiperf profile \
@@ -167,10 +169,11 @@ if [[ $RANK == 0 ]]; then
     --random-seed 42 \
     --failed-request-threshold 0.10 \
     --use-server-token-count \
+    --extra-inputs ignore_eos:true \
     --output-artifact-dir "${RESULTS_DIR}"/conc32 \
     --session-header X-Session-ID \
     --public-dataset semianalysis_cc_traces_weka_with_subagents_060826_256k
-  collect_result "$RESULTS_DIR/conc32/profile_export_aiperf.json" "$RESULTS_DIR/kimik2.5-fp4-mi355x-vllm-disagg-agentic_agentic_p1x8_d1x8_conc32.json"
+  collect_result "$RESULTS_DIR/conc32/profile_export_aiperf.json" "$RESULTS_DIR/kimik2.5-fp4-mi355x-vllm-disagg-agentic_agentic_p1x8_d1x8_conc32.json" 0.10
 fi
 
 step "finish barrier"

@@ -127,17 +127,18 @@ if [[ $RANK == 0 ]]; then
     --endpoint-type chat \
     --streaming \
     --model amd/Kimi-K2.5-MXFP4 \
-    --tokenizer builtin \
+    --tokenizer "${RECIPE_DIR}"/traces/tokenizer \
     --concurrency 2 \
-    --benchmark-duration 20 \
+    --benchmark-duration 10 \
     --random-seed 42 \
     --failed-request-threshold 0.10 \
     --use-server-token-count \
+    --extra-inputs ignore_eos:true \
     --output-artifact-dir "${RESULTS_DIR}"/conc2 \
     --session-header X-Session-ID \
     --input-file "${RECIPE_DIR}"/traces/agentic-sim.jsonl \
     --custom-dataset-type multi_turn
-  collect_result "$RESULTS_DIR/conc2/profile_export_aiperf.json" "$RESULTS_DIR/local-sim-vllm-disagg-agentic_agentic_p2x8_d1x8_conc2.json"
+  collect_result "$RESULTS_DIR/conc2/profile_export_aiperf.json" "$RESULTS_DIR/local-sim-vllm-disagg-agentic_agentic_p2x8_d1x8_conc2.json" 0.10
 
   step "benchmark conc4"
   run_cmd aiperf profile \
@@ -146,17 +147,18 @@ if [[ $RANK == 0 ]]; then
     --endpoint-type chat \
     --streaming \
     --model amd/Kimi-K2.5-MXFP4 \
-    --tokenizer builtin \
+    --tokenizer "${RECIPE_DIR}"/traces/tokenizer \
     --concurrency 4 \
-    --benchmark-duration 20 \
+    --benchmark-duration 10 \
     --random-seed 42 \
     --failed-request-threshold 0.10 \
     --use-server-token-count \
+    --extra-inputs ignore_eos:true \
     --output-artifact-dir "${RESULTS_DIR}"/conc4 \
     --session-header X-Session-ID \
     --input-file "${RECIPE_DIR}"/traces/agentic-sim.jsonl \
     --custom-dataset-type multi_turn
-  collect_result "$RESULTS_DIR/conc4/profile_export_aiperf.json" "$RESULTS_DIR/local-sim-vllm-disagg-agentic_agentic_p2x8_d1x8_conc4.json"
+  collect_result "$RESULTS_DIR/conc4/profile_export_aiperf.json" "$RESULTS_DIR/local-sim-vllm-disagg-agentic_agentic_p2x8_d1x8_conc4.json" 0.10
 fi
 
 step "finish barrier"

@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""Node-side validity gate for one AIPerf result (profile_export_aiperf.json); stdlib only.
+
+AIPerf 0.13.0 exits 0 when its failed-request threshold cancels a run, so its exit code alone
+cannot be trusted: a result counts only if this gate passes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+EXIT_INVALID = 10
+
+
+def _metric(doc: dict[str, Any], name: str, default: float | None = None) -> float | None:
+    value = doc.get(name)
+    if isinstance(value, dict) and isinstance(value.get("avg"), (int, float)):
+        return float(value["avg"])
+    return default
+
+
+def problems(doc: Any, *, max_error_rate: float) -> list[str]:
+    """Why a result is not a trustworthy measurement; empty when it is."""
+    if not isinstance(doc, dict):
+        return ["not a JSON object"]
+    found = []
+    if doc.get("was_cancelled") is True or doc.get("is_complete") is False:
+        found.append("AIPerf cancelled the run (failed-request threshold reached or interrupted)")
+    ok = _metric(doc, "request_count")
+    if not ok:
+        found.append("no successful request")
+    errors = _metric(doc, "error_request_count", 0.0) or 0.0
+    total = (ok or 0.0) + errors
+    if total and errors / total > max_error_rate:
+        found.append(f"{errors:g} of {total:g} requests failed (more than {max_error_rate:.0%})")
+    if not _metric(doc, "total_output_tokens"):
+        found.append("no output tokens")
+    if not _metric(doc, "benchmark_duration"):
+        found.append("no benchmark duration")
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="results.py", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    check = sub.add_parser("check", help="exit 10 unless the result is valid")
+    check.add_argument("file")
+    check.add_argument("--max-error-rate", type=float, default=0.10)
+    args = p.parse_args(argv)
+    try:
+        with open(args.file, encoding="utf-8") as handle:
+            doc = json.load(handle)
+    except (OSError, ValueError) as err:
+        print(f"result {args.file}: unreadable ({err})", file=sys.stderr)
+        return EXIT_INVALID
+    found = problems(doc, max_error_rate=args.max_error_rate)
+    if found:
+        print(f"result {args.file} is not valid: {'; '.join(found)}", file=sys.stderr)
+        return EXIT_INVALID
+    requests, tokens = _metric(doc, "request_count"), _metric(doc, "total_output_tokens")
+    print(f"result {args.file}: {requests:g} requests, {tokens:g} output tokens")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
