@@ -14,7 +14,7 @@ LINT_ARGS = $(if $(PROFILE),--profile $(PROFILE)) $(if $(RUNNERS),--runners $(RU
 	$(if $(CHANGELOG),--changelog $(CHANGELOG)) $(if $(BASE),--base $(BASE)) $(if $(REPO),--repo $(REPO)) \
 	$(CONFIGS)
 
-.PHONY: help venv lint render submit golden test schema bench-lint clean
+.PHONY: help venv lint render submit golden test schema bench-lint clean cluster-up cluster-down cluster-status tools
 
 help:
 	@echo "make render [CONFIG=<key>] [OUT=out]   render launch files for every variant"
@@ -23,6 +23,9 @@ help:
 	@echo "make test       the whole test suite"
 	@echo "make schema     regenerate the JSON Schemas under schemas/json/"
 	@echo "make bench-lint time linting the InferenceX reference corpus"
+	@echo "make cluster-up [NODES=3]   local SLURM cluster: slurmctld + one slurmd per node (127.0.0.11, .12, ...)"
+	@echo "make cluster-down           stop the local cluster's daemons;  make cluster-status  daemons and nodes"
+	@echo "make tools     virtualenvs .venv-lmcache, .venv-router, .venv-bench (pins from pyproject.toml)"
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -56,3 +59,32 @@ bench-lint: $(STAMP)
 
 clean:
 	rm -rf out .pytest_cache .hypothesis
+
+# ---- Local cluster and tools' virtualenvs (sim/cluster/) -------------------------------------------
+# The cluster needs only the standard library: no virtualenv, so it also runs before `make venv`.
+# Clients talk to it with SLURM_CONF=.cluster/slurm.conf (`source sim/cluster/env.sh`).
+NODES ?= 3
+TOOLS := lmcache router bench
+
+cluster-up:
+	@$(PYTHON) -m sim.cluster up --nodes $(NODES)
+
+cluster-down:
+	@$(PYTHON) -m sim.cluster down
+
+cluster-status:
+	@$(PYTHON) -m sim.cluster status
+
+tools: $(TOOLS:%=.venv-%/.installed)
+
+# One virtualenv per heavy tool, from the extra of the same name. A torch pin goes in first and alone,
+# so pip takes the local CPU wheel and lmcache (which wants any torch) does not pull a CUDA one.
+# -qq: this machine's pip.conf names package indexes most packages are absent from, and pip warns
+# once per package; errors still show and still fail the target.
+TOOLS_PIP = -m pip install -qq --disable-pip-version-check
+.venv-%/.installed: pyproject.toml
+	@test -x .venv-$*/bin/python || $(PYTHON) -m venv .venv-$*
+	@torch=$$($(PYTHON) -m sim.cluster.extras $* --only torch); \
+	 if [ -n "$$torch" ]; then .venv-$*/bin/python $(TOOLS_PIP) "$$torch"; fi
+	.venv-$*/bin/python $(TOOLS_PIP) -e '.[$*]'
+	@touch $@

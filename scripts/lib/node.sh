@@ -35,6 +35,9 @@ _NODE_MAIN_PID=
 _NODE_WATCHER_PID=
 _NODE_FG_PID=
 _NODE_RETURNED=
+_NODE_FAILED_AT=
+_NODE_FAILED_KIND=
+_NODE_FAILED_STEP=
 
 node_init() {
   _NODE_MAIN_PID=$BASHPID
@@ -45,7 +48,7 @@ node_init() {
   _node_check_config
   mkdir -p -- "$LOG_DIR" "$STATE_DIR"
   # State of an earlier run in the same directory must not look like ours.
-  rm -f -- "$STATE_DIR/services" "$STATE_DIR/failure" "$STATE_DIR/failure.code"
+  rm -f -- "$STATE_DIR/services" "$STATE_DIR/failure" "$STATE_DIR/failure.code" "$STATE_DIR/outcome"
   printf '%s\n' "$_NODE_STEP" > "$STATE_DIR/step"
 }
 
@@ -93,9 +96,25 @@ _node_failing() {
   trap '' TERM INT
 }
 
+# _node_exit CODE [KIND] — KIND "signal" marks a node ended by others (srun, a TERM), not a root cause.
 _node_exit() {
   : "${_NODE_RC:=$1}"
+  if (($1 != 0)) && [[ -z $_NODE_FAILED_AT ]]; then
+    _NODE_FAILED_AT=$EPOCHREALTIME
+    _NODE_FAILED_KIND=${2:-failure}
+    _NODE_FAILED_STEP=$_NODE_STEP
+  fi
   exit "$1"
+}
+
+# $STATE_DIR/outcome: how this node ended, for job.sbatch to name the job's first failure.
+_node_write_outcome() {
+  if [[ $_NODE_RC != 0 && -z $_NODE_FAILED_AT ]]; then
+    _NODE_FAILED_AT=$EPOCHREALTIME
+  fi
+  printf 'rc=%s\nkind=%s\nat=%s\nstep=%s\n' "$_NODE_RC" "${_NODE_FAILED_KIND:-failure}" \
+    "${_NODE_FAILED_AT:-}" "${_NODE_FAILED_STEP:-$_NODE_STEP}" > "$STATE_DIR/outcome.tmp"
+  mv -f -- "$STATE_DIR/outcome.tmp" "$STATE_DIR/outcome"
 }
 
 _node_on_err() {
@@ -119,7 +138,7 @@ _node_on_signal() {
     _node_exit "$(< "$report.code")"
   fi
   _node_say "received SIG$1"
-  _node_exit $((128 + $(kill -l "$1")))
+  _node_exit $((128 + $(kill -l "$1"))) signal
 }
 
 _node_on_exit() {
@@ -128,5 +147,8 @@ _node_on_exit() {
   set +e  # teardown checks every status itself and must run to the end
   : "${_NODE_RC:=$1}"
   _node_teardown
+  if [[ -d ${STATE_DIR:-} ]]; then
+    _node_write_outcome
+  fi
   exit "$_NODE_RC"
 }

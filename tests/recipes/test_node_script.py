@@ -170,6 +170,26 @@ def cluster(tmp_path, configs):
     assert not left, f"processes left behind: {left}"
 
 
+def job_verdict(job: Job, srun_rc: int = 143) -> subprocess.CompletedProcess:
+    """What job.sbatch ends with: outcome.py over every node's outcome file."""
+    return subprocess.run(
+        [
+            sys.executable,
+            str(job.run_dir / "recipe" / "scripts" / "outcome.py"),
+            "--run-dir",
+            str(job.run_dir),
+            "--nodes",
+            ",".join(NODES),
+            "--srun-exit",
+            str(srun_rc),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+
 def assert_fast_failure(job: Job, rank: int, *expected: str) -> str:
     """The failing node exits non-zero, says what, and the whole job ends in seconds."""
     text = job.nodes[rank].text
@@ -192,6 +212,7 @@ def first_reporter(job: Job, ranks: tuple, failed: str) -> int:
 def test_a_healthy_job_runs_every_step_and_keeps_every_result(cluster):
     job = cluster.run()
     assert {r: n.rc for r, n in job.nodes.items()} == {0: 0, 1: 0, 2: 0}, job.nodes[0].text
+    assert job_verdict(job, srun_rc=0).returncode == 0
     leader = job.nodes[0].text
     for step in (
         "preflight",
@@ -227,12 +248,20 @@ def test_lmcache_that_exits_at_start(cluster):
     text = assert_fast_failure(job, 0, "FAILED prefill lmcache on sim1", "exited (code 3)")
     assert "fake lmcache: fatal: cannot start" in text
     assert job.nodes[0].rc == 3
+    verdict = job_verdict(job)  # srun says 143 (a node it ended); the job says what failed first
+    assert verdict.returncode == 3
+    assert "first failure on sim1 in step 'prefill lmcache' (exit code 3)" in verdict.stderr
 
 
 def test_vllm_that_crashes_before_health(cluster):
     job = cluster.run({2: {"FAKE_VLLM": "crash-before-health"}})
     text = assert_fast_failure(job, 2, "FAILED decode vllm on sim3", "vllm exited (code 1)")
     assert "RuntimeError: fake engine core died" in text
+    verdict = job_verdict(job)
+    assert (verdict.returncode, verdict.stderr.strip()) == (
+        1,
+        "job failed: first failure on sim3 in step 'decode vllm' (exit code 1)",
+    )
 
 
 def test_a_service_that_exits_0_mid_run_is_fatal(cluster):

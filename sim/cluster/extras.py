@@ -1,0 +1,40 @@
+"""Print one extra's requirements from pyproject.toml, so `make tools` installs pins kept only there.
+
+`python -m sim.cluster.extras lmcache --only torch` prints `torch==2.13.0`: the Makefile installs it
+first, alone, so pip takes the CPU wheel and lmcache (which asks for any torch) keeps it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+
+from sim.cluster.layout import ROOT
+
+
+def requirements(extra: str, only: str | None = None) -> list[str]:
+    import tomllib  # Python 3.11+ (what CI and the machines run); imported here to say so plainly
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    reqs = project["optional-dependencies"][extra]
+    if only is not None:
+        reqs = [r for r in reqs if re.split(r"[\s<>=!~;\[]", r, maxsplit=1)[0] == only]
+    return reqs
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m sim.cluster.extras", description=__doc__)
+    parser.add_argument("extra")
+    parser.add_argument("--only", help="just this distribution's requirement (nothing if the extra has none)")
+    args = parser.parse_args()
+    try:
+        print("\n".join(requirements(args.extra, args.only)))
+    except KeyError:
+        print(f"pyproject.toml has no extra {args.extra!r}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

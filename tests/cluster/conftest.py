@@ -1,0 +1,33 @@
+"""The local SLURM cluster for the tests: up once per session (by `make cluster-up`), down at the end
+unless it was already up before the tests started."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+
+import pytest
+
+from sim.cluster.layout import client_env, default_layout
+from tests.cluster.harness import Cluster, make
+
+
+def _slurm_obtainable() -> bool:
+    installed = shutil.which("slurmctld", path=client_env(default_layout())["PATH"]) is not None
+    return installed or os.geteuid() == 0  # cluster-up apt-get installs it when root
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[Cluster]:
+    if not _slurm_obtainable():
+        pytest.skip("slurm-wlm is not installed and we are not root to apt-get install it")
+    was_up = make("cluster-status").returncode == 0
+    up = make("cluster-up", timeout=600)  # a fresh machine installs slurm-wlm first (~10 s)
+    if up.returncode != 0 and not was_up:
+        make("cluster-down")  # whatever it did start
+    assert up.returncode == 0, f"make cluster-up failed:\n{up.stdout}\n{up.stderr}"
+    yield Cluster(default_layout())
+    if not was_up:
+        down = make("cluster-down")
+        assert down.returncode == 0, f"make cluster-down failed:\n{down.stdout}\n{down.stderr}"

@@ -1,0 +1,42 @@
+"""What the local cluster is built from agrees with the repository: runner `local` in
+configs/runners.yaml, and the tools' pins in pyproject.toml."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from sim.cluster import extras, layout
+from sim.cluster.layout import ROOT, Layout
+
+
+def _runners() -> dict:
+    return yaml.safe_load((ROOT / "configs" / "runners.yaml").read_text())
+
+
+def test_nodes_are_runner_local_each_on_its_own_address_and_port():
+    node_list = layout.nodes(3)
+    assert [n.name for n in node_list] == _runners()["labels"]["local"]
+    assert len({n.addr for n in node_list}) == len({n.port for n in node_list}) == 3
+    assert layout.CTLD_ADDR not in {n.addr for n in node_list}
+    assert layout.CTLD_PORT not in {n.port for n in node_list}
+
+
+def test_slurm_conf_carries_runner_local_shape(tmp_path):
+    hardware = _runners()["hardware"]["local"]
+    conf = layout.render_conf(Layout(tmp_path), layout.nodes(3))
+    assert f"RealMemory={hardware['available-cpu-dram-mib']} " in conf
+    assert f"PartitionName={hardware['partition']} Nodes=sim1,sim2,sim3 " in conf
+    assert "NodeName=sim2 NodeAddr=127.0.0.12 Port=16822 " in conf
+    assert "${" not in conf and str(tmp_path / "run" / "munge.socket") in conf
+
+
+def test_too_many_nodes_is_refused():
+    with pytest.raises(ValueError, match="NODES must be 1..9"):
+        layout.nodes(layout.MAX_NODES + 1)
+
+
+def test_torch_pin_is_picked_out_of_the_lmcache_extra():
+    (torch,) = extras.requirements("lmcache", only="torch")
+    assert torch.startswith("torch==") and torch in extras.requirements("lmcache")
+    assert extras.requirements("router", only="torch") == []
