@@ -14,7 +14,7 @@ LINT_ARGS = $(if $(PROFILE),--profile $(PROFILE)) $(if $(RUNNERS),--runners $(RU
 	$(if $(CHANGELOG),--changelog $(CHANGELOG)) $(if $(BASE),--base $(BASE)) $(if $(REPO),--repo $(REPO)) \
 	$(CONFIGS)
 
-.PHONY: help venv lint render submit golden test schema bench-lint clean cluster-up cluster-down cluster-status tools
+.PHONY: help venv lint render submit golden test schema bench-lint bench-proxy clean demo cluster-up cluster-down cluster-status tools
 
 help:
 	@echo "make render [CONFIG=<key>] [OUT=out]   render launch files for every variant"
@@ -23,9 +23,11 @@ help:
 	@echo "make test       the whole test suite"
 	@echo "make schema     regenerate the JSON Schemas under schemas/json/"
 	@echo "make bench-lint time linting the InferenceX reference corpus"
+	@echo "make bench-proxy   our proxy vs direct-to-decode vs vllm-router on simulated engines"
 	@echo "make cluster-up [NODES=3]   local SLURM cluster: slurmctld + one slurmd per node (127.0.0.11, .12, ...)"
 	@echo "make cluster-down           stop the local cluster's daemons;  make cluster-status  daemons and nodes"
 	@echo "make tools     virtualenvs .venv-lmcache, .venv-router, .venv-bench (pins from pyproject.toml)"
+	@echo "make demo [CONFIG=<local key>]   the local 2P1D recipe end to end on the local cluster (no GPUs)"
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -48,7 +50,9 @@ submit: $(STAMP)
 golden: $(STAMP)
 	$(PY) -m tests.recipes.golden
 
-test: $(STAMP)
+# The whole suite, integration on the local cluster included: the tools' virtualenvs come first (the
+# cluster itself is brought up, and down again, by the tests).
+test: $(STAMP) tools
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 schema: $(STAMP)
@@ -56,6 +60,10 @@ schema: $(STAMP)
 
 bench-lint: $(STAMP)
 	$(PY) tests/bench/bench_lint.py
+
+# Our proxy against direct-to-decode and vllm-router on the same simulated engines (tables + out/bench/proxy.json).
+bench-proxy: $(STAMP) tools
+	$(PY) tests/bench/bench_proxy.py $(BENCH_ARGS)
 
 clean:
 	rm -rf out .pytest_cache .hypothesis
@@ -76,6 +84,11 @@ cluster-status:
 	@$(PYTHON) -m sim.cluster status
 
 tools: $(TOOLS:%=.venv-%/.installed)
+
+# make demo [CONFIG=<local key>] [VARIANT=<v>]: cluster and tools as needed, then submit and follow the job.
+demo: $(STAMP) tools
+	@$(PYTHON) -m sim.cluster up --nodes $(NODES)
+	@$(PY) -m sim.demo $(CONFIG) $(if $(VARIANT),--variant $(VARIANT))
 
 # One virtualenv per heavy tool, from the extra of the same name. A torch pin goes in first and alone,
 # so pip takes the local CPU wheel and lmcache (which wants any torch) does not pull a CUDA one.

@@ -28,6 +28,8 @@ NODE_ENV = (
 )
 # A lost KV transfer ends the simulated decode's wait in seconds, not in Mooncake's real 480 s.
 SIM_KV_WAIT_S = 30
+# A small simulated HBM prefix cache: on a short trace the host-DRAM L2 (LMCache) must serve reuse too.
+SIM_HBM_CACHE_TOKENS = 16384
 MAX_ERROR_RATE = "0.10"  # AIPerf's --failed-request-threshold, and the result gate's (scripts/results.py)
 BENCH_SECONDS = {"none": 10, "real": 600}  # per concurrency: short on the simulator
 MOONCAKE_ABORT_TIMEOUT_S = 480
@@ -94,6 +96,9 @@ def build_plan(t: Target, *, ports: Ports | None = None, timeouts: Timeouts | No
         leader_commands=argv(_program(router.argv), "aiperf"),
         launch=_launch(container, len(nodes)),
         benchmarks=_benchmarks(t, ports, sim),
+        metrics=_metrics_endpoints(t, nodes, ports),
+        smoke=_smoke(t, nodes, ports),
+        l2_proof=_l2_proof(t),
     )
 
 
@@ -369,6 +374,7 @@ def _engine_env(t: Target, ports: Ports) -> tuple:
     env.update(dict(model_recipe(t.entry.model).env.get(t.hardware.gpu_vendor, ())))
     if t.hardware.gpu_vendor == "none":  # the simulated platform's own knobs (sim/README.md)
         env["SIM_KV_WAIT_S"] = SIM_KV_WAIT_S
+        env["SIM_HBM_CACHE_TOKENS"] = SIM_HBM_CACHE_TOKENS
         if _uses_lmcache(t):
             env["SIM_L2_CHUNK_TOKENS"] = _settings(t, "prefill")["LMCACHE_CHUNK_SIZE"]
     return tuple(sorted((k, str(v)) for k, v in env.items()))
@@ -401,6 +407,8 @@ def _router_service(t: Target, nodes: tuple, ports: Ports, timeouts: Timeouts) -
             ports.router,
             "--policy",
             "consistent_hash",
+            "--prometheus-host",  # default 127.0.0.1: the end-of-run snapshot reads it on the node address
+            NODE_ADDR,
             "--prometheus-port",
             ports.router_metrics,
             "--request-timeout-secs",
@@ -424,6 +432,49 @@ def _router_service(t: Target, nodes: tuple, ports: Ports, timeouts: Timeouts) -
     ]
     expect = (f"prefill.healthy={len(prefill)}", f"decode.healthy={len(decode)}")
     return Service("router", argv(*args), url, timeouts.router_ready, ready_expect=expect)
+
+
+def _metrics_endpoints(t: Target, nodes: tuple, ports: Ports) -> tuple:
+    """NAME=URL per engine (prefill0, decode0, ...) and the router, for the end-of-run snapshot."""
+    engines = [
+        word(f"{n.role}{n.index}=http://", Ref(f"PEER_ADDR[{n.rank}]"), f":{ports.vllm}/metrics")
+        for n in nodes
+    ]
+    router_port = ports.router_metrics if _router(t).name == "vllm-router" else ports.router
+    return argv(*engines, word("router=http://", NODE_ADDR, f":{router_port}/metrics"))
+
+
+def _smoke(t: Target, nodes: tuple, ports: Ports) -> tuple:
+    decodes = [
+        x
+        for n in nodes
+        if n.role == "decode"
+        for x in ("--decode-metrics", word("http://", Ref(f"PEER_ADDR[{n.rank}]"), f":{ports.vllm}/metrics"))
+    ]
+    router = word("http://", NODE_ADDR, f":{ports.router}")
+    return argv(
+        "python3",
+        word(Ref("SCRIPTS_DIR"), "/proof.py"),
+        "smoke",
+        "--router",
+        router,
+        "--model",
+        t.entry.model,
+        *decodes,
+    )
+
+
+def _l2_proof(t: Target) -> tuple | None:
+    """Agentic traces reuse long prefixes: with LMCache on, zero L2 hits means it silently died."""
+    if t.point.scenario != "agentic-coding" or not _uses_lmcache(t):
+        return None
+    return argv(
+        "python3",
+        word(Ref("SCRIPTS_DIR"), "/proof.py"),
+        "l2",
+        "--metrics-dir",
+        word(Ref("RESULTS_DIR"), "/metrics"),
+    )
 
 
 def concurrencies(t: Target) -> tuple:

@@ -117,6 +117,9 @@ class Plan:
     leader_commands: tuple  # what rank 0 needs on PATH besides its role's: router, benchmark client
     launch: tuple  # the srun argv (Words) that starts one node script per node
     benchmarks: tuple  # of Benchmark
+    metrics: tuple  # NAME=URL Words: every engine's and the router's /metrics, saved after the benchmarks
+    smoke: tuple  # argv: a request through the router, and proof its KV moved prefill -> decode
+    l2_proof: tuple | None  # argv: LMCache served hits during the sweep (agentic runs with LMCache)
     workarounds: tuple = ()
 
     def to_json(self) -> dict:

@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
-"""Node-side validity gate for one AIPerf result (profile_export_aiperf.json); stdlib only.
+"""Node-side results: the validity gate for an AIPerf result, and metrics snapshots; stdlib only.
 
 AIPerf 0.13.0 exits 0 when its failed-request threshold cancels a run, so its exit code alone
-cannot be trusted: a result counts only if this gate passes.
+cannot be trusted: a result counts only if `check` passes. `scrape` keeps every engine's and the
+router's Prometheus counters at the end of the run, when the processes that held them are about to go.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import urllib.error
+import urllib.request
 from typing import Any
 
 EXIT_INVALID = 10
@@ -43,13 +47,46 @@ def problems(doc: Any, *, max_error_rate: float) -> list[str]:
     return found
 
 
+def _name_url(text: str) -> tuple[str, str]:
+    name, sep, url = text.partition("=")
+    if not sep or not name.isidentifier() or not url.startswith("http"):
+        raise argparse.ArgumentTypeError(f"expected NAME=http://... (got {text!r})")
+    return name, url
+
+
+def scrape(args: argparse.Namespace) -> int:
+    """NAME=URL ...: each URL's body into <out>/NAME.prom; every one must answer."""
+    os.makedirs(args.out, exist_ok=True)
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # node-local: no proxies
+    failed = []
+    for name, url in args.endpoints:
+        try:
+            with opener.open(url, timeout=10) as response:
+                body = response.read()
+        except (urllib.error.URLError, OSError, ValueError) as err:
+            failed.append(f"{name} ({url}): {getattr(err, 'reason', err)}")
+            continue
+        with open(os.path.join(args.out, f"{name}.prom"), "wb") as out:
+            out.write(body)
+    if failed:
+        print(f"metrics not collected from {'; '.join(failed)}", file=sys.stderr)
+        return EXIT_INVALID
+    print(f"metrics of {', '.join(name for name, _ in args.endpoints)} in {args.out}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="results.py", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
     check = sub.add_parser("check", help="exit 10 unless the result is valid")
     check.add_argument("file")
     check.add_argument("--max-error-rate", type=float, default=0.10)
+    snap = sub.add_parser("scrape", help="save Prometheus metrics of each NAME=URL to <out>/NAME.prom")
+    snap.add_argument("--out", required=True)
+    snap.add_argument("endpoints", nargs="+", type=_name_url, metavar="NAME=URL")
     args = p.parse_args(argv)
+    if args.command == "scrape":
+        return scrape(args)
     try:
         with open(args.file, encoding="utf-8") as handle:
             doc = json.load(handle)

@@ -20,15 +20,17 @@ from recipes.submit import Submission, SubmitError, pick, submit
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = "local-sim-vllm-disagg-agentic"
 CLUSTER = ROOT / ".cluster"
-# What a local node runs, by the name the rendered scripts call it: simulated vLLM, the real tools
-# from their own virtualenvs, and the core virtualenv's python (the proxy's dependencies).
+# What a local node runs, by the name the rendered scripts call it: simulated vLLM and the real tools
+# from their own virtualenvs (console scripts, linked: their #! line names their virtualenv's python).
 NODE_TOOLS = {
-    "python3": ".venv/bin/python",
     "vllm": "sim/bin/vllm",
     "lmcache": ".venv-lmcache/bin/lmcache",
     "vllm-router": ".venv-router/bin/vllm-router",
     "aiperf": ".venv-bench/bin/aiperf",
 }
+# python3 (the proxy, the simulator, sync.py) is the core virtualenv's. It must be exec'd by its own
+# path: a symlink elsewhere would not find the virtualenv's pyvenv.cfg and run the bare interpreter.
+CORE_PYTHON = ".venv/bin/python"
 ENDED = {
     "COMPLETED",
     "FAILED",
@@ -46,11 +48,11 @@ class DemoError(Exception):
 
 
 def node_bin(root: Path = ROOT) -> Path:
-    """A folder of links to exactly the node tools, first on the job's PATH (whole virtualenv bin/
-    folders would bring their own python3 along)."""
+    """A folder of exactly the node tools, first on the job's PATH (whole virtualenv bin/ folders would
+    bring their own python3 along)."""
     folder = root / ".cluster" / "bin"
     folder.mkdir(parents=True, exist_ok=True)
-    missing = [target for target in NODE_TOOLS.values() if not (root / target).exists()]
+    missing = [target for target in (*NODE_TOOLS.values(), CORE_PYTHON) if not (root / target).exists()]
     if missing:
         raise DemoError(f"missing {', '.join(missing)}: run `make venv tools` first")
     for name, target in NODE_TOOLS.items():
@@ -58,6 +60,10 @@ def node_bin(root: Path = ROOT) -> Path:
         if link.is_symlink() or link.exists():
             link.unlink()
         link.symlink_to(root / target)
+    python = folder / "python3"
+    python.unlink(missing_ok=True)
+    python.write_text(f'#!/bin/sh\nexec "{root / CORE_PYTHON}" "$@"\n')
+    python.chmod(0o755)
     return folder
 
 
@@ -144,7 +150,8 @@ def tail(path: Path, lines: int = 40) -> str:
 
 def run(config: str, variant: str | None, out: Path, timeout: float) -> int:
     entries, runners = load(config)
-    rendered = pick(render_config(config, entries[config], runners), variant)
+    variants = render_config(config, entries[config], runners)
+    rendered = pick(variants, variant or variants[0].plan.variant)  # default: the config's first
     if rendered.plan.container.gpu_vendor != "none":
         raise DemoError(
             f"{config} runs on real GPUs (runner {rendered.plan.runner}); the demo needs a local one"

@@ -64,7 +64,11 @@ _node_watch_stop() {
 
 # The watcher died of an error of its own: that is a failure too, never a silent loss of watch.
 _node_watch_exit() {
-  if (($1 != 0)); then
+  if (($1 > 128)); then
+    # A signal for the whole node (srun ending the step) reached one of the watcher's own children
+    # first: the node is being stopped, the node script says so; no failure of the watcher's.
+    kill -TERM "$_NODE_MAIN_PID" 2> /dev/null || :  # the node script may have exited already
+  elif (($1 != 0)); then
     echo 1 > "$STATE_DIR/failure.code"
     printf 'FAILED %s on %s: the service watcher stopped with code %s\n' \
       "$(_node_step_now)" "$NODE_NAME" "$1" > "$STATE_DIR/failure"

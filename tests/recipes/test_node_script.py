@@ -222,8 +222,11 @@ def test_a_healthy_job_runs_every_step_and_keeps_every_result(cluster):
         "prefill vllm",
         "ready barrier",
         "router",
+        "smoke and KV proof",
         "benchmark conc2",
         "benchmark conc4",
+        "collect metrics",
+        "LMCache proof",
         "finish barrier",
     ):
         assert f"step: {step}" in leader
@@ -294,6 +297,13 @@ def test_a_run_aiperf_cancelled_fails_the_job_and_keeps_earlier_results(cluster)
     assert "9 of 49 requests failed (more than 10%)" in text
     assert (job.run_dir / "results" / first.result).is_file()
     assert not (job.run_dir / "results" / second.result).exists()
+
+
+def test_answers_without_kv_transfer_fail_the_smoke_step_before_any_benchmark(cluster):
+    """Correct answers with decode recomputing (a router speaking the old contract) are no success."""
+    job = cluster.run({2: {"FAKE_VLLM": "no-kv"}})
+    text = assert_fast_failure(job, 0, "FAILED smoke and KV proof on sim1", "no KV moved prefill -> decode")
+    assert "step: benchmark" not in text
 
 
 def test_the_benchmark_exit_code_is_the_nodes_exit_code(cluster):

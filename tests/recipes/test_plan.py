@@ -17,7 +17,13 @@ def flat(argv) -> list[str]:
 
 
 def test_variants_of_every_shipped_config(rendered):
-    assert set(rendered) == {SEED, XPYD, ("kimik2.5-fp4-mi355x-vllm-disagg", "fsl8k1k_p1x8_d2x8"), LOCAL}
+    assert set(rendered) == {
+        SEED,
+        XPYD,
+        ("kimik2.5-fp4-mi355x-vllm-disagg", "fsl8k1k_p1x8_d2x8"),
+        LOCAL,
+        ("local-sim-vllm-disagg-agentic", "agentic_p2x8_d1x8_vllm-router"),
+    }
 
 
 @pytest.mark.parametrize(

@@ -46,7 +46,7 @@ def test_run_ids_are_unique_so_job_names_never_collide():
 
 
 def test_dry_run_prints_the_exact_command_and_submits_nothing(capsys, tmp_path):
-    assert submit.main([LOCAL, "--dry-run", "--out", str(tmp_path)]) == 0
+    assert submit.main([LOCAL, "--variant", "agentic_p2x8_d1x8", "--dry-run", "--out", str(tmp_path)]) == 0
     argv = shlex.split(capsys.readouterr().out)
     assert argv[:2] == ["sbatch", "--parsable"]
     assert argv[2].startswith(f"--job-name={LOCAL}_agentic_p2x8_d1x8-")

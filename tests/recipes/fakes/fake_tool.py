@@ -2,7 +2,7 @@
 
 Each reads only the flags it needs from the real command line and misbehaves as the environment asks:
 FAKE_<TOOL>=ok | never-healthy | exit-at-start:<code> | crash-before-health | exit0-after:<seconds> | hang;
-aiperf also: no-result | cancelled | cancelled-at:<concurrency>.
+vllm also: no-kv (its KV-transfer counters never rise); aiperf also: no-result | cancelled | cancelled-at:<C>.
 """
 
 from __future__ import annotations
@@ -25,15 +25,42 @@ def mode(tool: str) -> tuple[str, str]:
     return name, arg
 
 
-def serve(host: str, port: int, path: str, body: bytes, healthy: bool) -> None:
+ANSWER = {
+    "choices": [{"message": {"role": "assistant", "content": "fine"}}],
+    "usage": {"completion_tokens": 1},
+}
+
+
+def metrics_text(scrapes: int, rising: bool) -> bytes:
+    """vLLM's KV-transfer and external-prefix counters: rising on every scrape unless told otherwise."""
+    moved = 100 * scrapes if rising else 0
+    return (
+        f'vllm:prompt_tokens_by_source_total{{engine="0",source="external_kv_transfer"}} {moved}\n'
+        f'vllm:external_prefix_cache_hits_total{{engine="0"}} {moved}\n'
+    ).encode()
+
+
+def serve(host: str, port: int, path: str, body: bytes, healthy: bool, rising: bool = True) -> None:
+    scrapes = [0]
+
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-            ok = healthy and self.path == path
-            self.send_response(200 if ok else 503)
+        def reply(self, status: int, payload: bytes) -> None:
+            self.send_response(status)
             self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
-            self.wfile.write(body)
+            self.wfile.write(payload)
+
+        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            if healthy and self.path == "/metrics":
+                scrapes[0] += 1
+                self.reply(200, metrics_text(scrapes[0], rising))
+            else:
+                self.reply(200 if healthy and self.path == path else 503, body)
+
+        def do_POST(self) -> None:  # noqa: N802
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.reply(200, json.dumps(ANSWER).encode())
 
         def log_message(self, *_: object) -> None:
             pass
@@ -52,7 +79,7 @@ def service(tool: str, host: str, port: int, path: str, body: bytes = b"{}") -> 
         time.sleep(0.3)
         print("Traceback (most recent call last):\nRuntimeError: fake engine core died", file=sys.stderr)
         sys.exit(1)
-    serve(host, port, path, body, healthy=how != "never-healthy")
+    serve(host, port, path, body, healthy=how != "never-healthy", rising=how != "no-kv")
     if how == "exit0-after":
         time.sleep(float(arg))
         print(f"fake {tool}: finished quietly", flush=True)

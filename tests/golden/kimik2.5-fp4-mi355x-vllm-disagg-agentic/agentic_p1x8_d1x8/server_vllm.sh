@@ -116,6 +116,12 @@ if [[ $RANK == 0 ]]; then
     --decode http://"${PEER_ADDR[1]}":8000
   wait_http router http://"${NODE_ADDR}":30000/health 300 --expect prefill.healthy=1 --expect decode.healthy=1
 
+  step "smoke and KV proof"
+  run_cmd python3 "${SCRIPTS_DIR}"/proof.py smoke \
+    --router http://"${NODE_ADDR}":30000 \
+    --model amd/Kimi-K2.5-MXFP4 \
+    --decode-metrics http://"${PEER_ADDR[1]}":8000/metrics
+
   mkdir -p "$RESULTS_DIR"
 
   step "benchmark conc8"
@@ -174,6 +180,14 @@ if [[ $RANK == 0 ]]; then
     --session-header X-Session-ID \
     --public-dataset semianalysis_cc_traces_weka_with_subagents_060826_256k
   collect_result "$RESULTS_DIR/conc32/profile_export_aiperf.json" "$RESULTS_DIR/kimik2.5-fp4-mi355x-vllm-disagg-agentic_agentic_p1x8_d1x8_conc32.json" 0.10
+
+  step "collect metrics"
+  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics" \
+    prefill0=http://"${PEER_ADDR[0]}":8000/metrics decode0=http://"${PEER_ADDR[1]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics
+
+  step "LMCache proof"
+  run_cmd python3 "${SCRIPTS_DIR}"/proof.py l2 \
+    --metrics-dir "${RESULTS_DIR}"/metrics
 fi
 
 step "finish barrier"

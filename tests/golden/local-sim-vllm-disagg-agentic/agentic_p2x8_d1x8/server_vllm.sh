@@ -118,6 +118,12 @@ if [[ $RANK == 0 ]]; then
     --decode http://"${PEER_ADDR[2]}":8000
   wait_http router http://"${NODE_ADDR}":30000/health 60 --expect prefill.healthy=2 --expect decode.healthy=1
 
+  step "smoke and KV proof"
+  run_cmd python3 "${SCRIPTS_DIR}"/proof.py smoke \
+    --router http://"${NODE_ADDR}":30000 \
+    --model amd/Kimi-K2.5-MXFP4 \
+    --decode-metrics http://"${PEER_ADDR[2]}":8000/metrics
+
   mkdir -p "$RESULTS_DIR"
 
   step "benchmark conc2"
@@ -159,6 +165,14 @@ if [[ $RANK == 0 ]]; then
     --input-file "${RECIPE_DIR}"/traces/agentic-sim.jsonl \
     --custom-dataset-type multi_turn
   collect_result "$RESULTS_DIR/conc4/profile_export_aiperf.json" "$RESULTS_DIR/local-sim-vllm-disagg-agentic_agentic_p2x8_d1x8_conc4.json" 0.10
+
+  step "collect metrics"
+  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics" \
+    prefill0=http://"${PEER_ADDR[0]}":8000/metrics prefill1=http://"${PEER_ADDR[1]}":8000/metrics decode0=http://"${PEER_ADDR[2]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics
+
+  step "LMCache proof"
+  run_cmd python3 "${SCRIPTS_DIR}"/proof.py l2 \
+    --metrics-dir "${RESULTS_DIR}"/metrics
 fi
 
 step "finish barrier"

@@ -1,5 +1,5 @@
-"""The local SLURM cluster for the tests: up once per session (by `make cluster-up`), down at the end
-unless it was already up before the tests started."""
+"""Fixtures shared across test folders: the local SLURM cluster, up once per session (by `make
+cluster-up`), down at the end unless it was already up before the tests started."""
 
 from __future__ import annotations
 

@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# Rendered from config local-sim-vllm-disagg-agentic, variant agentic_p2x8_d1x8_vllm-router; do not edit: change the config and run `make render`.
+# One per node, started by job.sbatch through srun. Rank 0 = first prefill + router + benchmark; then
+# the other prefill nodes; then decode nodes. Every step is named; any failure ends the job.
+set -Eeuo pipefail
+: "${RUN_DIR:?set by job.sbatch}"
+: "${RECIPE_DIR:?set by job.sbatch}"
+: "${LEADER_ADDR:?set by job.sbatch}"
+: "${NODE_NAMES:?set by job.sbatch}"
+RANK=${SLURM_NODEID:?run under srun}
+NODE_NAME=${SLURMD_NODENAME:-$(hostname)}
+SCRIPTS_DIR=$RECIPE_DIR/scripts
+LOG_DIR=$RUN_DIR/logs/$NODE_NAME
+STATE_DIR=$RUN_DIR/state/$NODE_NAME
+RESULTS_DIR=$RUN_DIR/results
+POLL_INTERVAL=1
+export NODE_NAME SCRIPTS_DIR LOG_DIR STATE_DIR POLL_INTERVAL
+# shellcheck source=/dev/null
+source "$RECIPE_DIR/env.sh"
+# shellcheck source=/dev/null
+source "$SCRIPTS_DIR/lib/node.sh"
+node_init
+
+case "$RANK" in
+  0) ROLE=prefill ;;
+  1) ROLE=prefill ;;
+  2) ROLE=decode ;;
+  *) fail "rank $RANK is not in the plan (3 nodes)" ;;
+esac
+
+step "preflight"
+case "$ROLE" in
+  prefill)
+    require_commands python3 lmcache vllm
+    require_version lmcache lmcache 0.5.6
+    ;;
+  decode)
+    require_commands python3 vllm
+    ;;
+esac
+if [[ $RANK == 0 ]]; then
+  require_commands vllm-router aiperf
+fi
+
+step "resolve address"
+NODE_ADDR=$(python3 "$SCRIPTS_DIR/sync.py" addr --slurm-nodeaddr --allow-loopback "$NODE_NAME")
+LOCAL_ADDR="${NODE_ADDR}"
+
+step "start barrier"
+barrier start "$RANK" 3 "$LEADER_ADDR:29500" 60 \
+  --nodes "$NODE_NAMES" --publish-field addr="$NODE_ADDR" --out "$STATE_DIR/peers.json"
+peers=$(python3 "$SCRIPTS_DIR/sync.py" peers --file "$STATE_DIR/peers.json" --field addr --distinct)
+mapfile -t PEER_ADDR <<<"$peers"
+supervise
+
+
+start_prefill() {
+  step "prefill lmcache"
+  start_service lmcache lmcache server \
+    --host "${LOCAL_ADDR}" \
+    --port "${LMCACHE_PORT}" \
+    --http-host "${LOCAL_ADDR}" \
+    --http-port "${LMCACHE_HTTP_PORT}" \
+    --l1-size-gb "${LMCACHE_L1_SIZE_GB}" \
+    --eviction-policy "${LMCACHE_EVICTION_POLICY}" \
+    --l1-init-size-gb "${LMCACHE_L1_INIT_SIZE_GB}" \
+    --chunk-size "${LMCACHE_CHUNK_SIZE}"
+  wait_http lmcache http://"${LOCAL_ADDR}":"${LMCACHE_HTTP_PORT}"/healthcheck 120
+  step "prefill vllm"
+  start_service vllm env VLLM_HOST_IP="${NODE_ADDR}" vllm serve /tmp/disagg-recipes-sim/models/amd/Kimi-K2.5-MXFP4 \
+    --served-model-name amd/Kimi-K2.5-MXFP4 \
+    --host "${NODE_ADDR}" \
+    --port 8000 \
+    --tensor-parallel-size 8 \
+    --trust-remote-code \
+    --mm-encoder-tp-mode data \
+    --kv-cache-dtype fp8 \
+    --block-size 1 \
+    --gpu-memory-utilization 0.9 \
+    --enable-prefix-caching \
+    --max-model-len 32768 \
+    --kv-transfer-config '{"kv_connector":"MultiConnector","kv_connector_extra_config":{"connectors":[{"kv_connector":"MooncakeConnector","kv_connector_extra_config":{"mooncake_protocol":"tcp","num_workers":10},"kv_role":"kv_producer"},{"kv_connector":"LMCacheMPConnector","kv_connector_extra_config":{"lmcache.mp.host":"tcp://'"${LOCAL_ADDR}"'","lmcache.mp.mq_timeout":'"${LMCACHE_MP_MQ_TIMEOUT}"',"lmcache.mp.port":'"${LMCACHE_PORT}"'},"kv_connector_module_path":"lmcache.integration.vllm.lmcache_mp_connector","kv_role":"kv_both"}]},"kv_load_failure_policy":"recompute","kv_role":"kv_producer"}'
+  wait_http vllm http://"${NODE_ADDR}":8000/health 120
+}
+
+start_decode() {
+  step "decode vllm"
+  start_service vllm env VLLM_HOST_IP="${NODE_ADDR}" vllm serve /tmp/disagg-recipes-sim/models/amd/Kimi-K2.5-MXFP4 \
+    --served-model-name amd/Kimi-K2.5-MXFP4 \
+    --host "${NODE_ADDR}" \
+    --port 8000 \
+    --tensor-parallel-size 8 \
+    --trust-remote-code \
+    --mm-encoder-tp-mode data \
+    --kv-cache-dtype fp8 \
+    --block-size 1 \
+    --gpu-memory-utilization 0.9 \
+    --enable-prefix-caching \
+    --max-model-len 32768 \
+    --kv-transfer-config '{"kv_connector":"MooncakeConnector","kv_connector_extra_config":{"mooncake_protocol":"tcp","num_workers":10},"kv_load_failure_policy":"fail","kv_role":"kv_consumer"}'
+  wait_http vllm http://"${NODE_ADDR}":8000/health 120
+}
+
+"start_$ROLE"
+
+step "ready barrier"
+barrier ready "$RANK" 3 "$LEADER_ADDR:29500" 120 \
+  --nodes "$NODE_NAMES"
+
+if [[ $RANK == 0 ]]; then
+  step "router"
+  start_service router vllm-router \
+    --vllm-pd-disaggregation \
+    --kv-connector mooncake \
+    --prefill http://"${PEER_ADDR[0]}":8000 8998 \
+    --prefill http://"${PEER_ADDR[1]}":8000 8998 \
+    --decode http://"${PEER_ADDR[2]}":8000 \
+    --host "${NODE_ADDR}" \
+    --port 30000 \
+    --policy consistent_hash \
+    --prometheus-host "${NODE_ADDR}" \
+    --prometheus-port 29000 \
+    --request-timeout-secs 1800 \
+    --health-check-endpoint /health
+  wait_http router http://"${NODE_ADDR}":30000/health 60
+
+  step "smoke and KV proof"
+  run_cmd python3 "${SCRIPTS_DIR}"/proof.py smoke \
+    --router http://"${NODE_ADDR}":30000 \
+    --model amd/Kimi-K2.5-MXFP4 \
+    --decode-metrics http://"${PEER_ADDR[2]}":8000/metrics
+
+  mkdir -p "$RESULTS_DIR"
+
+  step "benchmark conc4"
+  run_cmd aiperf profile \
+    --url http://"${NODE_ADDR}":30000 \
+    --endpoint /v1/chat/completions \
+    --endpoint-type chat \
+    --streaming \
+    --model amd/Kimi-K2.5-MXFP4 \
+    --tokenizer "${RECIPE_DIR}"/traces/tokenizer \
+    --concurrency 4 \
+    --benchmark-duration 10 \
+    --random-seed 42 \
+    --failed-request-threshold 0.10 \
+    --use-server-token-count \
+    --extra-inputs ignore_eos:true \
+    --output-artifact-dir "${RESULTS_DIR}"/conc4 \
+    --session-header X-Session-ID \
+    --input-file "${RECIPE_DIR}"/traces/agentic-sim.jsonl \
+    --custom-dataset-type multi_turn
+  collect_result "$RESULTS_DIR/conc4/profile_export_aiperf.json" "$RESULTS_DIR/local-sim-vllm-disagg-agentic_agentic_p2x8_d1x8_vllm-router_conc4.json" 0.10
+
+  step "collect metrics"
+  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics" \
+    prefill0=http://"${PEER_ADDR[0]}":8000/metrics prefill1=http://"${PEER_ADDR[1]}":8000/metrics decode0=http://"${PEER_ADDR[2]}":8000/metrics router=http://"${NODE_ADDR}":29000/metrics
+
+  step "LMCache proof"
+  run_cmd python3 "${SCRIPTS_DIR}"/proof.py l2 \
+    --metrics-dir "${RESULTS_DIR}"/metrics
+fi
+
+step "finish barrier"
+barrier finish "$RANK" 3 "$LEADER_ADDR:29500" 1200 \
+  --nodes "$NODE_NAMES"
+step "teardown"
