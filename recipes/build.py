@@ -468,12 +468,13 @@ def _l2_proof(t: Target) -> tuple | None:
     """Agentic traces reuse long prefixes: with LMCache on, zero L2 hits means it silently died."""
     if t.point.scenario != "agentic-coding" or not _uses_lmcache(t):
         return None
+    last = concurrencies(t)[-1]  # counters are cumulative: the last snapshot covers the whole sweep
     return argv(
         "python3",
         word(Ref("SCRIPTS_DIR"), "/proof.py"),
         "l2",
         "--metrics-dir",
-        word(Ref("RESULTS_DIR"), "/metrics"),
+        word(Ref("RESULTS_DIR"), f"/metrics/conc{last}"),
     )
 
 

@@ -225,7 +225,6 @@ def test_a_healthy_job_runs_every_step_and_keeps_every_result(cluster):
         "smoke and KV proof",
         "benchmark conc2",
         "benchmark conc4",
-        "collect metrics",
         "LMCache proof",
         "finish barrier",
     ):

@@ -121,8 +121,10 @@ if [[ $RANK == 0 ]]; then
     --router http://"${NODE_ADDR}":30000 \
     --model amd/Kimi-K2.5-MXFP4 \
     --decode-metrics http://"${PEER_ADDR[1]}":8000/metrics
-
+  # Counters before the sweep and after each concurrency: the report turns them into per-run deltas.
   mkdir -p "$RESULTS_DIR"
+  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/start" \
+    prefill0=http://"${PEER_ADDR[0]}":8000/metrics decode0=http://"${PEER_ADDR[1]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics
 
   step "benchmark conc8"
   run_cmd aiperf profile \
@@ -142,6 +144,8 @@ if [[ $RANK == 0 ]]; then
     --session-header X-Session-ID \
     --public-dataset semianalysis_cc_traces_weka_with_subagents_060826_256k
   collect_result "$RESULTS_DIR/conc8/profile_export_aiperf.json" "$RESULTS_DIR/kimik2.5-fp4-mi355x-vllm-disagg-agentic_agentic_p1x8_d1x8_conc8.json" 0.10
+  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc8" \
+    prefill0=http://"${PEER_ADDR[0]}":8000/metrics decode0=http://"${PEER_ADDR[1]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics
 
   step "benchmark conc16"
   run_cmd aiperf profile \
@@ -161,6 +165,8 @@ if [[ $RANK == 0 ]]; then
     --session-header X-Session-ID \
     --public-dataset semianalysis_cc_traces_weka_with_subagents_060826_256k
   collect_result "$RESULTS_DIR/conc16/profile_export_aiperf.json" "$RESULTS_DIR/kimik2.5-fp4-mi355x-vllm-disagg-agentic_agentic_p1x8_d1x8_conc16.json" 0.10
+  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc16" \
+    prefill0=http://"${PEER_ADDR[0]}":8000/metrics decode0=http://"${PEER_ADDR[1]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics
 
   step "benchmark conc32"
   run_cmd aiperf profile \
@@ -180,14 +186,12 @@ if [[ $RANK == 0 ]]; then
     --session-header X-Session-ID \
     --public-dataset semianalysis_cc_traces_weka_with_subagents_060826_256k
   collect_result "$RESULTS_DIR/conc32/profile_export_aiperf.json" "$RESULTS_DIR/kimik2.5-fp4-mi355x-vllm-disagg-agentic_agentic_p1x8_d1x8_conc32.json" 0.10
-
-  step "collect metrics"
-  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics" \
+  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc32" \
     prefill0=http://"${PEER_ADDR[0]}":8000/metrics decode0=http://"${PEER_ADDR[1]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics
 
   step "LMCache proof"
   run_cmd python3 "${SCRIPTS_DIR}"/proof.py l2 \
-    --metrics-dir "${RESULTS_DIR}"/metrics
+    --metrics-dir "${RESULTS_DIR}"/metrics/conc32
 fi
 
 step "finish barrier"

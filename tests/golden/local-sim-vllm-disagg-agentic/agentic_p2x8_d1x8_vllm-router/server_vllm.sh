@@ -129,8 +129,10 @@ if [[ $RANK == 0 ]]; then
     --router http://"${NODE_ADDR}":30000 \
     --model amd/Kimi-K2.5-MXFP4 \
     --decode-metrics http://"${PEER_ADDR[2]}":8000/metrics
-
+  # Counters before the sweep and after each concurrency: the report turns them into per-run deltas.
   mkdir -p "$RESULTS_DIR"
+  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/start" \
+    prefill0=http://"${PEER_ADDR[0]}":8000/metrics prefill1=http://"${PEER_ADDR[1]}":8000/metrics decode0=http://"${PEER_ADDR[2]}":8000/metrics router=http://"${NODE_ADDR}":29000/metrics
 
   step "benchmark conc4"
   run_cmd aiperf profile \
@@ -151,14 +153,12 @@ if [[ $RANK == 0 ]]; then
     --input-file "${RECIPE_DIR}"/traces/agentic-sim.jsonl \
     --custom-dataset-type multi_turn
   collect_result "$RESULTS_DIR/conc4/profile_export_aiperf.json" "$RESULTS_DIR/local-sim-vllm-disagg-agentic_agentic_p2x8_d1x8_vllm-router_conc4.json" 0.10
-
-  step "collect metrics"
-  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics" \
+  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc4" \
     prefill0=http://"${PEER_ADDR[0]}":8000/metrics prefill1=http://"${PEER_ADDR[1]}":8000/metrics decode0=http://"${PEER_ADDR[2]}":8000/metrics router=http://"${NODE_ADDR}":29000/metrics
 
   step "LMCache proof"
   run_cmd python3 "${SCRIPTS_DIR}"/proof.py l2 \
-    --metrics-dir "${RESULTS_DIR}"/metrics
+    --metrics-dir "${RESULTS_DIR}"/metrics/conc4
 fi
 
 step "finish barrier"
