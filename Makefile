@@ -14,7 +14,7 @@ LINT_ARGS = $(if $(PROFILE),--profile $(PROFILE)) $(if $(RUNNERS),--runners $(RU
 	$(if $(CHANGELOG),--changelog $(CHANGELOG)) $(if $(BASE),--base $(BASE)) $(if $(REPO),--repo $(REPO)) \
 	$(CONFIGS)
 
-.PHONY: help venv lint render submit golden test schema bench-lint bench-proxy clean demo cluster-up cluster-down cluster-status tools
+.PHONY: help venv lint render submit golden test schema bench-lint bench-proxy bench-failfast clean demo cluster-up cluster-down cluster-status tools
 
 help:
 	@echo "make render [CONFIG=<key>] [OUT=out]   render launch files for every variant"
@@ -24,6 +24,7 @@ help:
 	@echo "make schema     regenerate the JSON Schemas under schemas/json/"
 	@echo "make bench-lint time linting the InferenceX reference corpus"
 	@echo "make bench-proxy   our proxy vs direct-to-decode vs vllm-router on simulated engines"
+	@echo "make bench-failfast   the demo job once per fault class: detection time, leftovers, kept results"
 	@echo "make cluster-up [NODES=3]   local SLURM cluster: slurmctld + one slurmd per node (127.0.0.11, .12, ...)"
 	@echo "make cluster-down           stop the local cluster's daemons;  make cluster-status  daemons and nodes"
 	@echo "make tools     virtualenvs .venv-lmcache, .venv-router, .venv-bench (pins from pyproject.toml)"
@@ -60,6 +61,10 @@ schema: $(STAMP)
 
 bench-lint: $(STAMP)
 	$(PY) tests/bench/bench_lint.py
+
+# The demo job once per fault class: time from fault to job end, leftovers, kept results (out/bench/failfast.json).
+bench-failfast: $(STAMP) tools
+	$(PY) tests/bench/bench_failfast.py $(BENCH_ARGS)
 
 # Our proxy against direct-to-decode and vllm-router on the same simulated engines (tables + out/bench/proxy.json).
 bench-proxy: $(STAMP) tools
