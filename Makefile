@@ -14,7 +14,7 @@ LINT_ARGS = $(if $(PROFILE),--profile $(PROFILE)) $(if $(RUNNERS),--runners $(RU
 	$(if $(CHANGELOG),--changelog $(CHANGELOG)) $(if $(BASE),--base $(BASE)) $(if $(REPO),--repo $(REPO)) \
 	$(CONFIGS)
 
-.PHONY: help venv lint render submit golden test schema bench-lint bench-proxy bench-failfast clean demo cluster-up cluster-down cluster-status tools
+.PHONY: help venv lint render submit golden test schema bench-lint bench-proxy bench-failfast clean demo report compare cluster-up cluster-down cluster-status tools
 
 help:
 	@echo "make render [CONFIG=<key>] [OUT=out]   render launch files for every variant"
@@ -28,6 +28,7 @@ help:
 	@echo "make cluster-up [NODES=3]   local SLURM cluster: slurmctld + one slurmd per node (127.0.0.11, .12, ...)"
 	@echo "make cluster-down           stop the local cluster's daemons;  make cluster-status  daemons and nodes"
 	@echo "make tools     virtualenvs .venv-lmcache, .venv-router, .venv-bench (pins from pyproject.toml)"
+	@echo "make report RUN=<run folder>   summary.json + pareto.png;  make compare A=<run> B=<run>"
 	@echo "make demo [CONFIG=<local key>]   the local 2P1D recipe end to end on the local cluster (no GPUs)"
 
 $(STAMP): pyproject.toml
@@ -77,7 +78,7 @@ clean:
 # The cluster needs only the standard library: no virtualenv, so it also runs before `make venv`.
 # Clients talk to it with SLURM_CONF=.cluster/slurm.conf (`source sim/cluster/env.sh`).
 NODES ?= 3
-TOOLS := lmcache router bench
+TOOLS := lmcache router bench report
 
 cluster-up:
 	@$(PYTHON) -m sim.cluster up --nodes $(NODES)
@@ -89,6 +90,15 @@ cluster-status:
 	@$(PYTHON) -m sim.cluster status
 
 tools: $(TOOLS:%=.venv-%/.installed)
+
+# make report RUN=<run folder>: summary.json + pareto.png; make compare A=<run> B=<run>: side by side.
+report: tools
+	@test -n "$(RUN)" || { echo "usage: make report RUN=out/runs/<key>/<variant>/<run-id>" >&2; exit 2; }
+	@.venv-report/bin/python -m recipes.report report $(RUN)
+
+compare: tools
+	@test -n "$(A)" -a -n "$(B)" || { echo "usage: make compare A=<run folder> B=<run folder>" >&2; exit 2; }
+	@.venv-report/bin/python -m recipes.report compare $(A) $(B)
 
 # make demo [CONFIG=<local key>] [VARIANT=<v>]: cluster and tools as needed, then submit and follow the job.
 demo: $(STAMP) tools

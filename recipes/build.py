@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from schemas import settings as reg
 from schemas.config import MasterEntry, Worker
+from schemas.images import engine_version
 from schemas.rules import Point, l1_size_gb, parsed_settings, role_gpus
 from schemas.runners import Hardware
 
@@ -75,6 +77,9 @@ def build_plan(t: Target, *, ports: Ports | None = None, timeouts: Timeouts | No
         model=t.entry.model,
         framework=t.entry.framework,
         router_name=_router(t).name,
+        gpus_per_node=t.hardware.gpus_per_node,
+        components=_components(t),
+        config_sha256=hashlib.sha256(t.entry.model_dump_json(by_alias=True).encode()).hexdigest(),
         runner=t.runner_label,
         slurm=Slurm(
             job_name=f"{t.key}_{t.variant}",
@@ -118,6 +123,20 @@ def _program(args: tuple) -> str:
         while "=" in "".join(p for p in rest[0] if isinstance(p, str)):
             rest = rest[1:]
     return "".join(rest[0])
+
+
+def _components(t: Target) -> tuple:
+    """What the numbers depend on besides the config: engine, KV transfer, L2 cache, router."""
+    version = engine_version(t.entry.image)
+    out = [
+        ("vllm", ".".join(map(str, version)) if version else f"as in {t.entry.image}"),
+        ("mooncake", f"as in {t.entry.image}"),
+    ]
+    if _uses_lmcache(t):
+        out.append(("lmcache", t.point.space.kv_offload_backend.version))
+    router = _router(t)
+    out.append((router.name, router.version))
+    return tuple(out)
 
 
 def _check_supported(t: Target) -> None:

@@ -120,6 +120,9 @@ class Plan:
     metrics: tuple  # NAME=URL Words: every engine's and the router's /metrics, saved after the benchmarks
     smoke: tuple  # argv: a request through the router, and proof its KV moved prefill -> decode
     l2_proof: tuple | None  # argv: LMCache served hits during the sweep (agentic runs with LMCache)
+    gpus_per_node: int = 0
+    components: tuple = ()  # (name, version) of what the run's numbers depend on, for the lock file
+    config_sha256: str = ""  # of the validated config entry, for the lock file
     workarounds: tuple = ()
 
     def to_json(self) -> dict:

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import hashlib
+import json
 import re
 import secrets
 import shlex
 import shutil
 import subprocess
 import sys
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +35,7 @@ class Submission:
 
 def new_run_id(now: dt.datetime | None = None) -> str:
     """Unique per submission: a shared job name once let `scancel --name` kill someone else's job."""
-    now = now or dt.datetime.now(dt.timezone.utc)
+    now = now or dt.datetime.now(dt.UTC)
     return f"{now:%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
 
 
@@ -58,6 +61,32 @@ def snapshot(rendered: Rendered, run_dir: Path) -> None:
     for source, target in SNAPSHOT_DIRS.items():
         if (ROOT_DIR / source).is_dir():
             shutil.copytree(ROOT_DIR / source, recipe / target, ignore=shutil.ignore_patterns("__pycache__"))
+    (run_dir / "lock.json").write_text(json.dumps(lock(rendered), indent=2, sort_keys=True) + "\n")
+
+
+def lock(rendered: Rendered) -> dict:
+    """What a result depends on, fixed at submission (the report adds the nodes the job ran on)."""
+    plan = rendered.plan
+    rendered_hash = hashlib.sha256()
+    for name in sorted(rendered.files):
+        rendered_hash.update(f"{name}\0{rendered.files[name]}\0".encode())
+    return {
+        "config_key": plan.config_key,
+        "variant": plan.variant,
+        "image": plan.container.image,
+        "image_digest": None,  # known only where the image is pulled; recipes pin tags that name releases
+        "components": {**dict(plan.components), "aiperf": _pinned("bench", "aiperf")},
+        "config_sha256": plan.config_sha256,
+        "rendered_sha256": rendered_hash.hexdigest(),
+        "workarounds": list(plan.workarounds),
+    }
+
+
+def _pinned(extra: str, package: str) -> str:
+    """The version pyproject.toml pins for a package of an extra (the one place versions live)."""
+    with open(ROOT_DIR / "pyproject.toml", "rb") as handle:
+        pins = tomllib.load(handle)["project"]["optional-dependencies"][extra]
+    return next(pin.split("==", 1)[1] for pin in pins if pin.split("==", 1)[0] == package)
 
 
 class SubmitError(Exception):

@@ -31,6 +31,7 @@ NODE_TOOLS = {
 # python3 (the proxy, the simulator, sync.py) is the core virtualenv's. It must be exec'd by its own
 # path: a symlink elsewhere would not find the virtualenv's pyvenv.cfg and run the bare interpreter.
 CORE_PYTHON = ".venv/bin/python"
+REPORT_PYTHON = ".venv-report/bin/python"
 ENDED = {
     "COMPLETED",
     "FAILED",
@@ -52,7 +53,8 @@ def node_bin(root: Path = ROOT) -> Path:
     bring their own python3 along)."""
     folder = root / ".cluster" / "bin"
     folder.mkdir(parents=True, exist_ok=True)
-    missing = [target for target in (*NODE_TOOLS.values(), CORE_PYTHON) if not (root / target).exists()]
+    needed = (*NODE_TOOLS.values(), CORE_PYTHON, REPORT_PYTHON)
+    missing = [target for target in needed if not (root / target).exists()]
     if missing:
         raise DemoError(f"missing {', '.join(missing)}: run `make venv tools` first")
     for name, target in NODE_TOOLS.items():
@@ -168,7 +170,12 @@ def run(config: str, variant: str | None, out: Path, timeout: float) -> int:
         print(
             f"--- last lines of {job.run_dir}/job.out ---\n{tail(job.run_dir / 'job.out')}", file=sys.stderr
         )
-    return 0 if state.ok else 1
+        return 1
+    # summary.json and pareto.png, with the report's own virtualenv (matplotlib stays out of the core)
+    done = subprocess.run(
+        [str(ROOT / REPORT_PYTHON), "-m", "recipes.report", "report", str(job.run_dir)], cwd=ROOT, check=False
+    )
+    return 0 if done.returncode == 0 else 1
 
 
 def main(argv: list[str] | None = None) -> int:

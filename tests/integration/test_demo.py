@@ -7,6 +7,7 @@ recompute), the router used both prefill nodes, and every concurrency left a val
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -91,6 +92,14 @@ def test_the_demo_job_runs_end_to_end_and_proves_its_results(cluster, tools, tmp
     assert served > 0
     assert metric(decode, "sim_kv_remote_loads_total", outcome="ok") == served
     assert metric(decode, "vllm:prompt_tokens_by_source_total", source="external_kv_transfer") > 0
+
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert [r["concurrency"] for r in summary["rows"]] == [
+        int(c) for c in re.findall(r"_conc(\d+)\.json", done.stdout)
+    ]
+    assert all(r["kv_moved_tokens"] > 0 for r in summary["rows"])
+    assert summary["lock"]["nodes"] == ["sim1", "sim2", "sim3"] and summary["lock"]["config_sha256"]
+    assert (run_dir / "pareto.png").stat().st_size > 0
 
     results = sorted((run_dir / "results").glob(f"{CONFIG}_{variant}_conc*.json"))
     assert [p.name for p in results] == sorted(re.findall(r"result: (\S+\.json)", done.stdout))

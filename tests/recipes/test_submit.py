@@ -69,6 +69,15 @@ def test_submit_snapshots_everything_the_job_reads(rendered, tmp_path, fake_sbat
     ):
         assert (recipe / name).is_file(), name
     assert (recipe / "server_vllm.sh").read_text() == rendered.files["server_vllm.sh"]
+    lock = json.loads((job.run_dir / "lock.json").read_text())
+    assert lock["components"] == {
+        "vllm": "0.33.0",
+        "mooncake": "as in vllm/vllm-openai-rocm:v0.33.0",
+        "lmcache": "0.5.6",
+        "pd-proxy": "0.1.0",
+        "aiperf": "0.13.0",
+    }
+    assert len(lock["config_sha256"]) == len(lock["rendered_sha256"]) == 64
     sent = json.loads(record.read_text())
     assert sent["marker"] == "x"  # the job inherits the environment it was given
     assert f"--export=ALL,RUN_DIR={job.run_dir},RECIPE_DIR={recipe}" in sent["argv"]

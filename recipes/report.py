@@ -1,0 +1,246 @@
+"""`make report RUN=<dir>` / `make compare A=<dir> B=<dir>`: a run folder's summary, Pareto plot and diff.
+
+summary.json per concurrency: throughput per GPU, TTFT/ITL/E2E p50/p90/p99, prefix and LMCache (L2) hit
+rates and KV moved, from the AIPerf results and the metrics snapshots the job took around each one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+PERCENTILES = ("p50", "p90", "p99")
+LATENCIES = {"ttft_ms": "time_to_first_token", "itl_ms": "inter_token_latency", "e2e_ms": "request_latency"}
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
+
+
+class ReportError(Exception):
+    """The run folder lacks what a summary needs."""
+
+
+def prom_sum(text: str, name: str, label: str = "") -> float:
+    total = 0.0
+    for line in text.splitlines():
+        sample = _SAMPLE.match(line)
+        if sample and sample[1] == name and label in (sample[2] or ""):
+            total += float(sample[3])
+    return total
+
+
+def _role_sum(snapshot: Path, role: str, name: str, label: str = "") -> float:
+    return sum(prom_sum(p.read_text(), name, label) for p in sorted(snapshot.glob(f"{role}*.prom")))
+
+
+def _delta(after: Path, before: Path, role: str, name: str, label: str = "") -> float:
+    return _role_sum(after, role, name, label) - _role_sum(before, role, name, label)
+
+
+def _rate(hits: float, queries: float) -> float | None:
+    return round(hits / queries, 4) if queries > 0 else None
+
+
+def cache_stats(after: Path, before: Path) -> dict:
+    """What the engines counted during one concurrency (snapshot deltas)."""
+    d = lambda *a: _delta(after, before, *a)  # noqa: E731 (a local shorthand)
+    return {
+        "prefix_hit_rate": _rate(
+            d("prefill", "vllm:prefix_cache_hits_total"), d("prefill", "vllm:prefix_cache_queries_total")
+        ),
+        "l2_hit_rate": _rate(
+            d("prefill", "vllm:external_prefix_cache_hits_total"),
+            d("prefill", "vllm:external_prefix_cache_queries_total"),
+        ),
+        "kv_moved_tokens": d("decode", "vllm:prompt_tokens_by_source_total", 'source="external_kv_transfer"'),
+    }
+
+
+def _avg(result: dict, key: str) -> float | None:
+    value = result.get(key)
+    return float(value["avg"]) if isinstance(value, dict) and "avg" in value else None
+
+
+def row(result: dict, concurrency: int, gpus: int) -> dict:
+    out = {
+        "concurrency": concurrency,
+        "requests": _avg(result, "request_count"),
+        "errors": _avg(result, "error_request_count") or 0.0,
+        "duration_s": _avg(result, "benchmark_duration"),
+        "requests_per_s": _avg(result, "request_throughput"),
+        "output_tok_per_s": _avg(result, "output_token_throughput"),
+    }
+    out["output_tok_per_s_per_gpu"] = (
+        round(out["output_tok_per_s"] / gpus, 3) if out["output_tok_per_s"] else None
+    )
+    for short, key in LATENCIES.items():
+        stats = result.get(key) or {}
+        for p in PERCENTILES:
+            out[f"{short}_{p}"] = stats.get(p)
+    itl = out["itl_ms_p50"]
+    out["interactivity_tok_per_s_per_user"] = round(1000.0 / itl, 3) if itl else None
+    return out
+
+
+def summarize(run_dir: Path) -> dict:
+    plan_file, results = run_dir / "recipe" / "plan.json", run_dir / "results"
+    if not plan_file.is_file():
+        raise ReportError(
+            f"{plan_file} not found: is {run_dir} a run folder (out/runs/<key>/<variant>/<id>)?"
+        )
+    plan = json.loads(plan_file.read_text())
+    gpus = plan["slurm"]["nodes"] * plan["gpus_per_node"]
+    rows, before = [], results / "metrics" / "start"
+    for bench in plan["benchmarks"]:
+        result_file, c = results / bench["result"], bench["concurrency"]
+        if not result_file.is_file():
+            continue  # a failed or unfinished concurrency: the summary covers what finished
+        r = row(json.loads(result_file.read_text()), c, gpus)
+        after = results / "metrics" / f"conc{c}"
+        if after.is_dir() and before.is_dir():
+            r.update(cache_stats(after, before))
+        before = after
+        rows.append(r)
+    if not rows:
+        raise ReportError(f"no result in {results}: the job finished no concurrency")
+    lock_file = run_dir / "lock.json"
+    lock = json.loads(lock_file.read_text()) if lock_file.is_file() else {}
+    lock["nodes"] = sorted(p.name for p in (run_dir / "state").glob("*") if p.is_dir())
+    return {
+        "config_key": plan["config_key"],
+        "variant": plan["variant"],
+        "run": run_dir.name,
+        "gpus": gpus,
+        "rows": rows,
+        "lock": lock,
+    }
+
+
+def _fmt(value, digits: int = 1) -> str:
+    """digits -1: a rate shown as a percentage."""
+    if value is None:
+        return "-"
+    if digits == -1:
+        return f"{value:.1%}"
+    return f"{value:,.{digits}f}" if isinstance(value, float) else str(value)
+
+
+COLUMNS = [  # (header, key, digits; -1: a rate shown as %)
+    ("conc", "concurrency", 0),
+    ("req", "requests", 0),
+    ("tok/s/gpu", "output_tok_per_s_per_gpu", 1),
+    ("tok/s/user", "interactivity_tok_per_s_per_user", 1),
+    ("ttft p50", "ttft_ms_p50", 1),
+    ("ttft p99", "ttft_ms_p99", 1),
+    ("itl p50", "itl_ms_p50", 2),
+    ("e2e p99", "e2e_ms_p99", 0),
+    ("prefix hit", "prefix_hit_rate", -1),
+    ("L2 hit", "l2_hit_rate", -1),
+    ("KV moved", "kv_moved_tokens", 0),
+]
+
+
+def table(summary: dict) -> str:
+    lines = [
+        f"{summary['config_key']} {summary['variant']} ({summary['run']}, {summary['gpus']} GPUs)",
+        "  ".join(f"{h:>10}" for h, _, _ in COLUMNS),
+    ]
+    for r in summary["rows"]:
+        lines.append("  ".join(f"{_fmt(r.get(k), d):>10}" for _, k, d in COLUMNS))
+    return "\n".join(lines)
+
+
+def plot(summary: dict, path: Path) -> None:
+    """Throughput per GPU against interactivity, one labelled point per concurrency, frontier joined."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    points = sorted(
+        (r["interactivity_tok_per_s_per_user"], r["output_tok_per_s_per_gpu"], r["concurrency"])
+        for r in summary["rows"]
+        if r["interactivity_tok_per_s_per_user"] and r["output_tok_per_s_per_gpu"]
+    )
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
+    frontier = [
+        p
+        for p in points
+        if not any(q[0] >= p[0] and q[1] > p[1] or q[0] > p[0] and q[1] >= p[1] for q in points)
+    ]
+    ax.plot(
+        [p[0] for p in frontier], [p[1] for p in frontier], "-", color="tab:blue", alpha=0.5, label="Pareto"
+    )
+    ax.scatter([p[0] for p in points], [p[1] for p in points], color="tab:blue", zorder=3)
+    for x, y, c in points:
+        ax.annotate(f"conc {c}", (x, y), textcoords="offset points", xytext=(6, 6), fontsize=9)
+    ax.set_xlabel("interactivity (output tokens/s per user, 1000 / ITL p50)")
+    ax.set_ylabel("throughput (output tokens/s per GPU)")
+    ax.set_title(
+        f"{summary['config_key']}\n{summary['variant']} · {summary['gpus']} GPUs · {summary['run']}",
+        fontsize=10,
+    )
+    ax.grid(alpha=0.3)
+    ax.margins(0.15)
+    ax.legend(loc="upper right", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def report(run_dir: Path) -> dict:
+    summary = summarize(run_dir)
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    plot(summary, run_dir / "pareto.png")
+    return summary
+
+
+def compare(a: dict, b: dict) -> str:
+    keys = [
+        ("tok/s/gpu", "output_tok_per_s_per_gpu"),
+        ("ttft p99", "ttft_ms_p99"),
+        ("itl p50", "itl_ms_p50"),
+        ("L2 hit", "l2_hit_rate"),
+    ]
+    lines = [
+        f"A: {a['config_key']} {a['variant']} ({a['run']})",
+        f"B: {b['config_key']} {b['variant']} ({b['run']})",
+        f"{'conc':>5}  " + "  ".join(f"{h + ' A':>12} {h + ' B':>12} {'B/A':>6}" for h, _ in keys),
+    ]
+    rows_b = {r["concurrency"]: r for r in b["rows"]}
+    for ra in a["rows"]:
+        rb = rows_b.get(ra["concurrency"], {})
+        cells = []
+        for _, k in keys:
+            va, vb = ra.get(k), rb.get(k)
+            ratio = f"{vb / va:.2f}" if va and vb is not None else "-"
+            cells.append(f"{_fmt(va, 2):>12} {_fmt(vb, 2):>12} {ratio:>6}")
+        lines.append(f"{ra['concurrency']:>5}  " + "  ".join(cells))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="report", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("report", help="write <run>/summary.json and <run>/pareto.png, print the table")
+    r.add_argument("run", type=Path)
+    c = sub.add_parser("compare", help="two runs side by side, per concurrency")
+    c.add_argument("a", type=Path)
+    c.add_argument("b", type=Path)
+    args = p.parse_args(argv)
+    try:
+        if args.command == "report":
+            summary = report(args.run)
+            print(table(summary))
+            print(f"summary: {args.run / 'summary.json'}\nplot: {args.run / 'pareto.png'}")
+        else:
+            print(compare(summarize(args.a), summarize(args.b)))
+    except ReportError as exc:
+        print(f"report: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""make report / make compare: a run folder's numbers, hit rates from counter deltas, the plot."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from recipes import report
+from tests.recipes.golden import GOLDEN
+
+ROOT = Path(__file__).resolve().parents[2]
+PLAN = GOLDEN / "local-sim-vllm-disagg-agentic" / "agentic_p2x8_d1x8" / "plan.json"
+KEY_VARIANT = "local-sim-vllm-disagg-agentic_agentic_p2x8_d1x8"
+
+
+def aiperf(requests: float, tok_s: float, itl_p50: float) -> dict:
+    stats = {"p50": 40.0, "p90": 80.0, "p99": 120.0}
+    return {
+        "request_count": {"avg": requests},
+        "benchmark_duration": {"avg": 10.0},
+        "request_throughput": {"avg": requests / 10},
+        "output_token_throughput": {"avg": tok_s},
+        "time_to_first_token": stats,
+        "inter_token_latency": {**stats, "p50": itl_p50},
+        "request_latency": stats,
+    }
+
+
+def snapshot(folder: Path, prefix: tuple, l2: tuple, kv: float) -> None:
+    """Cumulative counters as the job scrapes them: (hits, queries) on each prefill, KV on the decode."""
+    folder.mkdir(parents=True)
+    for i in range(2):
+        (folder / f"prefill{i}.prom").write_text(
+            f'vllm:prefix_cache_hits_total{{engine="0"}} {prefix[0] / 2}\n'
+            f'vllm:prefix_cache_queries_total{{engine="0"}} {prefix[1] / 2}\n'
+            f'vllm:external_prefix_cache_hits_total{{engine="0"}} {l2[0] / 2}\n'
+            f'vllm:external_prefix_cache_queries_total{{engine="0"}} {l2[1] / 2}\n'
+        )
+    (folder / "decode0.prom").write_text(
+        f'vllm:prompt_tokens_by_source_total{{source="external_kv_transfer"}} {kv}\n'
+    )
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    run = tmp_path / "20261121-000000-abcdef"
+    (run / "recipe").mkdir(parents=True)
+    shutil.copy(PLAN, run / "recipe" / "plan.json")
+    results = run / "results"
+    results.mkdir()
+    (results / f"{KEY_VARIANT}_conc2.json").write_text(json.dumps(aiperf(100, 480.0, 2.5)))
+    (results / f"{KEY_VARIANT}_conc4.json").write_text(json.dumps(aiperf(180, 720.0, 4.0)))
+    snapshot(results / "metrics" / "start", (0, 0), (0, 0), 600)
+    snapshot(results / "metrics" / "conc2", (800, 1000), (0, 200), 10_600)
+    snapshot(results / "metrics" / "conc4", (1700, 2000), (100, 400), 30_600)
+    for node in ("sim1", "sim2", "sim3"):
+        (run / "state" / node).mkdir(parents=True)
+    (run / "lock.json").write_text(json.dumps({"components": {"lmcache": "0.5.6"}}))
+    return run
+
+
+def test_summary_per_concurrency_from_results_and_counter_deltas(run_dir):
+    s = report.summarize(run_dir)
+    assert s["gpus"] == 24  # 3 nodes x 8
+    first, second = s["rows"]
+    assert (first["concurrency"], first["requests"], first["output_tok_per_s_per_gpu"]) == (2, 100.0, 20.0)
+    assert first["interactivity_tok_per_s_per_user"] == 400.0  # 1000 / ITL p50 (ms)
+    assert (first["prefix_hit_rate"], first["l2_hit_rate"], first["kv_moved_tokens"]) == (0.8, 0.0, 10_000)
+    # the second concurrency's rates come from its own counter deltas, not the totals
+    assert (second["prefix_hit_rate"], second["l2_hit_rate"], second["kv_moved_tokens"]) == (0.9, 0.5, 20_000)
+    assert s["lock"] == {"components": {"lmcache": "0.5.6"}, "nodes": ["sim1", "sim2", "sim3"]}
+    assert "20.0" in report.table(s)
+
+
+def test_a_concurrency_that_did_not_finish_is_left_out_not_invented(run_dir):
+    (run_dir / "results" / f"{KEY_VARIANT}_conc4.json").unlink()
+    assert [r["concurrency"] for r in report.summarize(run_dir)["rows"]] == [2]
+
+
+def test_no_result_at_all_is_an_error(run_dir):
+    for result in (run_dir / "results").glob("*.json"):
+        result.unlink()
+    with pytest.raises(report.ReportError, match="finished no concurrency"):
+        report.summarize(run_dir)
+
+
+def test_compare_prints_both_runs_and_ratios(run_dir, tmp_path):
+    other = tmp_path / "other"
+    shutil.copytree(run_dir, other)
+    (other / "results" / f"{KEY_VARIANT}_conc2.json").write_text(json.dumps(aiperf(100, 960.0, 2.5)))
+    text = report.compare(report.summarize(run_dir), report.summarize(other))
+    line = next(x for x in text.splitlines() if x.strip().startswith("2 "))
+    assert "20.00" in line and "40.00" in line and "2.00" in line
+
+
+def test_make_report_writes_summary_and_a_png(run_dir):
+    python = ROOT / ".venv-report" / "bin" / "python"
+    if not python.exists():
+        pytest.fail("missing .venv-report: run `make tools` (make test does)")
+    done = subprocess.run(
+        [str(python), "-m", "recipes.report", "report", str(run_dir)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads((run_dir / "summary.json").read_text())["rows"][0]["concurrency"] == 2
+    assert (run_dir / "pareto.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
