@@ -547,7 +547,16 @@ def _benchmarks(t: Target, ports: Ports, sim: bool) -> tuple:
         ]
         args += _workload_args(t, sim)
         result = f"{t.key}_{t.variant}_conc{c}.json"
-        out.append(Benchmark(concurrency=c, result=result, argv=argv(*args), max_error_rate=MAX_ERROR_RATE))
+        seconds = BENCH_SECONDS["none" if sim else "real"]
+        out.append(
+            Benchmark(
+                concurrency=c,
+                result=result,
+                argv=argv(*args),
+                max_error_rate=MAX_ERROR_RATE,
+                min_duration=seconds // 2,
+            )
+        )
     return tuple(out)
 
 

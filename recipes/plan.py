@@ -75,6 +75,7 @@ class Benchmark:
     result: str  # <result-name>_conc<C>.json
     argv: tuple  # of Words
     max_error_rate: str  # a result with more failed requests fails the step
+    min_duration: int  # seconds: a result that measured less is no measurement (half the requested)
 
 
 @dataclass(frozen=True)

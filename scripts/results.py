@@ -26,7 +26,7 @@ def _metric(doc: dict[str, Any], name: str, default: float | None = None) -> flo
     return default
 
 
-def problems(doc: Any, *, max_error_rate: float) -> list[str]:
+def problems(doc: Any, *, max_error_rate: float, min_duration: float = 0.0) -> list[str]:
     """Why a result is not a trustworthy measurement; empty when it is."""
     if not isinstance(doc, dict):
         return ["not a JSON object"]
@@ -42,8 +42,11 @@ def problems(doc: Any, *, max_error_rate: float) -> list[str]:
         found.append(f"{errors:g} of {total:g} requests failed (more than {max_error_rate:.0%})")
     if not _metric(doc, "total_output_tokens"):
         found.append("no output tokens")
-    if not _metric(doc, "benchmark_duration"):
+    duration = _metric(doc, "benchmark_duration")
+    if not duration:
         found.append("no benchmark duration")
+    elif duration < min_duration:
+        found.append(f"it measured {duration:g} s, less than the {min_duration:g} s a valid run takes")
     return found
 
 
@@ -81,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     check = sub.add_parser("check", help="exit 10 unless the result is valid")
     check.add_argument("file")
     check.add_argument("--max-error-rate", type=float, default=0.10)
+    check.add_argument("--min-duration", type=float, default=0.0, help="seconds; half the requested duration")
     snap = sub.add_parser("scrape", help="save Prometheus metrics of each NAME=URL to <out>/NAME.prom")
     snap.add_argument("--out", required=True)
     snap.add_argument("endpoints", nargs="+", type=_name_url, metavar="NAME=URL")
@@ -93,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as err:
         print(f"result {args.file}: unreadable ({err})", file=sys.stderr)
         return EXIT_INVALID
-    found = problems(doc, max_error_rate=args.max_error_rate)
+    found = problems(doc, max_error_rate=args.max_error_rate, min_duration=args.min_duration)
     if found:
         print(f"result {args.file} is not valid: {'; '.join(found)}", file=sys.stderr)
         return EXIT_INVALID

@@ -14,7 +14,7 @@
 #   supervise                              from now on ANY exit of a service is fatal
 #   require_commands CMD...                preflight: all of them on PATH
 #   require_version CMD DIST VERSION       preflight: CMD's package is exactly VERSION
-#   collect_result SRC DST MAX_ERROR_RATE  a valid result (scripts/results.py) copied to DST atomically
+#   collect_result SRC DST MAX_ERR MIN_S   a valid result (scripts/results.py) copied to DST atomically
 #   fail MESSAGE
 # Exit code: the first failure's — a failed command's status, a service's exit code (1 if it exited
 # 0), 4 for a readiness timeout, sync.py's code for a barrier, 128+N on signal N; 0 for a clean run.

@@ -1,13 +1,14 @@
 # shellcheck shell=bash
 # Results and preflight: what a step produced must exist before the job calls it done.
 
-# collect_result SRC DST MAX_ERROR_RATE — DST gets SRC (atomically) once scripts/results.py finds it a
-# valid measurement; otherwise the step fails saying why. Results already collected stay.
+# collect_result SRC DST MAX_ERROR_RATE MIN_DURATION — DST gets SRC (atomically) once scripts/results.py
+# finds it a valid measurement; otherwise the step fails saying why. Results already collected stay.
 collect_result() {
-  (($# == 3)) || fail "usage: collect_result SRC DST MAX_ERROR_RATE"
+  (($# == 4)) || fail "usage: collect_result SRC DST MAX_ERROR_RATE MIN_DURATION"
   [[ -s $1 ]] || fail "result $1 is missing or empty (the benchmark exited 0 without writing it)"
   local out rc=0
-  out=$("${PYTHON:-python3}" "$SCRIPTS_DIR/results.py" check "$1" --max-error-rate "$3" 2>&1) || rc=$?
+  out=$("${PYTHON:-python3}" "$SCRIPTS_DIR/results.py" check "$1" --max-error-rate "$3" \
+    --min-duration "$4" 2>&1) || rc=$?
   ((rc == 0)) || fail "$out"
   cp -- "$1" "$2.tmp"
   mv -f -- "$2.tmp" "$2"

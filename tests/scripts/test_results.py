@@ -30,7 +30,7 @@ def check(tmp_path: Path, doc) -> subprocess.CompletedProcess:
     path = tmp_path / "profile_export_aiperf.json"
     path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
     return subprocess.run(
-        [sys.executable, str(RESULTS), "check", str(path), "--max-error-rate", "0.10"],
+        [sys.executable, str(RESULTS), "check", str(path), "--max-error-rate", "0.10", "--min-duration", "5"],
         capture_output=True,
         text=True,
         timeout=30,
@@ -53,6 +53,7 @@ def test_a_complete_run_passes(tmp_path):
         (summary(error_request_count={"avg": 20.0}), "20 of 120 requests failed (more than 10%)"),
         (summary(was_cancelled=True, is_complete=False), "AIPerf cancelled the run"),
         (summary(benchmark_duration=None), "no benchmark duration"),
+        (summary(benchmark_duration={"avg": 1.5}), "it measured 1.5 s, less than the 5 s a valid run takes"),
         ([], "not a JSON object"),
         ("{truncated", "unreadable"),
     ],

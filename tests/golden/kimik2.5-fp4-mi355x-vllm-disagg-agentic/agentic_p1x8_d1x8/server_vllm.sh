@@ -143,7 +143,8 @@ if [[ $RANK == 0 ]]; then
     --output-artifact-dir "${RESULTS_DIR}"/conc8 \
     --session-header X-Session-ID \
     --public-dataset semianalysis_cc_traces_weka_with_subagents_060826_256k
-  collect_result "$RESULTS_DIR/conc8/profile_export_aiperf.json" "$RESULTS_DIR/kimik2.5-fp4-mi355x-vllm-disagg-agentic_agentic_p1x8_d1x8_conc8.json" 0.10
+  collect_result "$RESULTS_DIR/conc8/profile_export_aiperf.json" "$RESULTS_DIR/kimik2.5-fp4-mi355x-vllm-disagg-agentic_agentic_p1x8_d1x8_conc8.json" \
+    0.10 300
   run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc8" \
     prefill0=http://"${PEER_ADDR[0]}":8000/metrics decode0=http://"${PEER_ADDR[1]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics
 
@@ -164,7 +165,8 @@ if [[ $RANK == 0 ]]; then
     --output-artifact-dir "${RESULTS_DIR}"/conc16 \
     --session-header X-Session-ID \
     --public-dataset semianalysis_cc_traces_weka_with_subagents_060826_256k
-  collect_result "$RESULTS_DIR/conc16/profile_export_aiperf.json" "$RESULTS_DIR/kimik2.5-fp4-mi355x-vllm-disagg-agentic_agentic_p1x8_d1x8_conc16.json" 0.10
+  collect_result "$RESULTS_DIR/conc16/profile_export_aiperf.json" "$RESULTS_DIR/kimik2.5-fp4-mi355x-vllm-disagg-agentic_agentic_p1x8_d1x8_conc16.json" \
+    0.10 300
   run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc16" \
     prefill0=http://"${PEER_ADDR[0]}":8000/metrics decode0=http://"${PEER_ADDR[1]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics
 
@@ -185,7 +187,8 @@ if [[ $RANK == 0 ]]; then
     --output-artifact-dir "${RESULTS_DIR}"/conc32 \
     --session-header X-Session-ID \
     --public-dataset semianalysis_cc_traces_weka_with_subagents_060826_256k
-  collect_result "$RESULTS_DIR/conc32/profile_export_aiperf.json" "$RESULTS_DIR/kimik2.5-fp4-mi355x-vllm-disagg-agentic_agentic_p1x8_d1x8_conc32.json" 0.10
+  collect_result "$RESULTS_DIR/conc32/profile_export_aiperf.json" "$RESULTS_DIR/kimik2.5-fp4-mi355x-vllm-disagg-agentic_agentic_p1x8_d1x8_conc32.json" \
+    0.10 300
   run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc32" \
     prefill0=http://"${PEER_ADDR[0]}":8000/metrics decode0=http://"${PEER_ADDR[1]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics
 
