@@ -232,7 +232,7 @@ def _process_gone(pid: int) -> bool:
     return bool(fields) and fields[0] == "Z"
 
 
-def _parse_expect(text: str) -> tuple[str, str]:
+def _key_value(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE (got {text!r})")
@@ -337,13 +337,6 @@ def _host_port(text: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit():
         raise argparse.ArgumentTypeError(f"expected HOST:PORT (got {text!r})")
     return host.strip("[]"), int(port)
-
-
-def _field(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE (got {text!r})")
-    return key, value
 
 
 def _json_value(text: str) -> Any:
@@ -644,7 +637,7 @@ def _wait_http_parser(sub: Any) -> None:
     p.add_argument("--interval", type=_positive_float, default=0.25, help="seconds between polls")
     p.add_argument(
         "--expect",
-        type=_parse_expect,
+        type=_key_value,
         action="append",
         default=[],
         metavar="KEY=VALUE",
@@ -668,7 +661,7 @@ def _barrier_parser(sub: Any) -> None:
     published.add_argument("--publish", type=_json_value, help="JSON value shared with every rank")
     published.add_argument(
         "--publish-field",
-        type=_field,
+        type=_key_value,
         action="append",
         metavar="KEY=VALUE",
         help="publish {KEY: VALUE, ...} (strings; repeatable) without writing JSON by hand",
