@@ -11,10 +11,12 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 from recipes.render import RenderError, load, render_config
+from recipes.report import prom_sum
 from recipes.submit import Submission, SubmitError, pick, submit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -122,11 +124,44 @@ def node_steps(run_dir: Path) -> dict[str, str]:
     return steps
 
 
+def decode_metrics_urls(run_dir: Path) -> list[str]:
+    """The decode engines' /metrics, from the plan and the addresses the nodes published at the barrier."""
+    try:
+        plan = json.loads((run_dir / "recipe" / "plan.json").read_text())
+        table = next(run_dir.glob("state/*/peers.json"), None)
+        ranks = json.loads(table.read_text())["ranks"] if table else {}
+    except (OSError, ValueError, KeyError):
+        return []  # not published yet
+    port = plan["ports"]["vllm"]
+    return [
+        f"http://{ranks[str(n['rank'])]['data']['addr']}:{port}/metrics"
+        for n in plan["nodes"]
+        if n["role"] == "decode" and str(n["rank"]) in ranks
+    ]
+
+
+def requests_done(urls: list[str]) -> int | None:
+    """Requests the decode engines finished (vLLM's request_success_total), None when none answers."""
+    total, opener = None, urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: no proxies
+    for url in urls:
+        try:
+            with opener.open(url, timeout=0.5) as response:
+                text = response.read().decode()
+        except (OSError, ValueError):
+            continue  # not up yet, or gone: progress is best effort, the job's outcome is what counts
+        total = (total or 0) + int(prom_sum(text, "vllm:request_success_total"))
+    return total
+
+
 def follow(job: Submission, env: dict[str, str], timeout: float) -> JobState:
-    """Prints each node's step as it changes and the results as they land, until the job ends."""
-    start, seen_steps, seen_results = time.monotonic(), {}, set()
+    """Prints each node's step as it changes, requests done and the results as they land, until the end."""
+    start, seen_steps, seen_results, done = time.monotonic(), {}, set(), None
     while True:
         state = job_state(job.job_id, env)
+        count = requests_done(decode_metrics_urls(job.run_dir))
+        if count is not None and count != done and (done is None or count - done >= 25):
+            done = count
+            print(f"[{time.monotonic() - start:6.1f}s] requests done: {count}", flush=True)
         for node, step in node_steps(job.run_dir).items():
             if seen_steps.get(node) != step:
                 seen_steps[node] = step
