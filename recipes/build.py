@@ -154,6 +154,10 @@ def _check_supported(t: Target) -> None:
                 f"{role}: only one tp={t.hardware.gpus_per_node} worker per node is rendered "
                 "(no dp-attn, ep, pp or multi-worker nodes yet)"
             )
+    for role in reg.ROLES:
+        flags = reg.engine_flags(_settings(t, role))
+        if flags:  # settings that stand for engine flags are SGLang's today: never drop them silently
+            raise Unsupported(f"{role}: engine flags {', '.join(sorted(flags))} are not rendered for vLLM")
     if t.point.space.spec_decoding != "none":
         raise Unsupported("spec-decoding is not rendered yet")
 

@@ -6,6 +6,7 @@ from pydantic import BaseModel, ValidationError
 
 from .config import MasterEntry
 from .findings import Finding, Problem, validation_problems
+from .known_issues import KnownIssue
 from .rules import Context, check_entry
 from .runners import Runners
 from .yamlio import Document
@@ -37,8 +38,42 @@ def check_runners(doc: Document) -> tuple[Runners | None, list[Finding]]:
     return runners, duplicate_findings(doc) + findings
 
 
-def check_master(doc: Document, runners: Runners | None, profile: str) -> tuple[dict, list[Finding]]:
-    """Valid entries by key, and every finding of the file (an invalid entry never hides another's)."""
+def check_known_issues(doc: Document) -> tuple[tuple[KnownIssue, ...], list[Finding]]:
+    """Valid issues (the first of a repeated id) and every finding of the registry, issue by issue."""
+    findings = duplicate_findings(doc)
+    if not isinstance(doc.data, list):
+        shape = type(doc.data).__name__ if doc.data is not None else "empty"
+        findings.append(Problem((), f"the known-issue registry is a list of issues, got {shape}").at(doc))
+        return (), findings
+    issues, first = [], {}
+    for i, item in enumerate(doc.data):
+        issue, problems = validate(doc, KnownIssue, item, base=(i,))
+        findings += problems
+        if issue is None:
+            continue
+        if issue.id in first:
+            line = doc.line_of((first[issue.id], "id"))
+            where = (i, "id")
+            findings.append(
+                Finding(
+                    doc.file,
+                    doc.line_of(where),
+                    where,
+                    f"duplicate issue id {issue.id!r}",
+                    f"first defined on line {line}",
+                )
+            )
+            continue
+        first[issue.id] = i
+        issues.append(issue)
+    return tuple(issues), findings
+
+
+def check_master(
+    doc: Document, runners: Runners | None, profile: str, issues: tuple = ()
+) -> tuple[dict, list[Finding]]:
+    """Valid entries by key, and every finding of the file (an invalid entry never hides another's);
+    `issues`: the known-issue registry the strict profile checks entries against."""
     findings = duplicate_findings(doc)
     if not isinstance(doc.data, dict):
         shape = type(doc.data).__name__ if doc.data is not None else "empty"
@@ -50,5 +85,5 @@ def check_master(doc: Document, runners: Runners | None, profile: str) -> tuple[
         findings += problems
         if entry is not None:
             entries[key] = entry
-            findings += [p.at(doc) for p in check_entry(Context(str(key), entry, runners), profile)]
+            findings += [p.at(doc) for p in check_entry(Context(str(key), entry, runners, issues), profile)]
     return entries, findings

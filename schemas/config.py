@@ -81,6 +81,13 @@ class Scenarios(Model):
     agentic_coding: list[AgenticCoding] | None = Field(None, min_length=1)
 
 
+class IssueWorkaround(Model):
+    """A known-issue workaround the config applies on purpose; the run's lock file and summary carry it."""
+
+    issue: NonEmpty = Field(description="An issue id from configs/known-issues.yaml.")
+    workaround: NonEmpty = Field(description="One of that issue's workaround ids.")
+
+
 class MasterEntry(Model):
     """One config key: image, model, runner, engine and the scenarios to sweep."""
 
@@ -94,6 +101,12 @@ class MasterEntry(Model):
     disagg: bool = False
     router: Router | None = None
     kv_p2p_transfer: NonEmpty | None = None
+    known_issue_workarounds: list[IssueWorkaround] = Field(
+        default_factory=list,
+        exclude_if=lambda v: not v,  # an entry without any hashes (config_sha256) as it did before the key
+        description="Known-issue workarounds this config applies (configs/known-issues.yaml); they change "
+        "performance, so lint requires them exactly where an issue is triggered on an unfixed image.",
+    )
     scenarios: Scenarios
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from .changelog import Changelog
 from .config import MasterConfig
+from .known_issues import KnownIssues
 from .runners import Runners
 
 OUT = Path(__file__).resolve().parent / "json"
@@ -15,6 +16,7 @@ SCHEMAS = {
     "master-config.schema.json": (MasterConfig, "Master config: config-key -> recipe entry"),
     "runners.schema.json": (Runners, "Runners: cluster labels and node hardware"),
     "perf-changelog.schema.json": (Changelog, "perf-changelog.yaml: append-only list of perf changes"),
+    "known-issues.schema.json": (KnownIssues, "known-issues.yaml: engine bugs, triggers, fixes, workarounds"),
 }
 
 

@@ -1,4 +1,5 @@
-"""`make lint`: validate master configs, runners and the changelog; print every finding, one per line.
+"""`make lint`: validate master configs, runners, the known-issue registry and the changelog; print every
+finding, one per line.
 
 Exit 0 when valid, 1 with findings, 2 on a usage error. Tracebacks only with RECIPES_DEBUG=1.
 """
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .changelog import DEFAULT_REPO, check_changelog
-from .check import PROFILES, check_master, check_runners
+from .check import PROFILES, check_known_issues, check_master, check_runners
 from .findings import Finding, format_path
 from .yamlio import Document, YamlSyntaxError, load_file, load_text
 
@@ -21,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG_GLOB = "configs/*-master.yaml"
 DEFAULT_RUNNERS = "configs/runners.yaml"
 DEFAULT_CHANGELOG = "perf-changelog.yaml"
+DEFAULT_KNOWN_ISSUES = "configs/known-issues.yaml"
 
 
 class UsageError(Exception):
@@ -54,7 +56,21 @@ def lint_runners(path, report: Report):
     return runners
 
 
-def lint_configs(paths, runners, profile: str, report: Report) -> None:
+def lint_known_issues(path, report: Report) -> tuple:
+    """The registry's valid issues (a malformed one is reported and left out, never fatal to the others)."""
+    report.checked.append(str(path))
+    try:
+        issues, findings = check_known_issues(read(path))
+    except YamlSyntaxError as exc:
+        issues, findings = (), [Finding(exc.file, exc.line, (), exc.message)]
+    report.findings += findings
+    return issues
+
+
+def lint_configs(paths, runners, profile: str, report: Report, issues: tuple | None = None) -> None:
+    """issues: the known-issue registry; None under strict loads (and reports) the repository's own."""
+    if issues is None and profile == "strict":
+        issues = lint_known_issues(ROOT / DEFAULT_KNOWN_ISSUES, report)
     for path in paths:
         report.checked.append(str(path))
         try:
@@ -62,7 +78,7 @@ def lint_configs(paths, runners, profile: str, report: Report) -> None:
         except YamlSyntaxError as exc:
             report.findings.append(Finding(exc.file, exc.line, (), exc.message))
             continue
-        entries, findings = check_master(doc, runners, profile)
+        entries, findings = check_master(doc, runners, profile, issues or ())
         for key in entries.keys() & report.entries.keys():
             findings.append(
                 Finding(str(path), doc.line_of((key,)), (key,), "config key defined in another file too")
@@ -110,6 +126,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("configs", nargs="*", help="master config files (default: configs/*-master.yaml)")
     p.add_argument("--runners", help=f"runners file (default: {DEFAULT_RUNNERS})")
     p.add_argument("--changelog", help=f"changelog file (default: {DEFAULT_CHANGELOG})")
+    p.add_argument("--known-issues", help=f"known-issue registry (default: {DEFAULT_KNOWN_ISSUES})")
     p.add_argument("--profile", choices=PROFILES, default="strict")
     p.add_argument("--base", help="git ref: only changelog entries appended since it get the strict checks")
     p.add_argument(
@@ -120,14 +137,17 @@ def parser() -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> Report:
     report = Report()
-    selected = bool(args.configs or args.runners or args.changelog)
+    selected = bool(args.configs or args.runners or args.changelog or args.known_issues)
     check_configs = bool(args.configs) or not selected
     runners_path = args.runners or ROOT / DEFAULT_RUNNERS
     runners = None
     if check_configs or args.runners:
         runners = lint_runners(runners_path, report)
+    issues = ()  # the inferencex profile has no known-issue rule: InferenceX has no registry
+    if (check_configs and args.profile == "strict") or args.known_issues:
+        issues = lint_known_issues(args.known_issues or ROOT / DEFAULT_KNOWN_ISSUES, report)
     config_paths = [Path(c) for c in args.configs] or (default_configs() if check_configs else [])
-    lint_configs(config_paths, runners, args.profile, report)
+    lint_configs(config_paths, runners, args.profile, report, issues)
     if args.changelog or not selected:
         keys = report.entries.keys() if args.configs or not selected else _keys_of(default_configs())
         lint_changelog(

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from . import known_issues as ki
 from . import settings as reg
 from .config import MasterEntry, SearchSpace, Worker
 from .findings import Problem, did_you_mean, one_of
@@ -26,6 +27,7 @@ class Context:
     key: str
     entry: MasterEntry
     runners: Runners | None
+    issues: tuple = ()  # of known_issues.KnownIssue: the registry strict rules check against
 
     @property
     def path(self) -> tuple:
@@ -381,6 +383,13 @@ def _mooncake_needs_vllm_016(ctx: Context):
         )
 
 
+def _known_issues_handled(ctx: Context):
+    """An engine bug a worker's flags walk into on an image without the fix needs a recorded, applied
+    workaround (it changes performance, so results must say so); a record nothing needs is an error too."""
+    launches = [ki.Launch(path, reg.resolve(role, parsed_settings(w))) for path, role, w, _ in workers(ctx)]
+    yield from ki.entry_problems(ctx.path, ctx.entry, launches, ctx.issues)
+
+
 STRICT = (
     _image_public_and_pinned,
     _settings_known_and_typed,
@@ -395,6 +404,7 @@ STRICT = (
     _topology_fits_runner,
     _lmcache_l1_fits,
     _mooncake_needs_vllm_016,
+    _known_issues_handled,
 )
 
 PROFILES = {"inferencex": STRUCTURAL, "strict": STRUCTURAL + STRICT}

@@ -37,6 +37,7 @@ class Setting:
     choices: tuple = ()
     derived_from: str = ""  # kind == derived: where the value really comes from
     shared: bool = False  # prefill and decode must end up with the same value
+    flag: str = ""  # engine flag it stands for: a true bool gives `--flag`, another value `--flag=value`
 
     def parse(self, raw: str):
         """Typed value of `raw`, or SettingError."""
@@ -202,6 +203,25 @@ REGISTRY: dict[str, Setting] = {
             derived_from="kv-p2p-transfer and kv-offload-backend (LMCache joins via MultiConnector)",
         ),
         _s("DECODE_KV_CONNECTOR", "derived", "Decode KV connector.", derived_from="kv-p2p-transfer"),
+        # SGLang engine flags that known issues trigger on (configs/known-issues.yaml): lint must see them.
+        _s(
+            "ATTENTION_BACKEND",
+            "ident",
+            "SGLang --attention-backend (minicpm_sala branch: minicpm_flashinfer, minicpm_flashattn).",
+            flag="--attention-backend",
+        ),
+        _s(
+            "DENSE_AS_SPARSE",
+            "bool",
+            "SGLang --dense-as-sparse (OpenBMB's minicpm_sala branch, MiniCPM-SALA).",
+            flag="--dense-as-sparse",
+        ),
+        _s(
+            "DISABLE_CUDA_GRAPH",
+            "bool",
+            "SGLang --disable-cuda-graph (slower: results are not comparable with CUDA-graph runs).",
+            flag="--disable-cuda-graph",
+        ),
     )
 }
 
@@ -239,6 +259,34 @@ def resolve(role: str, parsed: dict) -> dict:
         for name, s in REGISTRY.items()
         if role in s.roles and s.kind != "derived"
     }
+
+
+def engine_flags(resolved: dict) -> frozenset[str]:
+    """Engine flags a role's resolved settings stand for: `--name` for a true switch, else `--name=value`."""
+    out = set()
+    for name, value in resolved.items():
+        flag = REGISTRY[name].flag
+        if flag and value is not None and value is not False:
+            out.add(flag if value is True else f"{flag}={value}")
+    return frozenset(out)
+
+
+def flag_setting(flag: str) -> str:
+    """The additional-settings item that yields `flag` ('--dense-as-sparse' -> 'DENSE_AS_SPARSE=true'),
+    or SettingError when no setting does (lint could then never see it)."""
+    name, eq, value = flag.partition("=")
+    setting = next((s for s in REGISTRY.values() if s.flag and s.flag == name), None)
+    if setting is None:
+        flags = [s.flag for s in REGISTRY.values() if s.flag]
+        hint = did_you_mean(name, flags) or "add a setting with flag=... to schemas/settings.py"
+        raise SettingError(f"no setting stands for engine flag {name} ({hint})")
+    if setting.kind == "bool":
+        if eq:
+            raise SettingError(f"{name} is a switch: write it without a value")
+        return f"{setting.name}=true"
+    if not eq:
+        raise SettingError(f"{name} takes a value: write {name}=<value>")
+    return f"{setting.name}={setting.parse(value)}"
 
 
 def role_note(setting: Setting) -> str:

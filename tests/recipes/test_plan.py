@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from .conftest import kv_config
+
+ROOT = Path(__file__).resolve().parents[2]
 
 SEED = ("kimik2.5-fp4-mi355x-vllm-disagg-agentic", "agentic_p1x8_d1x8")
 XPYD = ("kimik2.5-fp4-mi355x-vllm-disagg", "fsl8k1k_p2x8_d2x8")
@@ -159,3 +163,21 @@ def test_preflight_checks_the_programs_each_role_starts(rendered):
 def test_nodes_advertise_their_data_plane_address_never_loopback_on_a_cluster(rendered):
     assert flat(rendered[SEED].plan.address_args) == ["--interface", "ens51np0"]
     assert flat(rendered[LOCAL].plan.address_args) == ["--slurm-nodeaddr", "--allow-loopback"]
+
+
+def test_engine_flag_settings_are_refused_not_dropped(configs):
+    """DENSE_AS_SPARSE and friends stand for SGLang flags; a vLLM launch that ignored them would run
+    something other than what the config says."""
+    import yaml
+
+    from recipes.build import Unsupported, build_plan
+    from recipes.variants import targets
+    from schemas.config import MasterEntry
+
+    doc = yaml.safe_load((ROOT / "configs" / "local-master.yaml").read_text())[LOCAL[0]]
+    doc["scenarios"]["agentic-coding"][0]["search-space"][0]["prefill"]["additional-settings"].append(
+        "DENSE_AS_SPARSE=true"
+    )
+    entry = MasterEntry.model_validate(doc)
+    with pytest.raises(Unsupported, match="engine flags --dense-as-sparse are not rendered for vLLM"):
+        build_plan(targets(LOCAL[0], entry, configs[1])[0])

@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 
 from schemas import lint
-from schemas.check import check_master
+from schemas.check import check_known_issues, check_master
 from schemas.findings import Finding, format_path
 from schemas.runners import Runners
 from schemas.yamlio import load_file, load_text
@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 MASTER = ROOT / "configs" / "amd-master.yaml"
 RUNNERS = ROOT / "configs" / "runners.yaml"
+KNOWN_ISSUES = ROOT / "configs" / "known-issues.yaml"
 KEY = "kimik2.5-fp4-mi355x-vllm-disagg-agentic"  # the baseline every mutation starts from
 
 # Paths inside the baseline entry, written as findings print them.
@@ -46,6 +47,12 @@ def _runners_data() -> dict:
 
 def runners_data() -> dict:
     return copy.deepcopy(_runners_data())
+
+
+@cache
+def known_issues() -> tuple:
+    """The shipped known-issue registry's valid issues (test_known_issues: it lints clean)."""
+    return check_known_issues(load_file(KNOWN_ISSUES))[0]
 
 
 def parse_path(text: str) -> tuple:
@@ -97,11 +104,14 @@ def dump(data) -> str:
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
 
-def lint_entry(entry, *, profile="strict", runners: dict | None = None, key=KEY) -> list[Finding]:
-    """Findings of a one-entry master config, linted in process through the YAML loader."""
+def lint_entry(
+    entry, *, profile="strict", runners: dict | None = None, key=KEY, issues: tuple | None = None
+) -> list[Finding]:
+    """Findings of a one-entry master config, linted in process through the YAML loader (against the
+    shipped known-issue registry unless `issues` is given)."""
     doc = load_text(dump({key: entry}), file="master.yaml")
     hardware = Runners.model_validate(runners if runners is not None else _runners_data())
-    return check_master(doc, hardware, profile)[1]
+    return check_master(doc, hardware, profile, known_issues() if issues is None else issues)[1]
 
 
 def rel(finding: Finding) -> str:

@@ -21,7 +21,7 @@ FIX_RUNNERS = FIXTURES / "runners.yaml"
 
 
 def test_valid_config_exits_0_and_prints_nothing():
-    assert run_lint("--runners", FIX_RUNNERS, GOOD) == (0, "", "lint: ok, 2 files (strict)\n")
+    assert run_lint("--runners", FIX_RUNNERS, GOOD) == (0, "", "lint: ok, 3 files (strict)\n")
 
 
 def test_three_errors_in_two_entries_all_reported_on_their_lines():
@@ -32,7 +32,7 @@ def test_three_errors_in_two_entries_all_reported_on_their_lines():
         (9, "fixture-a.router.version", "a release such as 0"),
         (41, "fixture-b.scenarios.fixed-seq-len[0].search-space[0].decode.tp", ""),
     ]
-    assert err == "lint: 3 findings in 2 files (strict)\n"
+    assert err == "lint: 3 findings in 3 files (strict)\n"
 
 
 # fmt: off

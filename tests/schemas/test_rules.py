@@ -17,7 +17,21 @@ from schemas.findings import format_path
 from schemas.runners import Runners
 from schemas.yamlio import load_text
 
-from .conftest import KEY, SS, D, P, apply, baseline, dump, expect, lint_entry, rel, runners_data, shown
+from .conftest import (
+    KEY,
+    SS,
+    D,
+    P,
+    apply,
+    baseline,
+    dump,
+    expect,
+    known_issues,
+    lint_entry,
+    rel,
+    runners_data,
+    shown,
+)
 
 HEX40 = "dd72658e7db0c6a674f473f6f9f0f5c2ebe7e523"
 DIGEST = "sha256:" + "0123456789abcdef" * 4
@@ -31,6 +45,8 @@ VLLM_ROUTER = {"name": "vllm-router", "version": "0.1.17"}
 SGLANG_ROUTER = {"name": "sglang-router", "version": "0.2.1"}
 PD_PROXY = {"name": "pd-proxy", "version": "0.1.0"}
 FSL = "scenarios.fixed-seq-len[0]"
+RECS = "known-issue-workarounds"
+MINICPM = {"issue": "minicpm-sala-kv-indptr", "workaround": "disable-cuda-graph"}  # configs/known-issues.yaml
 IX = {"profile": "inferencex"}
 
 
@@ -289,6 +305,15 @@ REJECT = [
         ("vllm-0.9-rocm-suffix", [s("image", "vllm/vllm-openai-rocm:0.9.2-rocm")], "image",
          "vLLM 0.9.2 speaks the old Mooncake PD contract"),
     ),
+    # The SGLang MiniCPM-SALA cases, on their own fixture entry, are in test_known_issues.py.
+    *cases("_known_issues_handled",
+        ("workaround-for-another-engine", [s(RECS, [MINICPM])], f"{RECS}[0]",
+         "recorded workaround disable-cuda-graph is for an issue this config does not trigger",
+         "framework vllm-disagg does not run sglang"),
+        ("unknown-issue-did-you-mean", [s(RECS, [dict(MINICPM, issue="minicpm-sala-kv-indtpr")])],
+         f"{RECS}[0].issue", "unknown known issue 'minicpm-sala-kv-indtpr'",
+         "did you mean 'minicpm-sala-kv-indptr'?"),
+    ),
 ]
 
 ACCEPT = [
@@ -380,6 +405,9 @@ ACCEPT = [
         ("vllm-0.15.1-nixl", [s("image", "vllm/vllm-openai-rocm:v0.15.1"), s("router", VLLM_ROUTER),
                               s("kv-p2p-transfer", "nixl")]),
     ),
+    *cases("_known_issues_handled",
+        ("no-workaround-recorded", [s(RECS, [])]),
+    ),
 ]
 # fmt: on
 
@@ -408,7 +436,7 @@ def test_reject(case: Case):
     expect(lint_entry(entry, profile=case.profile, runners=runners), case.path, case.fragment, case.hint)
     if case.rule != "model":  # the named rule says it itself (not some other rule with similar words)
         validated = MasterEntry.model_validate(load_text(dump(entry)).data)
-        ctx = rules.Context(KEY, validated, Runners.model_validate(runners))
+        ctx = rules.Context(KEY, validated, Runners.model_validate(runners), known_issues())
         own = [format_path(p.path[1:]) for p in getattr(rules, case.rule)(ctx) if case.fragment in p.message]
         assert own == [case.path]
 
