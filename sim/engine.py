@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import sys
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -27,6 +28,12 @@ from sim.tokens import PrefixCache, PromptError, block_hashes, chat_tokens, comp
 
 log = logging.getLogger("sim.engine")
 CHAT = "/v1/chat/completions"
+
+
+def announce_fault(kind: str) -> None:
+    """One machine-readable stderr line when a fault takes effect: `SIM FAULT <kind> at <epoch>`. A
+    fault benchmark reads the instant from it (the log lines above it have second resolution)."""
+    print(f"SIM FAULT {kind} at {time.time():.6f}", file=sys.stderr, flush=True)
 
 
 class HTTPError(Exception):
@@ -86,6 +93,7 @@ class Engine:
         self.config, self.env, self.kv = config, env, config.kv
         self.metrics = metrics or Metrics(config.served_names[0])
         self.puller, self.transfers, self.l2 = puller, transfers, l2
+        self._errored = False  # the first injected error is announced (announce_fault)
         self.hbm = (
             PrefixCache(block=config.block_size, capacity_tokens=env.hbm_cache_tokens)
             if config.prefix_caching
@@ -95,6 +103,7 @@ class Engine:
         self.slots = asyncio.Semaphore(config.max_num_seqs)
         self.admitted = self.finished = self.running = self.waiting = 0
         self.exit_code: int | None = None
+        self.exit_reason: str | None = None  # the fault behind exit_code, e.g. "crash-after:3"
         self._warned: set[str] = set()
 
     # -- validation ---------------------------------------------------------------------------------
@@ -325,6 +334,8 @@ class Engine:
         if faults.hang_after is not None and index >= faults.hang_after:
             self.metrics.inc("sim_faults_injected", kind="hang")
             log.warning("SIM_FAULT hang-after:%d: request %d hangs", faults.hang_after, index + 1)
+            if index == faults.hang_after:
+                announce_fault(f"hang-after:{faults.hang_after}")
             try:
                 await asyncio.Event().wait()
             finally:
@@ -333,14 +344,20 @@ class Engine:
     def _error_fault(self, index: int) -> None:
         faults = self.env.faults
         rate = faults.error_rate
-        if rate and math.floor((index + 1) * rate) > math.floor(index * rate):
+        after = faults.error_after is not None and index >= faults.error_after
+        if after or (rate and math.floor((index + 1) * rate) > math.floor(index * rate)):
+            if not self._errored:
+                self._errored = True
+                announce_fault(f"error-after:{faults.error_after}" if after else f"error-rate:{rate:g}")
             self.metrics.inc("sim_faults_injected", kind="error")
             self.metrics.inc("vllm:request_success", finished_reason="error")
-            raise HTTPError(500, "simulated engine error (SIM_FAULT error-rate)")
+            raise HTTPError(
+                500, f"simulated engine error (SIM_FAULT {'error-after' if after else 'error-rate'})"
+            )
 
     def _schedule_exit(self, code: int, why: str) -> None:
         if self.exit_code is None:
-            self.exit_code = code
+            self.exit_code, self.exit_reason = code, why
             self.metrics.inc("sim_faults_injected", kind="exit" if code == 0 else "crash")
             log.error("SIM_FAULT %s: the engine goes away after this response (exit code %d)", why, code)
 

@@ -19,7 +19,7 @@ import uvicorn
 
 from sim import lmcache, mooncake, openai, settings
 from sim.cli import VERSION, ServeConfig
-from sim.engine import CHAT, Engine, HTTPError, Job
+from sim.engine import CHAT, Engine, HTTPError, Job, announce_fault
 from sim.metrics import Metrics
 
 log = logging.getLogger("sim.server")
@@ -183,6 +183,7 @@ class Api:
         code = self.engine.exit_code
         if code is not None:
             logging.shutdown()
+            announce_fault(self.engine.exit_reason or f"exit {code}")
             sys.stderr.flush()
             os._exit(code)
 
@@ -249,6 +250,7 @@ def run(config: ServeConfig) -> int:
 def _start(config: ServeConfig, env: settings.Settings, *, role: str, boot_host: str) -> int:
     if env.faults.crash_at_start:
         log.error("SIM_FAULT crash-at-start: RuntimeError: Engine core initialization failed.")
+        announce_fault("crash-at-start")
         return 1
     for warning in config.kv.warnings if config.kv else ():
         log.warning("%s", warning)

@@ -12,8 +12,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-FAULT_KINDS = ("crash-at-start", "crash-after", "exit0-after", "hang-after", "error-rate")
-_FAULT = re.compile(r"(crash-at-start)|(crash-after|exit0-after|hang-after):(\d+)|(error-rate):([0-9.]+)")
+FAULT_KINDS = ("crash-at-start", "crash-after", "exit0-after", "hang-after", "error-after", "error-rate")
+_FAULT = re.compile(
+    r"(crash-at-start)|(crash-after|exit0-after|hang-after|error-after):(\d+)|(error-rate):([0-9.]+)"
+)
 
 
 class SettingsError(ValueError):
@@ -26,6 +28,9 @@ class Faults:
     crash_after: int | None = None  # exit 1 once this many requests have finished
     exit0_after: int | None = None  # exit 0 once this many requests have finished
     hang_after: int | None = None  # every request after this many stalls forever; /health stays 200
+    error_after: int | None = (
+        None  # every request after this many answers 500 (a broken engine that stays up)
+    )
     error_rate: float = 0.0  # this fraction of requests (deterministically spread) answer 500
 
     @property
@@ -93,14 +98,14 @@ def _num(
 
 def parse_faults(text: str) -> Faults:
     """SIM_FAULT, comma-separated: crash-at-start, crash-after:N, exit0-after:N, hang-after:N,
-    error-rate:F."""
+    error-after:N, error-rate:F."""
     values: dict[str, object] = {}
     for item in filter(None, (part.strip() for part in text.split(","))):
         match = _FAULT.fullmatch(item)
         if not match:
             raise SettingsError(
                 f"SIM_FAULT: {item!r} is not one of crash-at-start, crash-after:N, "
-                "exit0-after:N, hang-after:N, error-rate:F"
+                "exit0-after:N, hang-after:N, error-after:N, error-rate:F"
             )
         if match.group(1):
             values["crash_at_start"] = True

@@ -130,6 +130,40 @@ _node_on_err() {
   _node_exit "$code"
 }
 
+# A node that fails (not one ended by others) tells the job's other nodes before its own teardown, so
+# that every node tears down at once: srun --kill-on-bad-exit alone ends them only after this node's
+# teardown has finished (its grace period, e.g. LMCache's, then theirs: the waits add up). The signal
+# goes to the whole job step (our own processes too: the failing script ignores TERM by now). Without
+# SLURM's client commands (a container image without them) srun's way is the only one, as before.
+_node_tell_others() {
+  [[ $_NODE_RC != 0 && ${_NODE_FAILED_KIND:-failure} != signal ]] || return 0
+  [[ -n ${SLURM_JOB_ID:-} && -n ${SLURM_STEP_ID:-} ]] || return 0
+  [[ -d ${STATE_DIR:-} ]] && command -v scancel > /dev/null 2>&1 || return 0
+  local step="$SLURM_JOB_ID.$SLURM_STEP_ID" out="$STATE_DIR/scancel.out" pid deadline
+  rm -f -- "$out.rc"
+  # In the background and polled: the TERM it brings reaches this very step, and a `timeout` wrapper
+  # would die of it (this shell and its children ignore TERM by now); bounded, if slurmctld is slow.
+  { scancel --signal=TERM "$step" > "$out" 2>&1; echo "$?" > "$out.rc"; } &
+  pid=$!
+  deadline=$(($(_node_now_us) + 5000000))
+  while _node_alive "$pid"; do
+    if (($(_node_now_us) >= deadline)); then
+      pkill -KILL -P "$pid" 2> /dev/null || :  # scancel itself
+      kill -s KILL "$pid" 2> /dev/null || :
+      printf 'teardown on %s: scancel did not answer within 5 s; srun will stop the other nodes\n' \
+        "${NODE_NAME:-?}" >&2
+      return 0
+    fi
+    sleep 0.02
+  done
+  if [[ $(cat -- "$out.rc" 2> /dev/null) != 0 ]]; then
+    printf 'teardown on %s: could not signal the other nodes (%s); srun will\n' "${NODE_NAME:-?}" \
+      "$(tr '\n' ' ' < "$out" 2> /dev/null)" >&2
+    return 0
+  fi
+  _node_info "told the other nodes to stop (scancel --signal=TERM $step)"
+}
+
 _node_on_signal() {
   _node_failing
   local report="${STATE_DIR:-}/failure"
@@ -146,6 +180,7 @@ _node_on_exit() {
   trap - ERR
   set +e  # teardown checks every status itself and must run to the end
   : "${_NODE_RC:=$1}"
+  _node_tell_others
   _node_teardown
   if [[ -d ${STATE_DIR:-} ]]; then
     _node_write_outcome

@@ -61,8 +61,34 @@ _node_fg() {
   fi
   _NODE_FG_PID=$!
   wait "$_NODE_FG_PID" || rc=$?
+  _node_reap_session "$_NODE_FG_PID" "$1"
   _NODE_FG_PID=
+  case $rc in
+    129 | 130 | 143)
+      # Ended by the signal that is stopping this node (srun or a failing node signals every process
+      # of the job step): the node was stopped, the command did not fail -- whichever saw it first.
+      _node_on_signal "$(kill -l "$((rc - 128))")"
+      ;;
+  esac
   return "$rc"
+}
+
+# _node_reap_session SID CMD — what a foreground command left running in its session (children it did
+# not wait for) is stopped now: nothing else would ever stop it once the command has returned.
+_node_reap_session() {
+  local deadline
+  _node_session_pids "$1" || return 0
+  printf '%s on %s: %s left process(es) %s behind; stopping them\n' "$(_node_step_now)" \
+    "${NODE_NAME:-?}" "$2" "${_NODE_PIDS[*]}" >&2
+  kill -s TERM "${_NODE_PIDS[@]}" 2> /dev/null || :  # some may have ended meanwhile
+  deadline=$(($(_node_now_us) + $(_node_us "${FAIL_GRACE_S:-2}")))
+  while _node_session_pids "$1"; do
+    if (($(_node_now_us) >= deadline)); then
+      kill -s KILL "${_NODE_PIDS[@]}" 2> /dev/null || :
+      return 0
+    fi
+    sleep 0.1
+  done
 }
 
 # Shell-like rendering of an argv for messages: words that need it are quoted.

@@ -21,9 +21,9 @@ _node_stop_groups() {
   fi
   _node_info "teardown: stopping ${_NODE_LABELS[*]} (grace ${grace} s)"
   _node_signal_groups TERM
-  if ! _node_await_groups "$grace"; then
-    printf 'teardown on %s: still running after %s s, sending SIGKILL: %s\n' \
-      "${NODE_NAME:-?}" "$grace" "$(_node_live_labels)" >&2
+  local live
+  if ! _node_await_groups "$grace" && live=$(_node_live_labels) && [[ -n $live ]]; then
+    printf 'teardown on %s: still running after %s s, sending SIGKILL: %s\n' "${NODE_NAME:-?}" "$grace" "$live" >&2
     _node_signal_groups KILL
     _node_await_groups "$_NODE_KILL_WAIT_S" || _node_report_survivors
   fi

@@ -93,7 +93,8 @@ class NodeDriver:
         self.count = 0
 
     def env(self, work: Path, extra: dict[str, str] | None) -> dict[str, str]:
-        env = dict(os.environ)
+        # Never a real job step's: a failing driver would scancel it (node.sh tells the job's other nodes).
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
         env.update(
             WORK=str(work),
             REPO_SCRIPTS=str(SCRIPTS),

@@ -3,6 +3,9 @@ the LMCache start-up check, signals and injected faults. Every process is killed
 
 from __future__ import annotations
 
+import re
+import time
+
 import httpx
 import pytest
 
@@ -122,8 +125,17 @@ def test_sigterm_is_a_clean_exit(launcher):
 
 
 def test_crash_at_start(launcher):
+    before = time.time()
     sim = launcher.start([], env=sim_env(SIM_FAULT="crash-at-start"), ready=False)
     assert sim.wait_exit() == 1 and "crash-at-start" in sim.output()
+    assert before < fault_instant(sim.output(), "crash-at-start") < time.time()
+
+
+def fault_instant(output: str, kind: str) -> float:
+    """The `SIM FAULT <kind> at <epoch>` line a fault benchmark reads its fault instant from."""
+    found = re.findall(rf"^SIM FAULT {re.escape(kind)} at ([0-9]+\.[0-9]+)$", output, re.M)
+    assert len(found) == 1, output
+    return float(found[0])
 
 
 @pytest.mark.parametrize("fault, code", [("crash-after:2", 1), ("exit0-after:2", 0)])
@@ -133,6 +145,7 @@ def test_engine_goes_away_after_n_requests(launcher, fault, code):
     assert chat(sim).status_code == 200  # the second answer is delivered, then the process ends
     assert sim.wait_exit() == code
     assert f"SIM_FAULT {fault}" in sim.output()
+    fault_instant(sim.output(), fault)
 
 
 def test_hang_after_keeps_health_green(launcher):
@@ -149,6 +162,14 @@ def test_error_rate_is_deterministic(launcher):
     codes = [chat(sim).status_code for _ in range(4)]
     assert codes == [200, 500, 200, 500]
     assert total(sim.metrics(), "vllm:request_success_total", finished_reason="error") == 2
+    fault_instant(sim.output(), "error-rate:0.5")  # announced once, at the first error
+
+
+def test_error_after_fails_every_later_request(launcher):
+    sim = launcher.start([], env=sim_env(SIM_FAULT="error-after:2"))
+    assert [chat(sim).status_code for _ in range(5)] == [200, 200, 500, 500, 500]
+    assert httpx.get(f"{sim.url}/health", timeout=5).status_code == 200  # broken, yet healthy
+    fault_instant(sim.output(), "error-after:2")
 
 
 def test_fault_for_another_role_is_ignored_and_load_delay_precedes_serving(launcher):

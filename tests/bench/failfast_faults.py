@@ -1,0 +1,258 @@
+"""The fault classes of `make bench-failfast`: how each is injected into the demo job, where its fault
+instant is read from, and what the job's main output must say about it.
+
+Injection uses only knobs the job already has -- its environment (the simulator's SIM_FAULT*, passed
+through `sbatch --export=ALL`), its PATH (a per-fault folder of wrappers put first), a port taken on a
+node's address before submission, and signals to PIDs the run's state folder records -- never an edit
+of the rendered recipe or of shared files.
+
+Fault instant, per kind of injection:
+  sim-line   the simulator's `SIM FAULT <kind> at <epoch>` line in the service's log (sim/engine.py)
+  wrapper    the wrapper's `SIM FAULT <kind> at <epoch>` line in this fault's events file
+  action     the bench's own clock just before it sends the signal
+  start      the service that needs the taken port starts (mtime of state/<node>/<service>.pid)
+A fault that only a timeout can reveal (a hang) also has a deadline: the instant the configured
+timeout expires, from which its detection is measured (the bound itself is reported beside it).
+"""
+
+from __future__ import annotations
+
+import re
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+LEADER, PREFILL2, DECODE = "sim1", "sim2", "sim3"  # ranks 0 (prefill + router + benchmark), 1, 2
+ADDR = {"sim1": "127.0.0.11", "sim2": "127.0.0.12", "sim3": "127.0.0.13"}
+CONC2, CONC4 = "benchmark conc2", "benchmark conc4"
+_SIM2 = r"(?:\bsim2\b|127\.0\.0\.12\b)"
+SIM2_500 = rf"(?:{_SIM2}.*\b500\b|\b500\b.*{_SIM2})"  # sim2's engine named with the HTTP 500 it answers
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """When the bench acts: once NODE's step file reads STEP (or, with PID_OF, once that service's pid
+    file exists), DELAY seconds later."""
+
+    node: str
+    step: str | None = None
+    pid_of: str | None = None
+    delay: float = 0.0
+
+
+@dataclass(frozen=True)
+class Action:
+    """A signal from the bench: to a service's process (kill-service), its whole process group
+    (stop-group), or the running benchmark client (kill-aiperf)."""
+
+    kind: str  # kill-service | stop-group | kill-aiperf
+    trigger: Trigger
+    signal: str = "KILL"
+    node: str = ""
+    service: str = ""
+
+
+@dataclass(frozen=True)
+class Expect:
+    """What the job's main output must show: the verdict naming NODE (and STEP, if given), a FAILED line
+    of NODE matching WHAT, with SERVICE the tail of NODE's SERVICE log, with ROOT a line after the first
+    FAILED one naming the root cause (another node's engine, say)."""
+
+    node: str | None  # None: any node
+    what: str  # regex within the FAILED line
+    step: str | None = None
+    service: str | None = None  # its log tail must be shown (None: a foreground command, output inline)
+    root: str | None = None  # where the failing node is not the root cause: the root cause, named after it
+
+
+@dataclass(frozen=True)
+class Fault:
+    name: str
+    title: str
+    how: str  # one line: the knob that injects it
+    instant: str  # sim-line:<node>/<service> | wrapper | action | start:<node>/<service>
+    expect: Expect
+    env: dict[str, str] = field(default_factory=dict)
+    wrappers: tuple[str, ...] = ()  # names in WRAPPERS
+    hog: tuple[str, int] | None = None  # (address, port) taken before submission
+    action: Action | None = None
+    bound: tuple[str, float, str] | None = (
+        None  # (what, seconds, start: start:<node>/<service> | step:<node>)
+    )
+    after_first_result: bool = False  # hits the second concurrency: the first one's result must survive
+    quick: bool = False
+    timeout: float = 240.0  # the job is cancelled (and the fault counted undetected) after this
+
+
+FAULTS: tuple[Fault, ...] = (
+    Fault(
+        "lmcache-exit-at-start",
+        "LMCache server exits at start",
+        "PATH wrapper: `lmcache server` on sim2 exits 1 at once",
+        "wrapper",
+        Expect(PREFILL2, r"lmcache exited \(code 1\)", "prefill lmcache", "lmcache"),
+        wrappers=("lmcache-exit",),
+        quick=True,
+    ),
+    Fault(
+        "lmcache-never-healthy",
+        "LMCache never becomes healthy",
+        "SIGSTOP to sim2's LMCache process group 3 s after it starts (a hung server)",
+        "action",
+        Expect(PREFILL2, r"not ready at .*/healthcheck after 120 s", "prefill lmcache", "lmcache"),
+        action=Action(
+            "stop-group", Trigger(PREFILL2, pid_of="lmcache", delay=3.0), "STOP", PREFILL2, "lmcache"
+        ),
+        bound=("readiness timeout", 120.0, "start:sim2/lmcache"),
+        timeout=300.0,
+    ),
+    Fault(
+        "lmcache-dies-mid-benchmark",
+        "LMCache dies mid-benchmark",
+        "SIGKILL to sim2's LMCache server 3 s into conc4",
+        "action",
+        Expect(PREFILL2, r"lmcache exited \(code 137\)", None, "lmcache"),
+        action=Action("kill-service", Trigger(LEADER, CONC4, delay=3.0), "KILL", PREFILL2, "lmcache"),
+        after_first_result=True,
+    ),
+    Fault(
+        "prefill-crash-during-load",
+        "prefill vLLM crashes during load",
+        "SIM_FAULT=crash-at-start on sim2's prefill",
+        "sim-line:sim2/vllm",
+        Expect(PREFILL2, r"vllm exited \(code 1\)", "prefill vllm", "vllm"),
+        env={"SIM_FAULT": "crash-at-start", "SIM_FAULT_ROLE": "prefill", "SIM_FAULT_HOST": ADDR[PREFILL2]},
+        quick=True,
+    ),
+    Fault(
+        "decode-crash-mid-stream",
+        "decode vLLM crashes mid-stream",
+        "SIM_FAULT=crash-after:20 on the decode (streams in flight, conc2)",
+        "sim-line:sim3/vllm",
+        Expect(DECODE, r"vllm exited \(code 1\)", None, "vllm"),
+        env={"SIM_FAULT": "crash-after:20", "SIM_FAULT_ROLE": "decode"},
+        quick=True,
+    ),
+    Fault(
+        "service-exit0-mid-run",
+        "a service exits 0 mid-run",
+        "SIM_FAULT=exit0-after:10 on sim2's prefill (conc2)",
+        "sim-line:sim2/vllm",
+        Expect(PREFILL2, r"vllm exited \(code 0\)", None, "vllm"),
+        env={"SIM_FAULT": "exit0-after:10", "SIM_FAULT_ROLE": "prefill", "SIM_FAULT_HOST": ADDR[PREFILL2]},
+    ),
+    Fault(
+        "router-bind-fails",
+        "proxy/router fails to bind its port",
+        "127.0.0.11:30000 taken by the bench before submission",
+        "start:sim1/router",
+        Expect(LEADER, r"router exited \(code [1-9][0-9]*\)", "router", "router"),
+        hog=(ADDR[LEADER], 30000),
+        quick=True,
+    ),
+    Fault(
+        "barrier-peer-missing",
+        "a node's barrier peer never arrives",
+        "PATH wrapper: sim2's preflight (`sync.py dist-version`) hangs",
+        "wrapper",
+        Expect(None, r"missing rank\(s\) 1 \(sim2\)", "start barrier"),  # any waiting node may tell
+        wrappers=("python3-hang",),
+        bound=("start barrier timeout", 60.0, "step:sim1"),
+        timeout=240.0,
+    ),
+    Fault(
+        "port-in-use",
+        "a port already in use on one node",
+        "127.0.0.13:8000 (decode vLLM) taken by the bench before submission",
+        "start:sim3/vllm",
+        Expect(DECODE, r"vllm exited \(code 1\)", "decode vllm", "vllm"),
+        hog=(ADDR[DECODE], 8000),
+        quick=True,
+    ),
+    Fault(
+        "benchmark-client-fails",
+        "the benchmark client fails",
+        "SIGKILL to the aiperf process 3 s into conc4",
+        "action",
+        Expect(LEADER, r"aiperf profile .*exited \(code 137\)", CONC4),
+        action=Action("kill-aiperf", Trigger(LEADER, CONC4, delay=3.0), "KILL", LEADER, "aiperf"),
+        after_first_result=True,
+    ),
+    Fault(
+        "prefill-errors",
+        "prefill returns errors for every request",
+        "SIM_FAULT=error-after:5 on sim2's prefill: after the smoke request, every request answers 500",
+        "sim-line:sim2/vllm",
+        Expect(
+            LEADER,
+            r"aiperf profile .*exited \(code [1-9][0-9]*\)|is not valid: .*requests failed",
+            CONC2,
+            # the engine that answers 500 named with it (srun's own lines name nodes, not causes)
+            root=rf"(?m)^(?!srun: ).*{SIM2_500}",
+        ),
+        env={"SIM_FAULT": "error-after:5", "SIM_FAULT_ROLE": "prefill", "SIM_FAULT_HOST": ADDR[PREFILL2]},
+    ),
+)
+
+BY_NAME = {f.name: f for f in FAULTS}
+SIM_FAULT_LINE = re.compile(r"SIM FAULT (\S+) at ([0-9]+(?:\.[0-9]+)?)")
+
+
+# ---------------------------------------------------------------- PATH wrappers
+
+
+def _lmcache_exit(root: Path, events: Path) -> tuple[str, str]:
+    """`lmcache server` on sim2 fails at start; anything else (the preflight's version probe reads this
+    file's #! line, so it names LMCache's own interpreter) runs the real LMCache."""
+    real = root / ".venv-lmcache" / "bin" / "lmcache"
+    text = f"""#!{root / ".venv-lmcache" / "bin" / "python"}
+import os, sys, time
+if os.environ.get("SLURMD_NODENAME") == {PREFILL2!r} and sys.argv[1:2] == ["server"]:
+    line = f"SIM FAULT lmcache-exit-at-start at {{time.time():.6f}}"
+    with open({str(events)!r}, "a") as out:
+        out.write(line + "\\n")
+    print("RuntimeError: LMCache MP server failed to start (injected)", file=sys.stderr)
+    print(line, file=sys.stderr)
+    sys.exit(1)
+os.execv({str(real)!r}, [{str(real)!r}, *sys.argv[1:]])
+"""
+    return "lmcache", text
+
+
+def _python3_hang(root: Path, events: Path) -> tuple[str, str]:
+    """sim2's preflight version check never returns (a cold shared filesystem, a stuck import):
+    the node never reaches the start barrier. Everything else is the core virtualenv's python."""
+    text = f"""#!/bin/sh
+case "${{SLURMD_NODENAME:-}} $*" in
+  "{PREFILL2} "*sync.py\\ dist-version*)
+    echo "SIM FAULT preflight-hang at $(date +%s.%N)" >> '{events}'
+    exec sleep 100000
+    ;;
+esac
+exec '{root / ".venv" / "bin" / "python"}' "$@"
+"""
+    return "python3", text
+
+
+WRAPPERS = {"lmcache-exit": _lmcache_exit, "python3-hang": _python3_hang}
+
+
+def write_wrappers(fault: Fault, root: Path, folder: Path) -> Path:
+    """The fault's wrappers in FOLDER/bin (put first on the job's PATH); their events go to
+    FOLDER/events.log. Returns the bin folder."""
+    bin_dir = folder / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    events = folder / "events.log"
+    events.unlink(missing_ok=True)
+    for name in fault.wrappers:
+        command, text = WRAPPERS[name](root, events)
+        path = bin_dir / command
+        path.write_text(text)
+        path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return bin_dir
+
+
+def sim_fault_instant(text: str) -> float | None:
+    """The first `SIM FAULT <kind> at <epoch>` instant in TEXT."""
+    match = SIM_FAULT_LINE.search(text)
+    return float(match[2]) if match else None

@@ -1,0 +1,60 @@
+"""Fail-fast on the local cluster, a fast subset of `make bench-failfast` (tests/bench/failfast_*.py):
+the demo job with one fault injected must end -- all nodes -- within the node scripts' poll interval
++ 5 s of the fault, with a non-zero exit code, its main output naming the failing step, service and
+node with the service's log tail, and no process of the job left running.
+
+Three faults, three ways in: a PATH wrapper (LMCache exits at start; detected while waiting for it to
+become healthy), a port taken on a node's address before submission (the router cannot bind), and the
+simulator's own SIM_FAULT (the decode crashes with streams in flight; detected by the supervisor).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from sim.cluster.layout import ROOT
+from tests.bench.failfast_faults import BY_NAME, Fault
+from tests.bench.failfast_job import Recipe, render, run_fault
+
+MARGIN_S = 5.0
+TOOLS = [
+    ROOT / ".venv-lmcache/bin/lmcache",
+    ROOT / ".venv-router/bin/vllm-router",
+    ROOT / ".venv-bench/bin/aiperf",
+]
+# The decode crashes on its 3rd request: the smoke request, then the first ones of the benchmark.
+DECODE_CRASH = dataclasses.replace(
+    BY_NAME["decode-crash-mid-stream"],
+    env={"SIM_FAULT": "crash-after:3", "SIM_FAULT_ROLE": "decode"},
+    instant="sim-line:sim3/vllm",
+)
+FAULTS: dict[str, Fault] = {
+    "lmcache-exit-at-start": BY_NAME["lmcache-exit-at-start"],
+    "router-bind-fails": BY_NAME["router-bind-fails"],
+    "decode-crash-mid-stream": DECODE_CRASH,
+}
+
+
+@pytest.fixture(scope="module")
+def recipe() -> Recipe:
+    missing = [str(t) for t in TOOLS if not t.exists()]
+    if missing:  # `make test` builds them first; only a bare pytest run can get here
+        pytest.fail(f"missing {', '.join(missing)}: run `make tools` (make test does)")
+    return render()
+
+
+@pytest.mark.parametrize("name", list(FAULTS))
+def test_a_fault_ends_the_whole_job_fast_naming_it_and_leaving_nothing(cluster, recipe, tmp_path, name):
+    record = run_fault(FAULTS[name], recipe, tmp_path)
+    where = f"{record.run_dir}/job.out"
+    assert record.fault_at is not None, f"the fault never took effect: {record.notes} ({where})"
+    assert record.detected, f"job {record.job_id} ended {record.state} {record.exit_code} ({where})"
+    target = recipe.poll_interval + MARGIN_S
+    assert record.detection_s is not None and record.detection_s < target, (
+        f"fault to job end {record.detection_s} s, target {target} s ({where})"
+    )
+    assert record.named, f"the main output lacks {record.named_missing} ({where})"
+    assert record.left_at_end == [], f"left running at the job's end: {record.left_at_end}"
+    assert record.results_kept, record.notes
