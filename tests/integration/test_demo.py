@@ -74,7 +74,7 @@ def test_the_demo_job_runs_end_to_end_and_proves_its_results(cluster, tools, tmp
     for node in ("sim1", "sim2", "sim3"):
         assert f"{node} step: finish barrier" in job_out
         assert f"{node} teardown: done (exit code 0)" in job_out
-    assert "sim1 step: collect metrics" in job_out
+    assert "sim1 step: LMCache proof" in job_out
     assert "job succeeded: every node ended cleanly" in job_out
 
     metrics = max(
