@@ -95,7 +95,7 @@ def test_the_demo_job_runs_end_to_end_and_proves_its_results(cluster, tools, tmp
 
     summary = json.loads((run_dir / "summary.json").read_text())
     assert [r["concurrency"] for r in summary["rows"]] == [
-        int(c) for c in re.findall(r"_conc(\d+)\.json", done.stdout)
+        int(c) for c in re.findall(r"result: \S+_conc(\d+)\.json", done.stdout)
     ]
     assert all(r["kv_moved_tokens"] > 0 for r in summary["rows"])
     assert summary["lock"]["nodes"] == ["sim1", "sim2", "sim3"] and summary["lock"]["config_sha256"]
