@@ -15,6 +15,12 @@ class Guard:
     decode headers, a stream read), so the engine aborts the request. One watcher task per request
     listens for the disconnect; deadlines are one timer per request that re-arms itself lazily, so a
     streamed chunk costs a single clock read instead of a timer or task per chunk.
+
+    The watcher is never cancelled: once the response is complete the server's `receive()` answers
+    http.disconnect and it ends by itself. Cancelling it left a reference cycle per request (its
+    CancelledError's traceback holds the frame that holds this guard, which holds the task), about 30
+    objects only the cyclic GC could free: gen-0 collections of ~18k such objects paused the proxy
+    for 20-40 ms under load (measured with gc.callbacks), the tail of its TTFT.
     """
 
     def __init__(self, receive: Receive) -> None:
@@ -23,6 +29,7 @@ class Guard:
         self._loop = asyncio.get_running_loop()
         self._watcher = self._loop.create_task(self._watch(receive))
         self._timer: asyncio.TimerHandle | None = None
+        self._closed = False
         self._limit = 0.0
         self._last = 0.0
         self._what = ""
@@ -30,7 +37,8 @@ class Guard:
     async def _watch(self, receive: Receive) -> None:
         while (await receive())["type"] != "http.disconnect":
             pass
-        self._cancel(ClientGone("client disconnected"))
+        if not self._closed:  # else: the response is complete, or about to be, and this is its echo
+            self._cancel(ClientGone("client disconnected"))
 
     def expect_within(self, seconds: float, what: str) -> None:
         """From now on, cancel when `seconds` pass without `touch()`."""
@@ -63,7 +71,7 @@ class Guard:
             uncancel()
 
     def close(self) -> None:
-        self._watcher.cancel()
+        self._closed = True
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

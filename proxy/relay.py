@@ -127,25 +127,27 @@ async def _with_failover(pool: Pool, key: bytes | None, run: Callable[[Pick], Aw
             pick.backend.outstanding -= 1
 
 
-def _headers(call: Call, pick: Pick) -> dict[str, str]:
-    headers = {"x-request-id": call.request_id.decode("latin-1")}
+def _headers(call: Call, pick: Pick) -> list[tuple[bytes, bytes]]:
+    headers = [(b"x-request-id", call.request_id)]
     if len(pick.backend.engine_ids) > 1:  # only with data parallelism
-        headers["x-data-parallel-rank"] = str(pick.dp_rank)
+        headers.append((b"x-data-parallel-rank", b"%d" % pick.dp_rank))
     return headers
 
 
 async def _prefill(rt: Runtime, call: Call, pick: Pick) -> Pick:
     body = msgspec.json.encode(mooncake.prefill_body(call.body, call.transfer_id))
     start = time.perf_counter()
-    response = await rt.clients.prefill.post(
-        pick.backend.url + call.path, content=body, headers=_headers(call, pick)
-    )
+    response = await rt.clients.prefill.post(pick.backend.url + call.path, body, _headers(call, pick))
+    try:
+        content = await response.aread()
+    finally:
+        await response.aclose()
     call.prefill_seconds = time.perf_counter() - start
     rt.metrics.prefill_seconds.observe(call.prefill_seconds)
     if not 200 <= response.status_code < 300:
-        raise UpstreamStatus(response.status_code, response.content, _content_type(response.headers, JSON))
+        raise UpstreamStatus(response.status_code, content, _content_type(response.headers, JSON))
     try:
-        answer = msgspec.json.decode(response.content)
+        answer = msgspec.json.decode(content)
     except msgspec.DecodeError:
         answer = None  # the answer is only read for statistics and the finish check
     reason = mooncake.prefill_finish_reason(answer)
@@ -167,14 +169,7 @@ async def _decode(rt: Runtime, call: Call, reply: Reply, guard: Guard, prefill: 
         engine_id=prefill.engine_id,
         bootstrap_addr=prefill.backend.bootstrap_addr or "",
     )
-    client = rt.clients.decode
-    request = client.build_request(
-        "POST",
-        decode.backend.url + call.path,
-        content=msgspec.json.encode(body),
-        headers=_headers(call, decode),
-        timeout=rt.stream_timeout if call.stream else client.timeout,
-    )
+    content = msgspec.json.encode(body)
     start = time.perf_counter()
     # Server-Timing lets a benchmark split added latency into prefill and the proxy's own work.
     timing = b"prefill;dur=%.3f, proxy;dur=%.3f" % (
@@ -183,7 +178,12 @@ async def _decode(rt: Runtime, call: Call, reply: Reply, guard: Guard, prefill: 
     )
     if call.stream:
         guard.expect_within(rt.config.timeouts.decode_first_byte, "first decode byte")
-    response = await client.send(request, stream=True)
+    response = await rt.clients.decode.post(
+        decode.backend.url + call.path,
+        content,
+        _headers(call, decode),
+        rt.stream_timeout if call.stream else None,
+    )
     try:
         if not 200 <= response.status_code < 300:
             raise UpstreamStatus(
@@ -211,7 +211,7 @@ async def _stream(
     await reply.start(response.status_code, SSE, headers)
     chunks = size = 0
     try:
-        async for chunk in response.aiter_raw():
+        async for chunk in response.stream:  # type: ignore[union-attr]  # the bytes as they come
             if chunks:
                 guard.touch()
             else:

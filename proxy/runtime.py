@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ssl
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import httpx
@@ -11,17 +12,54 @@ from proxy.backends import Backends
 from proxy.config import Config
 from proxy.metrics import Metrics
 
+try:
+    from proxy.transport import FastTransport
+except ImportError:  # no httptools: httpx's own transport, same behaviour at a higher CPU cost
+    FastTransport = None  # type: ignore[assignment,misc]
+
 # The proxy forwards engine bytes as they arrive under its own headers: compressed bytes would reach
 # the client unlabelled, so engines are asked not to compress.
 _BASE_HEADERS = {"content-type": "application/json", "accept-encoding": "identity"}
+Header = tuple[bytes, bytes]
+Timeout = dict[str, float | None]  # httpx's request extension: connect, read, write, pool
+
+
+@dataclass
+class Upstream:
+    """The engines of one role as a leg talks to them: one request built per leg and handed to the
+    transport. httpx's client layer around it (URL merging, cookie jar, redirects, auth, hooks) does
+    nothing the proxy needs and was a tenth of its py-spy samples under load."""
+
+    transport: httpx.AsyncBaseTransport
+    headers: tuple[Header, ...]
+    timeout: Timeout
+    _urls: dict[str, httpx.URL] = field(default_factory=dict)  # engine URL + endpoint, parsed once
+
+    async def post(
+        self, url: str, body: bytes, headers: Iterable[Header], timeout: Timeout | None = None
+    ) -> httpx.Response:
+        """The response once its head arrived; its body is read (or closed) by the caller."""
+        parsed = self._urls.get(url)
+        if parsed is None:
+            parsed = self._urls[url] = httpx.URL(url)
+        request = httpx.Request(
+            "POST",
+            parsed,
+            content=body,
+            headers=[*self.headers, *headers],
+            extensions={"timeout": timeout or self.timeout},
+        )
+        response = await self.transport.handle_async_request(request)
+        response.request = request
+        return response
 
 
 @dataclass
 class Clients:
     """One pool per role, so data traffic can never starve the health checks of connections."""
 
-    prefill: httpx.AsyncClient
-    decode: httpx.AsyncClient
+    prefill: Upstream
+    decode: Upstream
     control: httpx.AsyncClient
 
     @classmethod
@@ -31,32 +69,38 @@ class Clients:
         headers = dict(_BASE_HEADERS)
         if config.api_key:
             headers["authorization"] = f"Bearer {config.api_key}"
+        raw = tuple((k.encode(), v.encode("latin-1")) for k, v in headers.items())
+        # httpx's own transport loads CA certificates (~50 ms): once for all three pools, and only when
+        # it is the one used (ours loads them at the first https engine, a test's never).
+        tls = ssl.create_default_context() if transport is None and FastTransport is None else None
+
+        def network(connections: int) -> httpx.AsyncBaseTransport:
+            if transport is not None:
+                return transport
+            if FastTransport is not None:
+                return FastTransport(max_connections=connections)
+            limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+            return httpx.AsyncHTTPTransport(limits=limits, verify=tls or True, trust_env=False)
+
         # Every in-flight request holds at most one connection per role.
         n = config.max_concurrency
-        data = httpx.Limits(max_connections=n, max_keepalive_connections=n)
-        control = httpx.Limits(max_connections=4 * len(config.prefill) + 2 * len(config.decode) + 8)
-        # Loading CA certificates takes ~50 ms: once for all three clients, never for a test transport.
-        tls = ssl.create_default_context() if transport is None else True
-
-        def client(limits: httpx.Limits, timeout: httpx.Timeout) -> httpx.AsyncClient:
-            return httpx.AsyncClient(
-                limits=limits,
-                timeout=timeout,
-                headers=headers,
-                verify=tls,
-                trust_env=False,
-                transport=transport,
-            )
-
+        prefill = httpx.Timeout(t.prefill, connect=t.connect, pool=t.pool)
+        decode = httpx.Timeout(t.decode_total, connect=t.connect, pool=t.pool)
         return cls(
-            prefill=client(data, httpx.Timeout(t.prefill, connect=t.connect, pool=t.pool)),
-            decode=client(data, httpx.Timeout(t.decode_total, connect=t.connect, pool=t.pool)),
-            control=client(control, httpx.Timeout(t.health, pool=t.health)),
+            prefill=Upstream(network(n), raw, prefill.as_dict()),
+            decode=Upstream(network(n), raw, decode.as_dict()),
+            control=httpx.AsyncClient(
+                timeout=httpx.Timeout(t.health, pool=t.health),
+                headers=headers,
+                trust_env=False,
+                transport=network(4 * len(config.prefill) + 2 * len(config.decode) + 8),
+            ),
         )
 
     async def aclose(self) -> None:
-        for c in (self.prefill, self.decode, self.control):
-            await c.aclose()
+        await self.control.aclose()
+        for upstream in (self.prefill, self.decode):
+            await upstream.transport.aclose()
 
 
 @dataclass
@@ -65,11 +109,11 @@ class Runtime:
     clients: Clients
     backends: Backends
     metrics: Metrics = field(default_factory=Metrics)
-    stream_timeout: httpx.Timeout = field(init=False)
+    stream_timeout: Timeout = field(init=False)
 
     def __post_init__(self) -> None:
         # A streamed decode is bounded by the guard's first-byte and idle deadlines; this per-read
         # timeout only backs them up.
         t = self.config.timeouts
         backstop = 2 * max(t.decode_first_byte, t.decode_idle)
-        self.stream_timeout = httpx.Timeout(backstop, connect=t.connect, pool=t.pool)
+        self.stream_timeout = httpx.Timeout(backstop, connect=t.connect, pool=t.pool).as_dict()
