@@ -16,10 +16,10 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from .pins import pinned_version
 from .render import ROOT_DIR, Rendered, RenderError, load, render_config, write
 
 # checkout folder -> its place in the run's recipe/ folder
@@ -75,18 +75,11 @@ def lock(rendered: Rendered) -> dict:
         "variant": plan.variant,
         "image": plan.container.image,
         "image_digest": None,  # known only where the image is pulled; recipes pin tags that name releases
-        "components": {**dict(plan.components), "aiperf": _pinned("bench", "aiperf")},
+        "components": {**dict(plan.components), "aiperf": pinned_version("bench", "aiperf")},
         "config_sha256": plan.config_sha256,
         "rendered_sha256": rendered_hash.hexdigest(),
         "workarounds": list(plan.workarounds),
     }
-
-
-def _pinned(extra: str, package: str) -> str:
-    """The version pyproject.toml pins for a package of an extra (the one place versions live)."""
-    with open(ROOT_DIR / "pyproject.toml", "rb") as handle:
-        pins = tomllib.load(handle)["project"]["optional-dependencies"][extra]
-    return next(pin.split("==", 1)[1] for pin in pins if pin.split("==", 1)[0] == package)
 
 
 class SubmitError(Exception):

@@ -7,20 +7,9 @@ first, alone, so pip takes the CPU wheel and lmcache (which asks for any torch) 
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 
-from sim.cluster.layout import ROOT
-
-
-def requirements(extra: str, only: str | None = None) -> list[str]:
-    import tomllib  # Python 3.11+ (what CI and the machines run); imported here to say so plainly
-
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    reqs = project["optional-dependencies"][extra]
-    if only is not None:
-        reqs = [r for r in reqs if re.split(r"[\s<>=!~;\[]", r, maxsplit=1)[0] == only]
-    return reqs
+from recipes.pins import requirements
 
 
 def main() -> int:
