@@ -58,7 +58,8 @@ def test_children_a_foreground_command_leaves_behind_are_stopped(node, assert_no
     # The command starts a long-running child in its own session and returns without waiting for it.
     run = node.run("""
 step bench
-run_cmd bash -c '"$PYTHON" "$STUB" --marker "$MARKER" --no-server & sleep 0.5; exit 0'
+run_cmd bash -c '"$PYTHON" "$STUB" --marker "$MARKER" --no-server > "$WORK/child.out" &
+  until [[ -s $WORK/child.out ]]; do sleep 0.05; done; exit 0'
 step after
 """)
     assert run.rc == 0, run.text
