@@ -21,13 +21,18 @@ class ReportError(Exception):
     """The run folder lacks what a summary needs."""
 
 
-def prom_sum(text: str, name: str, label: str = "") -> float:
-    total = 0.0
+def prom_samples(text: str, name: str, *labels: str) -> list[float]:
+    """Values of a Prometheus metric's samples whose labels contain every `labels` item (`k="v"`)."""
+    out = []
     for line in text.splitlines():
         sample = _SAMPLE.match(line)
-        if sample and sample[1] == name and label in (sample[2] or ""):
-            total += float(sample[3])
-    return total
+        if sample and sample[1] == name and all(label in (sample[2] or "") for label in labels):
+            out.append(float(sample[3]))
+    return out
+
+
+def prom_sum(text: str, name: str, *labels: str) -> float:
+    return sum(prom_samples(text, name, *labels))
 
 
 def _role_sum(snapshot: Path, role: str, name: str, label: str = "") -> float:

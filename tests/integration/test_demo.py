@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from recipes.report import prom_samples
 from sim.cluster.layout import ROOT
 
 CONFIG = "local-sim-vllm-disagg-agentic"
@@ -24,18 +25,13 @@ TOOLS = [
     ROOT / ".venv-router/bin/vllm-router",
     ROOT / ".venv-bench/bin/aiperf",
 ]
-_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)$")
 
 
 def metric(path: Path, name: str, **labels: str) -> float:
-    """Sum of a Prometheus metric's samples whose labels include `labels`."""
-    total, found = 0.0, False
-    for line in path.read_text().splitlines():
-        sample = _SAMPLE.match(line)
-        if sample and sample[1] == name and all(f'{k}="{v}"' in (sample[2] or "") for k, v in labels.items()):
-            total, found = total + float(sample[3]), True
-    assert found, f"{name}{labels or ''} not in {path.name}"
-    return total
+    """Sum of a Prometheus metric's samples whose labels include `labels`; it must have some."""
+    values = prom_samples(path.read_text(), name, *(f'{k}="{v}"' for k, v in labels.items()))
+    assert values, f"{name}{labels or ''} not in {path.name}"
+    return sum(values)
 
 
 @pytest.fixture(scope="module")
