@@ -459,10 +459,7 @@ def _router_service(t: Target, nodes: tuple, ports: Ports, timeouts: Timeouts) -
 
 def _metrics_endpoints(t: Target, nodes: tuple, ports: Ports) -> tuple:
     """NAME=URL per engine (prefill0, decode0, ...) and the router, for the end-of-run snapshot."""
-    engines = [
-        word(f"{n.role}{n.index}=http://", Ref(f"PEER_ADDR[{n.rank}]"), f":{ports.vllm}/metrics")
-        for n in nodes
-    ]
+    engines = [word(f"{n.role}{n.index}=", *_peer_url(n.rank, ports.vllm), "/metrics") for n in nodes]
     router_port = ports.router_metrics if _router(t).name == "vllm-router" else ports.router
     return argv(*engines, word("router=http://", NODE_ADDR, f":{router_port}/metrics"))
 
@@ -472,7 +469,7 @@ def _smoke(t: Target, nodes: tuple, ports: Ports) -> tuple:
         x
         for n in nodes
         if n.role == "decode"
-        for x in ("--decode-metrics", word("http://", Ref(f"PEER_ADDR[{n.rank}]"), f":{ports.vllm}/metrics"))
+        for x in ("--decode-metrics", word(*_peer_url(n.rank, ports.vllm), "/metrics"))
     ]
     router = word("http://", NODE_ADDR, f":{ports.router}")
     return argv(
