@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import ssl
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -73,6 +74,10 @@ class Clients:
         # httpx's own transport loads CA certificates (~50 ms): once for all three pools, and only when
         # it is the one used (ours loads them at the first https engine, a test's never).
         tls = ssl.create_default_context() if transport is None and FastTransport is None else None
+        if transport is None and FastTransport is None:  # a slower proxy must say so: numbers change
+            logging.getLogger("proxy").warning(
+                "httptools is not installed: httpx's own transport serves (same answers, ~5x the CPU)"
+            )
 
         def network(connections: int) -> httpx.AsyncBaseTransport:
             if transport is not None:
