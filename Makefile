@@ -14,20 +14,22 @@ LINT_ARGS = $(if $(PROFILE),--profile $(PROFILE)) $(if $(RUNNERS),--runners $(RU
 	$(if $(CHANGELOG),--changelog $(CHANGELOG)) $(if $(BASE),--base $(BASE)) $(if $(REPO),--repo $(REPO)) \
 	$(CONFIGS)
 
-.PHONY: help venv lint render submit golden test schema bench-lint bench-proxy bench-failfast clean demo report compare cluster-up cluster-down cluster-status tools
+.PHONY: help venv lint render submit golden test schema docs bench-lint bench-proxy bench-failfast clean demo report compare cluster-up cluster-down cluster-status tools
 
 help:
 	@echo "make render [CONFIG=<key>] [OUT=out]   render launch files for every variant"
 	@echo "make submit CONFIG=<key> [VARIANT=<v>] [DRY_RUN=1]   sbatch one variant"
+	@echo "              [SOAK=2h]: soak instead of the sweep (render too): varied load, engines watched"
 	@echo "make lint       validate configs/*-master.yaml, configs/runners.yaml, perf-changelog.yaml"
 	@echo "make test       the whole test suite"
 	@echo "make schema     regenerate the JSON Schemas under schemas/json/"
+	@echo "make docs [RUN=<run folder>]   docs/recipes/<key>.md + docs/config-reference.md (RUN: record its result first)"
 	@echo "make bench-lint time linting the InferenceX reference corpus"
 	@echo "make bench-proxy   our proxy vs direct-to-decode vs vllm-router on simulated engines"
 	@echo "make bench-failfast   the demo job once per fault class: detection time, leftovers, kept results"
 	@echo "make cluster-up [NODES=3]   local SLURM cluster: slurmctld + one slurmd per node (127.0.0.11, .12, ...)"
 	@echo "make cluster-down           stop the local cluster's daemons;  make cluster-status  daemons and nodes"
-	@echo "make tools     virtualenvs .venv-lmcache, .venv-router, .venv-bench (pins from pyproject.toml)"
+	@echo "make tools     virtualenvs .venv-lmcache, .venv-router, .venv-sglang-router, .venv-bench (pins from pyproject.toml)"
 	@echo "make report RUN=<run folder>   summary.json + pareto.png;  make compare A=<run> B=<run>"
 	@echo "make demo [CONFIG=<local key>]   the local 2P1D recipe end to end on the local cluster (no GPUs)"
 
@@ -42,11 +44,11 @@ lint: $(STAMP)
 	@$(PY) -m schemas.lint $(LINT_ARGS)
 
 render: $(STAMP)
-	@$(PY) -m recipes.render $(CONFIG) $(if $(OUT),--out $(OUT))
+	@$(PY) -m recipes.render $(CONFIG) $(if $(OUT),--out $(OUT)) $(if $(SOAK),--soak $(SOAK))
 
 submit: $(STAMP)
 	@$(PY) -m recipes.submit $(CONFIG) $(if $(VARIANT),--variant $(VARIANT)) $(if $(DRY_RUN),--dry-run) \
-		$(if $(OUT),--out $(OUT))
+		$(if $(OUT),--out $(OUT)) $(if $(SOAK),--soak $(SOAK))
 
 # Regenerate the golden files after an intended change; review `git diff tests/golden` before committing.
 golden: $(STAMP)
@@ -59,6 +61,12 @@ test: $(STAMP) tools
 
 schema: $(STAMP)
 	$(PY) -m schemas.export
+
+# Recipe pages and the config reference, generated from the configs, Plans and schemas; a test fails when
+# they are stale. RUN=<run folder> records that verified run's result in docs/results/ first.
+docs: $(STAMP)
+	@$(PY) -m recipes.pages $(if $(RUN),--run $(RUN))
+	@$(PY) -m schemas.reference
 
 bench-lint: $(STAMP)
 	$(PY) tests/bench/bench_lint.py
@@ -78,7 +86,7 @@ clean:
 # The cluster needs only the standard library: no virtualenv, so it also runs before `make venv`.
 # Clients talk to it with SLURM_CONF=.cluster/slurm.conf (`source sim/cluster/env.sh`).
 NODES ?= 3
-TOOLS := lmcache router bench report
+TOOLS := lmcache router sglang-router bench report
 
 cluster-up:
 	@$(PYTHON) -m sim.cluster up --nodes $(NODES)

@@ -38,7 +38,7 @@ class Service:
 
     name: str
     argv: tuple  # of Words
-    ready_url: tuple  # a Word
+    ready_url: tuple | None  # a Word; None: nothing to wait for (a watcher), only kept alive
     ready_timeout: int
     ready_expect: tuple = ()  # KEY=VALUE checks on the health JSON
 
@@ -46,7 +46,7 @@ class Service:
 @dataclass(frozen=True)
 class Node:
     rank: int
-    role: str  # prefill | decode
+    role: str  # prefill | decode | server (the one engine of a single-node job)
     index: int  # position among the nodes of its role
 
 
@@ -72,10 +72,11 @@ class Role:
 @dataclass(frozen=True)
 class Benchmark:
     concurrency: int
-    result: str  # <result-name>_conc<C>.json
+    result: str  # <config>_<variant>_<name>.json
     argv: tuple  # of Words
     max_error_rate: str  # a result with more failed requests fails the step
     min_duration: int  # seconds: a result that measured less is no measurement (half the requested)
+    name: str = ""  # conc<C> in a sweep, soak<NNN> in a soak: its step, artifact and metrics folder
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,9 @@ class Plan:
     scenario: str
     model: str
     framework: str
-    router_name: str
+    engine: str  # vllm | sglang: the node script is server_<engine>.sh
+    mode: str  # sweep (one result per concurrency) | soak (varied phases while watching the engines)
+    router_name: str | None  # None: a single-node job, requests go to its one server
     runner: str
     slurm: Slurm
     container: Container
@@ -114,7 +117,7 @@ class Plan:
     env_shell: tuple  # (NAME, value): knobs the node script expands
     nodes: tuple  # of Node, by rank
     roles: tuple  # of Role
-    router: Service
+    router: Service | None
     leader_commands: tuple  # what rank 0 needs on PATH besides its role's: router, benchmark client
     launch: tuple  # the srun argv (Words) that starts one node script per node
     benchmarks: tuple  # of Benchmark
@@ -124,7 +127,12 @@ class Plan:
     gpus_per_node: int = 0
     components: tuple = ()  # (name, version) of what the run's numbers depend on, for the lock file
     config_sha256: str = ""  # of the validated config entry, for the lock file
-    workarounds: tuple = ()
+    workarounds: tuple = ()  # known-issue workarounds the config records (they change performance)
+    log_signatures: tuple = ()  # {issue, title, regex, fix} the node-side watcher fails the job on
+
+    @property
+    def script(self) -> str:
+        return f"server_{self.engine}.sh"
 
     def to_json(self) -> dict:
         """plan.json: the typed hand-off to node-side tools; Refs appear as {"ref": VAR}."""

@@ -17,15 +17,14 @@ import jinja2
 from schemas import lint
 from schemas.findings import Finding, did_you_mean
 
-from .build import Unsupported, build_plan
+from .build import Unsupported, build_plan, parse_duration
 from .plan import Plan
 from .variants import targets
 from .words import bash_argv, bash_word, word
 
 ROOT_DIR = Path(__file__).resolve().parent.parent
 TEMPLATES = ROOT_DIR / "recipes" / "templates"
-FILES = ("job.sbatch", "server_vllm.sh", "env.sh")
-EXECUTABLE = ("job.sbatch", "server_vllm.sh")
+TEMPLATES_OF = {"job.sbatch": "job.sbatch.j2", "env.sh": "env.sh.j2"}  # + the node script, server.sh.j2
 
 
 @dataclass(frozen=True)
@@ -53,9 +52,20 @@ def render_plan(plan: Plan, env: jinja2.Environment | None = None) -> Rendered:
         f"Rendered from config {plan.config_key}, variant {plan.variant}; do not edit: change the "
         "config and run `make render`."
     )
-    files = {name: env.get_template(f"{name}.j2").render(plan=plan, header=header) for name in FILES}
+    # One node runtime for every engine: the engine lives in the Plan's commands, not in the template.
+    templates = {**TEMPLATES_OF, plan.script: "server.sh.j2"}
+    files = {name: env.get_template(t).render(plan=plan, header=header) for name, t in templates.items()}
     files["plan.json"] = json.dumps(plan.to_json(), indent=2, sort_keys=True) + "\n"
     return Rendered(plan, files)
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """What lint accepted: entries by key, the runners, and the known-issue registry it checked them by."""
+
+    entries: dict
+    runners: object
+    issues: tuple
 
 
 class RenderError(Exception):
@@ -64,11 +74,13 @@ class RenderError(Exception):
         self.findings = findings
 
 
-def load(key: str | None):
-    """Lint every config (strict); return (entries, runners) or raise RenderError with what is wrong."""
+def load(key: str | None, known_issues: Path | None = None) -> Loaded:
+    """Lint every config (strict) against the runners and the known-issue registry (default: the
+    repository's); return what passed, or raise RenderError with what is wrong."""
     report = lint.Report()
     runners = lint.lint_runners(lint.ROOT / lint.DEFAULT_RUNNERS, report)
-    lint.lint_configs(lint.default_configs(), runners, "strict", report)
+    issues = lint.lint_known_issues(known_issues or lint.ROOT / lint.DEFAULT_KNOWN_ISSUES, report)
+    lint.lint_configs(lint.default_configs(), runners, "strict", report, issues)
     if (
         key is not None
         and key not in report.entries
@@ -77,18 +89,20 @@ def load(key: str | None):
         hint = did_you_mean(key, report.entries) or "see `make lint` for the config keys"
         raise RenderError([Finding("configs", 0, (key,), "unknown config key", hint)])
     relevant = [
-        f for f in report.findings if key is None or f.path[:1] == (key,) or f.file.endswith("runners.yaml")
+        f
+        for f in report.findings
+        if key is None or f.path[:1] == (key,) or f.file.endswith(("runners.yaml", "known-issues.yaml"))
     ]
     if relevant:
         raise RenderError(relevant)
-    return report.entries, runners
+    return Loaded(report.entries, runners, issues)
 
 
-def render_config(key: str, entry, runners) -> list[Rendered]:
+def render_config(key: str, loaded: Loaded, *, soak_seconds: int | None = None) -> list[Rendered]:
     out = []
-    for target in targets(key, entry, runners):
+    for target in targets(key, loaded.entries[key], loaded.runners, loaded.issues):
         try:
-            out.append(render_plan(build_plan(target)))
+            out.append(render_plan(build_plan(target, soak_seconds=soak_seconds)))
         except Unsupported as exc:
             raise RenderError([Finding("configs", 0, (key, target.variant), str(exc))]) from None
     return out
@@ -100,7 +114,7 @@ def write(rendered: Rendered, root: Path) -> Path:
     for name, text in rendered.files.items():
         path = folder / name
         path.write_text(text)
-        path.chmod(0o755 if name in EXECUTABLE else 0o644)
+        path.chmod(0o755 if name in ("job.sbatch", rendered.plan.script) else 0o644)
     return folder
 
 
@@ -108,11 +122,12 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="render", description=__doc__.splitlines()[0])
     p.add_argument("config", nargs="?", help="config key (default: every config)")
     p.add_argument("--out", default="out", help="output folder (default: out)")
+    add_soak_option(p)
     args = p.parse_args(argv)
     try:
-        entries, runners = load(args.config)
-        keys = [args.config] if args.config else sorted(entries)
-        rendered = [r for key in keys for r in render_config(key, entries[key], runners)]
+        loaded = load(args.config)
+        keys = [args.config] if args.config else sorted(loaded.entries)
+        rendered = [r for key in keys for r in render_config(key, loaded, soak_seconds=args.soak)]
     except RenderError as exc:
         for finding in exc.findings:
             print(finding.format())
@@ -120,11 +135,34 @@ def main(argv=None) -> int:
         return 1
     for r in rendered:
         folder = write(r, Path(args.out))
-        print(
-            f"{folder}/  ({r.plan.slurm.nodes} nodes, {len(r.plan.benchmarks)} concurrencies: "
-            f"{', '.join(str(b.concurrency) for b in r.plan.benchmarks)})"
-        )
+        print(f"{folder}/  ({describe(r.plan)})")
     return 0
+
+
+def describe(plan: Plan) -> str:
+    """One line: nodes and what the benchmark step runs."""
+    concs = ", ".join(str(c) for c in dict.fromkeys(b.concurrency for b in plan.benchmarks))
+    if plan.mode == "soak":
+        seconds = sum(2 * b.min_duration for b in plan.benchmarks)
+        phases = len(plan.benchmarks)
+        return f"{plan.slurm.nodes} nodes, soak: {phases} phases, {seconds} s, concurrencies {concs}"
+    return f"{plan.slurm.nodes} nodes, {len(plan.benchmarks)} concurrencies: {concs}"
+
+
+def add_soak_option(p: argparse.ArgumentParser) -> None:
+    def duration(text: str) -> int:
+        try:
+            return parse_duration(text)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+
+    p.add_argument(
+        "--soak",
+        type=duration,
+        metavar="DURATION",
+        help="instead of the sweep: phases of varied concurrency and prompt length for DURATION (90m, 2h, "
+        "HH:MM:SS) while the engines are watched, for configs that trigger late-onset issues",
+    )
 
 
 if __name__ == "__main__":

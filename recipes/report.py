@@ -47,8 +47,10 @@ def _rate(hits: float, queries: float) -> float | None:
     return round(hits / queries, 4) if queries > 0 else None
 
 
-def cache_stats(after: Path, before: Path) -> dict:
-    """What the engines counted during one concurrency (snapshot deltas)."""
+def cache_stats(after: Path, before: Path, engine: str = "vllm") -> dict:
+    """What the engines counted during one concurrency (snapshot deltas); vLLM's counters only."""
+    if engine != "vllm":
+        return {"prefix_hit_rate": None, "l2_hit_rate": None, "kv_moved_tokens": None}
     d = lambda *a: _delta(after, before, *a)  # noqa: E731 (a local shorthand)
     return {
         "prefix_hit_rate": _rate(
@@ -102,9 +104,9 @@ def summarize(run_dir: Path) -> dict:
         if not result_file.is_file():
             continue  # a failed or unfinished concurrency: the summary covers what finished
         r = row(json.loads(result_file.read_text()), c, gpus)
-        after = results / "metrics" / f"conc{c}"
+        after = results / "metrics" / (bench.get("name") or f"conc{c}")
         if after.is_dir() and before.is_dir():
-            r.update(cache_stats(after, before))
+            r.update(cache_stats(after, before, plan.get("engine", "vllm")))
         before = after
         rows.append(r)
     if not rows:
@@ -117,9 +119,22 @@ def summarize(run_dir: Path) -> dict:
         "variant": plan["variant"],
         "run": run_dir.name,
         "gpus": gpus,
+        "mode": plan.get("mode", "sweep"),
+        # Known-issue workarounds change performance: such results compare only with runs of the same.
+        "workarounds": [f"{w['issue']}: {w['workaround']}" for w in plan.get("workarounds", [])],
         "rows": rows,
         "lock": lock,
     }
+
+
+def caveats(summary: dict) -> list[str]:
+    """Why these numbers do not compare with a plain sweep of the same config, one line each."""
+    out = []
+    if summary.get("mode") == "soak":
+        out.append("soak run: phases of varied load to catch late-onset engine bugs, not a sweep")
+    for w in summary.get("workarounds", []):
+        out.append(f"known-issue workaround applied ({w}): compare only with runs that apply it too")
+    return out
 
 
 def _fmt(value, digits: int = 1) -> str:
@@ -149,6 +164,7 @@ COLUMNS = [  # (header, key, digits; -1: a rate shown as %)
 def table(summary: dict) -> str:
     lines = [
         f"{summary['config_key']} {summary['variant']} ({summary['run']}, {summary['gpus']} GPUs)",
+        *(f"NOTE {c}" for c in caveats(summary)),
         "  ".join(f"{h:>10}" for h, _, _ in COLUMNS),
     ]
     for r in summary["rows"]:
@@ -182,8 +198,13 @@ def plot(summary: dict, path: Path) -> None:
         ax.annotate(f"conc {c}", (x, y), textcoords="offset points", xytext=(6, 6), fontsize=9)
     ax.set_xlabel("interactivity (output tokens/s per user, 1000 / ITL p50)")
     ax.set_ylabel("throughput (output tokens/s per GPU)")
+    note = (
+        "\n" + "; ".join(summary["workarounds"]) + " (workaround: not comparable)"
+        if summary.get("workarounds")
+        else ""
+    )
     ax.set_title(
-        f"{summary['config_key']}\n{summary['variant']} · {summary['gpus']} GPUs · {summary['run']}",
+        f"{summary['config_key']}\n{summary['variant']} · {summary['gpus']} GPUs · {summary['run']}{note}",
         fontsize=10,
     )
     ax.grid(alpha=0.3)
@@ -208,7 +229,16 @@ def compare(a: dict, b: dict) -> str:
         ("itl p50", "itl_ms_p50"),
         ("L2 hit", "l2_hit_rate"),
     ]
+    differ = [
+        f"WARNING: A and B differ in {what} (A: {', '.join(a.get(k) or ['none'])}; "
+        f"B: {', '.join(b.get(k) or ['none'])}): the ratios mix unlike runs"
+        for what, k in (("known-issue workarounds", "workarounds"),)
+        if sorted(a.get(k) or []) != sorted(b.get(k) or [])
+    ]
+    if a.get("mode", "sweep") != b.get("mode", "sweep"):
+        differ.append(f"WARNING: A is a {a.get('mode', 'sweep')} run, B a {b.get('mode', 'sweep')} run")
     lines = [
+        *differ,
         f"A: {a['config_key']} {a['variant']} ({a['run']})",
         f"B: {b['config_key']} {b['variant']} ({b['run']})",
         f"{'conc':>5}  " + "  ".join(f"{h + ' A':>12} {h + ' B':>12} {'B/A':>6}" for h, _ in keys),

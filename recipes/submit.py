@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .pins import pinned_version
-from .render import ROOT_DIR, Rendered, RenderError, load, render_config, write
+from .render import ROOT_DIR, Rendered, RenderError, add_soak_option, load, render_config, write
 
 # checkout folder -> its place in the run's recipe/ folder
 SNAPSHOT_DIRS = {"scripts": "scripts", "proxy": "proxy", "sim/traces": "traces"}
@@ -78,6 +78,8 @@ def lock(rendered: Rendered) -> dict:
         "components": {**dict(plan.components), "aiperf": pinned_version("bench", "aiperf")},
         "config_sha256": plan.config_sha256,
         "rendered_sha256": rendered_hash.hexdigest(),
+        "mode": plan.mode,
+        # Known-issue workarounds change performance: results of such a run compare only with its like.
         "workarounds": list(plan.workarounds),
     }
 
@@ -111,8 +113,9 @@ def pick(variants: list[Rendered], wanted: str | None) -> Rendered:
     names = [r.plan.variant for r in variants]
     if wanted is None and len(variants) == 1:
         return variants[0]
-    if wanted in names:
-        return variants[names.index(wanted)]
+    for r in variants:  # a soak plan is named <variant>_soak; either name picks it
+        if wanted in (r.plan.variant, r.plan.variant.removesuffix("_soak")):
+            return r
     what = f"no variant {wanted!r}" if wanted else "several variants"
     raise RenderError(
         [_finding(variants[0].plan.config_key, f"{what}; choose VARIANT=one of: {', '.join(names)}")]
@@ -131,10 +134,10 @@ def main(argv=None) -> int:
     p.add_argument("--variant")
     p.add_argument("--dry-run", action="store_true", help="print the sbatch command, submit nothing")
     p.add_argument("--out", default="out", help="runs go to <out>/runs/<key>/<variant>/<run-id>/")
+    add_soak_option(p)
     args = p.parse_args(argv)
     try:
-        entries, runners = load(args.config)
-        rendered = pick(render_config(args.config, entries[args.config], runners), args.variant)
+        rendered = pick(render_config(args.config, load(args.config), soak_seconds=args.soak), args.variant)
     except RenderError as exc:
         for finding in exc.findings:
             print(finding.format())

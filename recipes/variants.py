@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from schemas.rules import Context, points
 
-from .build import Target
+from .target import Target
 
 
 def _size(tokens: int) -> str:
@@ -18,7 +18,10 @@ def variant_name(t_point, params: dict, entry) -> str:
         if t_point.scenario == "agentic-coding"
         else f"fsl{_size(params['isl'])}{_size(params['osl'])}"
     )
-    name = f"{head}_p{sp.prefill.num_worker}x{sp.prefill.tp}_d{sp.decode.num_worker}x{sp.decode.tp}"
+    if sp.prefill is not None and sp.decode is not None:
+        name = f"{head}_p{sp.prefill.num_worker}x{sp.prefill.tp}_d{sp.decode.num_worker}x{sp.decode.tp}"
+    else:  # a single-node server
+        name = f"{head}_tp{sp.tp}"
     if sp.spec_decoding != "none":
         name += f"_{sp.spec_decoding}"
     if sp.router is not None and (entry.router is None or sp.router.name != entry.router.name):
@@ -26,8 +29,9 @@ def variant_name(t_point, params: dict, entry) -> str:
     return name
 
 
-def targets(key: str, entry, runners) -> list[Target]:
-    """Every variant of a config, uniquely named in search-space order."""
+def targets(key: str, entry, runners, issues: tuple) -> list[Target]:
+    """Every variant of a config, uniquely named in search-space order. issues: the known-issue registry
+    lint checked the entry against (its workarounds and log signatures go into each Plan)."""
     out, seen = [], {}
     groups = {"fixed-seq-len": entry.scenarios.fixed_seq_len or (), "agentic-coding": ()}
     for pt in points(Context(key, entry, runners)):
@@ -39,5 +43,6 @@ def targets(key: str, entry, runners) -> list[Target]:
         seen[name] = seen.get(name, 0) + 1
         if seen[name] > 1:
             name = f"{name}_{seen[name]}"
-        out.append(Target(key, name, entry, pt, params, entry.runner, runners.hardware[entry.runner]))
+        hardware = runners.hardware[entry.runner]
+        out.append(Target(key, name, entry, pt, params, entry.runner, hardware, tuple(issues)))
     return out

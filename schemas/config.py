@@ -57,6 +57,11 @@ class SearchSpace(Model):
     kv_offloading: Literal["none", "dram"] | None = None
     kv_offload_backend: OffloadBackend | None = None
     router: Router | None = None
+    additional_settings: list[str] = Field(
+        default_factory=list,
+        exclude_if=lambda v: not v,  # entries without it hash (config_sha256) as before the key existed
+        description="Single-node entries: KEY=VALUE settings of the server (multinode: per role).",
+    )
 
 
 class FixedSeqLen(Model):

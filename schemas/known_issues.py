@@ -331,7 +331,7 @@ def _why_not(issue: KnownIssue, entry: MasterEntry) -> str:
         return f"image {entry.image} carries the fix"
     if not image_matches(entry.image, issue.affected.images):
         return f"image {entry.image} is not among the affected images"
-    return f"no prefill or decode sets {trigger_settings(issue)}"
+    return f"no engine of it sets {trigger_settings(issue)}"
 
 
 # ---------------------------------------------------------------- words

@@ -57,11 +57,30 @@ def points(ctx: Context) -> Iterator[Point]:
 
 
 def workers(ctx: Context) -> Iterator[tuple[tuple, str, Worker, Point]]:
+    """Every engine of every point: prefill and decode of a multinode point, the server of a single-node
+    one (its settings sit on the point itself)."""
     for pt in points(ctx):
+        if not ctx.entry.multinode:
+            if pt.space.tp is not None:
+                yield pt.path, reg.SERVER, server_worker(pt.space), pt
+            continue
         for role in reg.ROLES:
             worker = getattr(pt.space, role)
             if worker is not None:
                 yield pt.path + (role,), role, worker, pt
+
+
+def server_worker(space: SearchSpace) -> Worker:
+    """The single engine of a single-node point, as a worker: one instance of tp GPUs."""
+    return Worker.model_validate(
+        {
+            "num-worker": 1,
+            "tp": space.tp,
+            "ep": space.ep,
+            "dp-attn": space.dp_attn,
+            "additional-settings": space.additional_settings,
+        }
+    )
 
 
 def parsed_settings(worker: Worker) -> dict:
@@ -113,6 +132,12 @@ def _topology_matches_multinode(ctx: Context):
             yield Problem(pt.path, f"multinode entry without {missing}", "give prefill and decode blocks")
         if not ctx.entry.multinode and sp.tp is None:
             yield Problem(pt.path, "single-node entry without tp", "set tp (GPUs per engine)")
+        if ctx.entry.multinode and sp.additional_settings:
+            yield Problem(
+                pt.path + ("additional-settings",),
+                "a multinode point has no server of its own to apply these to",
+                "put them under prefill or decode additional-settings",
+            )
 
 
 STRUCTURAL = (_has_a_scenario, _conc_list_xor_range, _topology_matches_multinode)
@@ -147,6 +172,30 @@ def _settings_known_and_typed(ctx: Context):
             if key in seen:
                 yield Problem(where, f"{key} is set twice", f"first at additional-settings[{seen[key]}]")
             seen.setdefault(key, i)
+
+
+def _settings_fit_engine(ctx: Context):
+    engine = reg.engine_of(ctx.entry.framework)
+    if engine is None:
+        return
+    for path, _, worker, _ in workers(ctx):
+        for i, item in enumerate(worker.additional_settings):
+            try:
+                key, _raw = reg.split_setting(item)
+                setting = reg.lookup(key)
+            except reg.SettingError:
+                continue  # reported by _settings_known_and_typed
+            if engine not in setting.engines:
+                yield Problem(
+                    path + ("additional-settings", i),
+                    f"{key} is a {'/'.join(setting.engines)} setting; framework {ctx.entry.framework} runs "
+                    f"{engine}",
+                    f"{engine} settings: {', '.join(_engine_settings(engine))}",
+                )
+
+
+def _engine_settings(engine: str) -> list[str]:
+    return [n for n, s in reg.REGISTRY.items() if engine in s.engines and s.kind != "derived"]
 
 
 def _shared_settings_agree(ctx: Context):
@@ -322,6 +371,14 @@ def _topology_fits_runner(ctx: Context):
         hw = ctx.hardware(worker.hardware or ctx.entry.runner)
         if hw is None:
             continue
+        if role == reg.SERVER:
+            if worker.tp > hw.gpus_per_node:
+                yield Problem(
+                    path + ("tp",),
+                    f"a single-node server of tp {worker.tp} exceeds the {hw.gpus_per_node} GPUs of a node",
+                    f"tp <= {hw.gpus_per_node}, or a multinode entry",
+                )
+            continue
         gpus = worker.num_worker * role_gpus(worker)
         per_worker = role_gpus(worker)
         if gpus % hw.gpus_per_node or (per_worker > hw.gpus_per_node and per_worker % hw.gpus_per_node):
@@ -393,6 +450,7 @@ def _known_issues_handled(ctx: Context):
 STRICT = (
     _image_public_and_pinned,
     _settings_known_and_typed,
+    _settings_fit_engine,
     _shared_settings_agree,
     _router_known_and_versioned,
     _router_fits_topology,

@@ -11,7 +11,10 @@ from dataclasses import dataclass
 
 from .findings import did_you_mean, one_of
 
-ROLES = ("prefill", "decode")
+ROLES = ("prefill", "decode")  # the two roles of a disaggregated (PD) entry
+SERVER = "server"  # the one engine of a single-node entry
+ALL_ROLES = (*ROLES, SERVER)
+ENGINES = ("vllm", "sglang")
 _IDENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _ABS_PATH = re.compile(r"^/[A-Za-z0-9._/+-]*$")
 _KEY = re.compile(r"^[A-Z][A-Z0-9_]*$")
@@ -29,7 +32,8 @@ class Setting:
     name: str
     kind: str  # int | float | bool | choice | ident | path | derived
     help: str
-    roles: tuple = ROLES
+    roles: tuple = ALL_ROLES
+    engines: tuple = ENGINES  # engines it has a meaning for (a framework's first word)
     default: object = None
     low: float | None = None  # int/float: inclusive lower bound (float: exclusive when low_open)
     high: float | None = None
@@ -92,6 +96,7 @@ def _s(name, kind, help, **kw) -> Setting:
 
 
 _PREFILL = ("prefill",)
+_VLLM, _SGLANG = ("vllm",), ("sglang",)
 _LMCACHE_ONLY_PREFILL = (
     "LMCache runs only on prefill nodes (a decode-side lookup races the remote-prefill load)"
 )
@@ -106,6 +111,8 @@ REGISTRY: dict[str, Setting] = {
             choices=("tcp", "rdma"),
             default="tcp",
             shared=True,
+            roles=ROLES,
+            engines=_VLLM,
         ),
         _s(
             "MC_NUM_WORKERS",
@@ -114,15 +121,18 @@ REGISTRY: dict[str, Setting] = {
             low=1,
             high=256,
             default=10,
+            roles=ROLES,
+            engines=_VLLM,
         ),
-        _s("MAX_MODEL_LEN", "int", "vLLM --max-model-len.", low=1, shared=True),
-        _s("MAX_NUM_BATCHED_TOKENS", "int", "vLLM --max-num-batched-tokens.", low=1),
-        _s("MAX_NUM_SEQS", "int", "vLLM --max-num-seqs.", low=1),
+        _s("MAX_MODEL_LEN", "int", "vLLM --max-model-len; SGLang --context-length.", low=1, shared=True),
+        _s("MAX_NUM_BATCHED_TOKENS", "int", "vLLM --max-num-batched-tokens.", low=1, engines=_VLLM),
+        _s("MAX_NUM_SEQS", "int", "vLLM --max-num-seqs.", low=1, engines=_VLLM),
         _s(
             "ENABLE_PREFIX_CACHING",
             "bool",
             "vLLM prefix caching; off defeats LMCache L2 reuse.",
             default=True,
+            engines=_VLLM,
         ),
         _s(
             "GPU_MEMORY_UTILIZATION",
@@ -132,6 +142,7 @@ REGISTRY: dict[str, Setting] = {
             low_open=True,
             high=1,
             default=0.9,
+            engines=_VLLM,
         ),
         _s("WEKA_LOADER_OVERRIDE", "ident", "Trace set (AIPerf public dataset loader) for agentic runs."),
         _s("HF_HUB_CACHE", "path", "Hugging Face cache directory inside the container."),
@@ -141,6 +152,7 @@ REGISTRY: dict[str, Setting] = {
             "int",
             "lmcache server --l1-init-size-gb (L1 may not be smaller).",
             roles=_PREFILL,
+            engines=_VLLM,
             low=1,
             default=20,
         ),
@@ -149,6 +161,7 @@ REGISTRY: dict[str, Setting] = {
             "int",
             "lmcache server --l1-read-ttl-seconds.",
             roles=_PREFILL,
+            engines=_VLLM,
             low=1,
         ),
         _s(
@@ -156,15 +169,25 @@ REGISTRY: dict[str, Setting] = {
             "int",
             "lmcache server --chunk-size (tokens).",
             roles=_PREFILL,
+            engines=_VLLM,
             low=1,
             default=256,
         ),
-        _s("LMCACHE_MAX_WORKERS", "int", "lmcache server --max-workers.", roles=_PREFILL, low=1, high=256),
+        _s(
+            "LMCACHE_MAX_WORKERS",
+            "int",
+            "lmcache server --max-workers.",
+            roles=_PREFILL,
+            engines=_VLLM,
+            low=1,
+            high=256,
+        ),
         _s(
             "LMCACHE_MP_MQ_TIMEOUT",
             "int",
             "LMCacheMPConnector lmcache.mp.mq_timeout (s).",
             roles=_PREFILL,
+            engines=_VLLM,
             low=1,
             default=300,
         ),
@@ -173,6 +196,7 @@ REGISTRY: dict[str, Setting] = {
             "choice",
             "lmcache server --eviction-policy.",
             roles=_PREFILL,
+            engines=_VLLM,
             choices=("LRU",),
             default="LRU",
         ),
@@ -181,6 +205,7 @@ REGISTRY: dict[str, Setting] = {
             "derived",
             "lmcache server --l1-size-gb.",
             roles=_PREFILL,
+            engines=_VLLM,
             derived_from="the runner's available-cpu-dram-mib x the scenario's dram-utilization, per node",
         ),
         _s(
@@ -203,24 +228,36 @@ REGISTRY: dict[str, Setting] = {
             derived_from="kv-p2p-transfer and kv-offload-backend (LMCache joins via MultiConnector)",
         ),
         _s("DECODE_KV_CONNECTOR", "derived", "Decode KV connector.", derived_from="kv-p2p-transfer"),
+        _s(
+            "MEM_FRACTION_STATIC",
+            "float",
+            "SGLang --mem-fraction-static (share of GPU memory for weights and KV cache).",
+            low=0,
+            low_open=True,
+            high=1,
+            engines=_SGLANG,
+        ),
         # SGLang engine flags that known issues trigger on (configs/known-issues.yaml): lint must see them.
         _s(
             "ATTENTION_BACKEND",
             "ident",
             "SGLang --attention-backend (minicpm_sala branch: minicpm_flashinfer, minicpm_flashattn).",
             flag="--attention-backend",
+            engines=_SGLANG,
         ),
         _s(
             "DENSE_AS_SPARSE",
             "bool",
             "SGLang --dense-as-sparse (OpenBMB's minicpm_sala branch, MiniCPM-SALA).",
             flag="--dense-as-sparse",
+            engines=_SGLANG,
         ),
         _s(
             "DISABLE_CUDA_GRAPH",
             "bool",
             "SGLang --disable-cuda-graph (slower: results are not comparable with CUDA-graph runs).",
             flag="--disable-cuda-graph",
+            engines=_SGLANG,
         ),
     )
 }
@@ -287,6 +324,12 @@ def flag_setting(flag: str) -> str:
     if not eq:
         raise SettingError(f"{name} takes a value: write {name}=<value>")
     return f"{setting.name}={setting.parse(value)}"
+
+
+def engine_of(framework: str) -> str | None:
+    """The engine a framework runs (vllm-disagg -> vllm), None for engines settings do not know."""
+    word = framework.split("-")[0]
+    return word if word in ENGINES else None
 
 
 def role_note(setting: Setting) -> str:

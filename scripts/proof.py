@@ -2,8 +2,12 @@
 """Node-side proofs that the PD path works, not just that answers come back; stdlib only.
 
 `smoke`: one chat request through the router with a known answer shape, and proof that its KV moved
-prefill -> decode (the decode's external_kv_transfer prompt tokens rise): a proxy speaking the old
-Mooncake contract gets correct answers while decode silently recomputes (FACTS §1).
+prefill -> decode. vLLM (`--engine vllm`, the default): the decode's external_kv_transfer prompt tokens
+rise; a proxy speaking the old Mooncake contract gets correct answers while decode silently recomputes
+(FACTS §1). SGLang (`--engine sglang`): SGLang exports no decode-side counter of KV received, but its
+decode cannot recompute a prompt (a transfer that fails aborts the request), so the proof is what can be
+seen: the answer came back, a prefill computed its prompt (sglang:prompt_tokens_total), the decode
+generated its tokens (sglang:generation_tokens_total), and no decode transfer or bootstrap failed.
 `l2`: after the sweep, the prefill nodes' LMCache (a KV connector: vLLM's external prefix cache)
 served hits; a dead LMCache server degrades to no-cache silently (FACTS §2).
 """
@@ -23,6 +27,11 @@ import uuid
 EXIT_PROOF = 11
 KV_TRANSFER = ("vllm:prompt_tokens_by_source_total", 'source="external_kv_transfer"')
 L2_HITS = ("vllm:external_prefix_cache_hits_total", "")
+SGLANG_PROMPT = "sglang:prompt_tokens_total"
+SGLANG_GENERATED = "sglang:generation_tokens_total"
+# Counted by SGLang's decode when a handshake or a transfer fails (sglang/srt/metrics/collector.py); builds
+# older than these counters lack them, so an absent series counts as 0.
+SGLANG_FAILURES = ("sglang:num_transfer_failed_reqs_total", "sglang:num_bootstrap_failed_reqs_total")
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
 # Long enough to span several KV blocks, different every run so no cache already holds it.
 SMOKE_WORDS = 600
@@ -64,6 +73,21 @@ def _kv_tokens(urls: list[str]) -> float:
     return total
 
 
+def _sum(urls: list[str], name: str, *, required: bool = True) -> float:
+    total = 0.0
+    for url in urls:
+        value = metric_sum(_get(url), name, "")
+        if value is None and required:
+            raise ProofError(f"{url} exports no {name} (is the engine started with --enable-metrics?)")
+        total += value or 0.0
+    return total
+
+
+def _sglang_counts(args: argparse.Namespace) -> tuple[float, float, float]:
+    failed = sum(_sum(args.decode_metrics, name, required=False) for name in SGLANG_FAILURES)
+    return _sum(args.prefill_metrics, SGLANG_PROMPT), _sum(args.decode_metrics, SGLANG_GENERATED), failed
+
+
 def _smoke_request(router: str, model: str) -> tuple[int, dict]:
     tag = uuid.uuid4().hex
     words = " ".join(f"w{tag[i % 32]}{i}" for i in range(SMOKE_WORDS))
@@ -102,6 +126,16 @@ def _answer_problem(answer: dict) -> str | None:
 
 
 def smoke(args: argparse.Namespace) -> str:
+    if not args.decode_metrics:  # a single-node job: nothing moves between engines, the answer is the proof
+        status, answer = _smoke_request(args.router, args.model)
+        problem = _answer_problem(answer)
+        if problem:
+            raise ProofError(f"smoke request: {problem}")
+        return (
+            f"smoke: HTTP {status}, {answer['usage']['completion_tokens']} tokens (one server: no KV to move)"
+        )
+    if args.engine == "sglang":
+        return _smoke_sglang(args)
     before = _kv_tokens(args.decode_metrics)
     status, answer = _smoke_request(args.router, args.model)
     problem = _answer_problem(answer)
@@ -115,6 +149,36 @@ def smoke(args: argparse.Namespace) -> str:
         )
     tokens = answer["usage"]["completion_tokens"]
     return f"smoke: HTTP {status}, {tokens} tokens; KV moved: {moved:g} prompt tokens prefill -> decode"
+
+
+def _smoke_sglang(args: argparse.Namespace) -> str:
+    prompt_before, generated_before, failed_before = _sglang_counts(args)
+    status, answer = _smoke_request(args.router, args.model)
+    problem = _answer_problem(answer)
+    if problem:
+        raise ProofError(f"smoke request: {problem}")
+    prompt_after, generated_after, failed_after = _sglang_counts(args)
+    prompt, tokens = answer["usage"].get("prompt_tokens"), answer["usage"]["completion_tokens"]
+    computed, generated = prompt_after - prompt_before, generated_after - generated_before
+    if failed_after > failed_before:
+        raise ProofError(
+            f"a decode KV transfer or bootstrap failed during the smoke request ({SGLANG_FAILURES})"
+        )
+    if not isinstance(prompt, int) or computed < prompt:
+        raise ProofError(
+            f"no prefill computed the prompt ({SGLANG_PROMPT} rose by {computed:g} on the prefills, the "
+            f"answer reports {prompt!r} prompt tokens): does the router send it through a prefill "
+            "(--pd-disaggregation)?"
+        )
+    if generated < tokens:
+        raise ProofError(
+            f"the decodes generated {generated:g} tokens ({SGLANG_GENERATED}) but the answer has {tokens}: "
+            "the answer did not come from a decode named by --decode-metrics"
+        )
+    return (
+        f"smoke: HTTP {status}, {tokens} tokens; KV moved: a prefill computed {computed:g} prompt tokens, "
+        f"the decode generated {generated:g} and no transfer failed (an SGLang decode never recomputes)"
+    )
 
 
 def l2(args: argparse.Namespace) -> str:
@@ -140,13 +204,29 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("smoke", help="a request through the router, and the KV it moved")
     s.add_argument("--router", required=True, help="http://host:port")
     s.add_argument("--model", required=True, help="served model name")
-    s.add_argument("--decode-metrics", required=True, action="append", help="a decode engine's /metrics URL")
+    s.add_argument(
+        "--decode-metrics",
+        action="append",
+        default=[],
+        help="a decode engine's /metrics URL (none: a single-node job, only the answer is checked)",
+    )
+    s.add_argument("--engine", choices=["vllm", "sglang"], default="vllm", help="what the engines are")
+    s.add_argument(
+        "--prefill-metrics", action="append", default=[], help="a prefill engine's /metrics URL (sglang only)"
+    )
     s.set_defaults(func=smoke)
     h = sub.add_parser("l2", help="LMCache hits on prefill nodes, from the end-of-run metrics snapshot")
     h.add_argument("--metrics-dir", required=True)
     h.add_argument("--prefix", default="prefill", help="snapshot files of prefill engines: <prefix>*.prom")
     h.set_defaults(func=l2)
     args = p.parse_args(argv)
+    pd = args.command == "smoke" and bool(args.decode_metrics)
+    if pd and (args.engine == "sglang") != bool(args.prefill_metrics):
+        p.error(
+            "--prefill-metrics is required with --engine sglang and --decode-metrics, and only used there"
+        )
+    if args.command == "smoke" and args.prefill_metrics and not args.decode_metrics:
+        p.error("--prefill-metrics without --decode-metrics: a PD job names both, a single-node job neither")
     try:
         print(args.func(args))
     except ProofError as err:

@@ -164,8 +164,8 @@ def parse_serve_args(argv: list[str]) -> argparse.Namespace:
 
 def resolve(args: argparse.Namespace, *, model_root: str | None = None) -> ServeConfig:
     """Start-up checks after parsing (raises StartupError)."""
-    path = _model_dir(args.model_tag, model_root)
-    hf_config = _hf_config(path)
+    path = model_dir(args.model_tag, model_root)
+    hf_config = read_hf_config(path)
     for name in ("tensor_parallel_size", "pipeline_parallel_size", "port"):
         if getattr(args, name) < 1:
             raise StartupError(f"{name} must be >= 1, got {getattr(args, name)}")
@@ -195,7 +195,7 @@ def resolve(args: argparse.Namespace, *, model_root: str | None = None) -> Serve
     )
 
 
-def _model_dir(model: str, root: str | None) -> Path:
+def model_dir(model: str, root: str | None) -> Path:
     path = Path(root, model.lstrip("/")) if root and model.startswith("/") else Path(model)
     if not path.exists():
         if model.startswith(("/", ".", "~")):
@@ -208,7 +208,7 @@ def _model_dir(model: str, root: str | None) -> Path:
     return path
 
 
-def _hf_config(path: Path) -> dict[str, Any]:
+def read_hf_config(path: Path) -> dict[str, Any]:
     try:
         data = json.loads((path / "config.json").read_text())
     except (OSError, json.JSONDecodeError) as exc:

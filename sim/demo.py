@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -33,6 +34,12 @@ NODE_TOOLS = {
 # python3 (the proxy, the simulator, sync.py) is the core virtualenv's. It must be exec'd by its own
 # path: a symlink elsewhere would not find the virtualenv's pyvenv.cfg and run the bare interpreter.
 CORE_PYTHON = ".venv/bin/python"
+# `python3 -m MODULE` of what an SGLang image ships: the simulated server, and the real router from its
+# own virtualenv (its dependencies stay out of the core one).
+PYTHON_MODULES = {
+    "sglang.launch_server": ("sim/bin/sglang", True),  # (target, drop "-m MODULE": it is an executable)
+    "sglang_router.launch_router": (".venv-sglang-router/bin/python", False),
+}
 REPORT_PYTHON = ".venv-report/bin/python"
 ENDED = {
     "COMPLETED",
@@ -55,7 +62,7 @@ def node_bin(root: Path = ROOT) -> Path:
     bring their own python3 along)."""
     folder = root / ".cluster" / "bin"
     folder.mkdir(parents=True, exist_ok=True)
-    needed = (*NODE_TOOLS.values(), CORE_PYTHON, REPORT_PYTHON)
+    needed = (*NODE_TOOLS.values(), *(t for t, _ in PYTHON_MODULES.values()), CORE_PYTHON, REPORT_PYTHON)
     missing = [target for target in needed if not (root / target).exists()]
     if missing:
         raise DemoError(f"missing {', '.join(missing)}: run `make venv tools` first")
@@ -66,9 +73,22 @@ def node_bin(root: Path = ROOT) -> Path:
         link.symlink_to(root / target)
     python = folder / "python3"
     python.unlink(missing_ok=True)
-    python.write_text(f'#!/bin/sh\nexec "{root / CORE_PYTHON}" "$@"\n')
+    python.write_text(python_wrapper(root))
     python.chmod(0o755)
     return folder
+
+
+def python_wrapper(root: Path) -> str:
+    cases = "".join(
+        f'    {module}) {"shift 2; " if drop else ""}exec {shlex.quote(str(root / target))} "$@" ;;\n'
+        for module, (target, drop) in PYTHON_MODULES.items()
+    )
+    return (
+        "#!/bin/sh\n"
+        '# The node\'s python3: "-m MODULE" of the simulated image, else the core virtualenv.\n'
+        f'if [ "$1" = -m ]; then\n  case "$2" in\n{cases}  esac\nfi\n'
+        f'exec {shlex.quote(str(root / CORE_PYTHON))} "$@"\n'
+    )
 
 
 def job_env(root: Path = ROOT) -> dict[str, str]:
@@ -125,7 +145,8 @@ def node_steps(run_dir: Path) -> dict[str, str]:
 
 
 def decode_metrics_urls(run_dir: Path) -> list[str]:
-    """The decode engines' /metrics, from the plan and the addresses the nodes published at the barrier."""
+    """The /metrics of the engines that finish requests (decode, or a single-node server), from the plan
+    and the addresses the nodes published at the barrier."""
     try:
         plan = json.loads((run_dir / "recipe" / "plan.json").read_text())
         table = next(run_dir.glob("state/*/peers.json"), None)
@@ -136,12 +157,16 @@ def decode_metrics_urls(run_dir: Path) -> list[str]:
     return [
         f"http://{ranks[str(n['rank'])]['data']['addr']}:{port}/metrics"
         for n in plan["nodes"]
-        if n["role"] == "decode" and str(n["rank"]) in ranks
+        if n["role"] in ("decode", "server") and str(n["rank"]) in ranks
     ]
 
 
-def requests_done(urls: list[str]) -> int | None:
-    """Requests the decode engines finished (vLLM's request_success_total), None when none answers."""
+# The counter of finished requests each engine exports (sim/README.md lists both simulated ones).
+REQUESTS_DONE = {"vllm": "vllm:request_success_total", "sglang": "sglang:num_requests_total"}
+
+
+def requests_done(urls: list[str], metric: str = REQUESTS_DONE["vllm"]) -> int | None:
+    """Requests the decode engines finished, None when none answers."""
     total, opener = None, urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: no proxies
     for url in urls:
         try:
@@ -149,16 +174,23 @@ def requests_done(urls: list[str]) -> int | None:
                 text = response.read().decode()
         except (OSError, ValueError):
             continue  # not up yet, or gone: progress is best effort, the job's outcome is what counts
-        total = (total or 0) + int(prom_sum(text, "vllm:request_success_total"))
+        total = (total or 0) + int(prom_sum(text, metric))
     return total
 
 
-def follow(job: Submission, env: dict[str, str], timeout: float) -> JobState:
+def results_of(run_dir: Path) -> list[Path]:
+    """Result files (one per concurrency, or per soak phase), as the node script names them."""
+    return sorted(
+        p for pattern in ("*_conc*.json", "*_soak*.json") for p in (run_dir / "results").glob(pattern)
+    )
+
+
+def follow(job: Submission, env: dict[str, str], timeout: float, engine: str = "vllm") -> JobState:
     """Prints each node's step as it changes, requests done and the results as they land, until the end."""
     start, seen_steps, seen_results, done = time.monotonic(), {}, set(), None
     while True:
         state = job_state(job.job_id, env)
-        count = requests_done(decode_metrics_urls(job.run_dir))
+        count = requests_done(decode_metrics_urls(job.run_dir), REQUESTS_DONE[engine])
         if count is not None and count != done and (done is None or count - done >= 25):
             done = count
             print(f"[{time.monotonic() - start:6.1f}s] requests done: {count}", flush=True)
@@ -166,7 +198,7 @@ def follow(job: Submission, env: dict[str, str], timeout: float) -> JobState:
             if seen_steps.get(node) != step:
                 seen_steps[node] = step
                 print(f"[{time.monotonic() - start:6.1f}s] {node}: {step}", flush=True)
-        for result in sorted((job.run_dir / "results").glob("*_conc*.json")):
+        for result in results_of(job.run_dir):
             if result.name not in seen_results:
                 seen_results.add(result.name)
                 print(f"[{time.monotonic() - start:6.1f}s] result: {result.name}", flush=True)
@@ -186,8 +218,7 @@ def tail(path: Path, lines: int = 40) -> str:
 
 
 def run(config: str, variant: str | None, out: Path, timeout: float) -> int:
-    entries, runners = load(config)
-    variants = render_config(config, entries[config], runners)
+    variants = render_config(config, load(config))
     rendered = pick(variants, variant or variants[0].plan.variant)  # default: the config's first
     if rendered.plan.container.gpu_vendor != "none":
         raise DemoError(
@@ -197,8 +228,8 @@ def run(config: str, variant: str | None, out: Path, timeout: float) -> int:
     simulated_weights(rendered.plan)
     job = submit(rendered, out, env=env)
     print(f"submitted job {job.job_id} ({job.job_name}); main output: {job.run_dir}/job.out", flush=True)
-    state = follow(job, env, timeout)
-    results = sorted(p.name for p in (job.run_dir / "results").glob("*_conc*.json"))
+    state = follow(job, env, timeout, rendered.plan.engine)
+    results = [p.name for p in results_of(job.run_dir)]
     print(f"job {job.job_id}: {state.state}, exit code {state.exit_code}")
     print(f"run folder: {job.run_dir}\nresults: {', '.join(results) or 'none'}")
     if not state.ok:

@@ -1,6 +1,9 @@
 """The simulated engine: validates a request (400s), runs prefill (local cache, L2, remote KV) and decode
 with the latency model, keeps vLLM's metrics, and injects faults. No HTTP here (see sim.server).
 
+`BaseEngine` is what the simulated vLLM and SGLang engines share (admission, the serialised prefill, the
+output loop, gauges, SIM_FAULT faults); `Engine` is vLLM's, sim.sglang_engine.SGLangEngine is SGLang's.
+
 First-token stop (FACTS.md §1), deterministically: the single token of a prefill leg is a stop exactly
 when min_tokens < 1 and the request lets a stop through (ignore_eos not true, or stop / stop_token_ids
 set) -- the worst case of what real vLLM may do. The transfer is then dropped and decode waits.
@@ -79,7 +82,159 @@ class Job:
         return None
 
 
-class Engine:
+class BaseEngine:
+    """Admission (at most `max_running` requests run, more wait), one prefill at a time, the output loop,
+    request gauges and the SIM_FAULT faults. Subclasses name their metrics through the `_on_*` hooks and
+    do the prefill (local cache, remote KV) in `_prefill`."""
+
+    def __init__(
+        self, env: Settings, *, metrics: Metrics, max_running: int, prefix_cache: PrefixCache | None
+    ) -> None:
+        self.env, self.metrics, self.hbm = env, metrics, prefix_cache
+        self._errored = False  # the first injected error is announced (announce_fault)
+        self.prefill_lock = asyncio.Lock()
+        self.slots = asyncio.Semaphore(max_running)
+        self.admitted = self.finished = self.running = self.waiting = 0
+        self.exit_code: int | None = None
+        self.exit_reason: str | None = None  # the fault behind exit_code, e.g. "crash-after:3"
+
+    # -- hooks: the engine's own metric names -------------------------------------------------------
+
+    def _on_begin(self, job: Job) -> None:
+        """The request left the queue and is about to prefill."""
+
+    def _on_first_token(self, seconds: float) -> None:
+        raise NotImplementedError
+
+    def _on_token_gap(self, seconds: float) -> None:
+        raise NotImplementedError
+
+    def _on_finish(self, job: Job, reason: str, seconds: float) -> None:
+        raise NotImplementedError
+
+    def _on_generated(self, job: Job, count: int) -> None:
+        raise NotImplementedError
+
+    def _on_error(self) -> None:
+        """An injected SIM_FAULT error answered this request."""
+
+    def _on_gauges(self) -> None:
+        raise NotImplementedError
+
+    async def _prefill(self, job: Job) -> None:
+        raise NotImplementedError
+
+    async def _step(self, job: Job, index: int) -> None:
+        """Before output token `index` (0: the prefill's); a stalled engine waits here."""
+
+    # -- running ------------------------------------------------------------------------------------
+
+    async def run(self, job: Job) -> AsyncIterator[str]:
+        """Yields the generated text pieces (one per token); sets job.finish_reason."""
+        index, start = self.admitted, time.monotonic()  # latencies count from arrival, as in vLLM
+        self.admitted += 1
+        self._error_fault(index)
+        self._gauge(waiting=1)
+        try:
+            await self.slots.acquire()
+        finally:
+            self._gauge(waiting=-1)
+        try:
+            self._gauge(running=1)
+            await self._hang_fault(index)
+            self._on_begin(job)
+            try:
+                await self._prefill(job)
+                last = time.monotonic()
+                self._on_first_token(last - start)
+                async for i, piece in self._generate(job):
+                    if i:
+                        now = time.monotonic()
+                        self._on_token_gap(now - last)
+                        last = now
+                    yield piece
+            finally:
+                self._finish(job, start)
+        finally:
+            self.slots.release()
+
+    def _finish(self, job: Job, start: float) -> None:
+        self._gauge(running=-1)
+        self._on_finish(job, job.finish_reason or "abort", time.monotonic() - start)
+        self.finished += 1
+        faults = self.env.faults
+        if faults.crash_after is not None and self.finished >= faults.crash_after:
+            self._schedule_exit(1, f"crash-after:{faults.crash_after}")
+        elif faults.exit0_after is not None and self.finished >= faults.exit0_after:
+            self._schedule_exit(0, f"exit0-after:{faults.exit0_after}")
+
+    async def _generate(self, job: Job) -> AsyncIterator[tuple[int, str]]:
+        """Output tokens until the length cap or a stop string (skipped until min_tokens exist)."""
+        stop = job.body.get("stop") or ()
+        stop = (stop,) if isinstance(stop, str) else tuple(stop)
+        min_tokens, text = job.body.get("min_tokens") or 0, ""
+        for i in range(job.max_tokens):
+            await self._step(job, i)
+            if i:
+                await asyncio.sleep(self.env.decode_s_per_token)
+            piece = (" " if i else "") + output_word(i)
+            hit = next((s for s in stop if s and s in text + piece), None) if i + 1 > min_tokens else None
+            if hit is not None:
+                piece = (text + piece)[: (text + piece).index(hit)][len(text) :]
+                self._generated(job, i + 1, "stop")
+                yield i, piece
+                return
+            text += piece
+            if i + 1 == job.max_tokens:
+                self._generated(job, i + 1, "length")
+            yield i, piece
+
+    def _generated(self, job: Job, count: int, reason: str) -> None:
+        job.finish_reason = reason
+        self._on_generated(job, count)
+
+    # -- faults and gauges --------------------------------------------------------------------------
+
+    async def _hang_fault(self, index: int) -> None:
+        """A stuck engine: the request stays running forever (until the client goes away)."""
+        faults = self.env.faults
+        if faults.hang_after is not None and index >= faults.hang_after:
+            self.metrics.inc("sim_faults_injected", kind="hang")
+            log.warning("SIM_FAULT hang-after:%d: request %d hangs", faults.hang_after, index + 1)
+            if index == faults.hang_after:
+                announce_fault(f"hang-after:{faults.hang_after}")
+            try:
+                await asyncio.Event().wait()
+            finally:
+                self._gauge(running=-1)  # only reached when the client gives up
+
+    def _error_fault(self, index: int) -> None:
+        faults = self.env.faults
+        rate = faults.error_rate
+        after = faults.error_after is not None and index >= faults.error_after
+        if after or (rate and math.floor((index + 1) * rate) > math.floor(index * rate)):
+            if not self._errored:
+                self._errored = True
+                announce_fault(f"error-after:{faults.error_after}" if after else f"error-rate:{rate:g}")
+            self.metrics.inc("sim_faults_injected", kind="error")
+            self._on_error()
+            raise HTTPError(
+                500, f"simulated engine error (SIM_FAULT {'error-after' if after else 'error-rate'})"
+            )
+
+    def _schedule_exit(self, code: int, why: str) -> None:
+        if self.exit_code is None:
+            self.exit_code, self.exit_reason = code, why
+            self.metrics.inc("sim_faults_injected", kind="exit" if code == 0 else "crash")
+            log.error("SIM_FAULT %s: the engine goes away after this response (exit code %d)", why, code)
+
+    def _gauge(self, *, waiting: int = 0, running: int = 0) -> None:
+        self.waiting += waiting
+        self.running += running
+        self._on_gauges()
+
+
+class Engine(BaseEngine):
     def __init__(
         self,
         config: ServeConfig,
@@ -90,20 +245,19 @@ class Engine:
         l2: L2 | None = None,
         metrics: Metrics | None = None,
     ) -> None:
-        self.config, self.env, self.kv = config, env, config.kv
-        self.metrics = metrics or Metrics(config.served_names[0])
-        self.puller, self.transfers, self.l2 = puller, transfers, l2
-        self._errored = False  # the first injected error is announced (announce_fault)
-        self.hbm = (
+        hbm = (
             PrefixCache(block=config.block_size, capacity_tokens=env.hbm_cache_tokens)
             if config.prefix_caching
             else None
         )
-        self.prefill_lock = asyncio.Lock()
-        self.slots = asyncio.Semaphore(config.max_num_seqs)
-        self.admitted = self.finished = self.running = self.waiting = 0
-        self.exit_code: int | None = None
-        self.exit_reason: str | None = None  # the fault behind exit_code, e.g. "crash-after:3"
+        super().__init__(
+            env,
+            metrics=metrics or Metrics(config.served_names[0]),
+            max_running=config.max_num_seqs,
+            prefix_cache=hbm,
+        )
+        self.config, self.kv = config, config.kv
+        self.puller, self.transfers, self.l2 = puller, transfers, l2
         self._warned: set[str] = set()
 
     # -- validation ---------------------------------------------------------------------------------
@@ -182,49 +336,31 @@ class Engine:
 
     # -- running ------------------------------------------------------------------------------------
 
-    async def run(self, job: Job) -> AsyncIterator[str]:
-        """Yields the generated text pieces (one per token); sets job.finish_reason."""
-        index, start = self.admitted, time.monotonic()  # latencies count from arrival, as in vLLM
-        self.admitted += 1
-        self._error_fault(index)
-        self._gauge(waiting=1)
-        try:
-            await self.slots.acquire()
-        finally:
-            self._gauge(waiting=-1)
-        try:
-            self._gauge(running=1)
-            await self._hang_fault(index)
-            if job.leg == "prefill":
-                self.transfers.begin(job.params["transfer_id"])
-            try:
-                await self._prefill(job)
-                last = time.monotonic()
-                self.metrics.observe("vllm:time_to_first_token_seconds", last - start)
-                async for i, piece in self._generate(job):
-                    if i:
-                        now = time.monotonic()
-                        self.metrics.observe("vllm:inter_token_latency_seconds", now - last)
-                        last = now
-                    yield piece
-            finally:
-                self._finish(job, start)
-        finally:
-            self.slots.release()
+    def _on_begin(self, job: Job) -> None:
+        if job.leg == "prefill":
+            self.transfers.begin(job.params["transfer_id"])
 
-    def _finish(self, job: Job, start: float) -> None:
-        self._gauge(running=-1)
-        reason = job.finish_reason or "abort"
+    def _on_first_token(self, seconds: float) -> None:
+        self.metrics.observe("vllm:time_to_first_token_seconds", seconds)
+
+    def _on_token_gap(self, seconds: float) -> None:
+        self.metrics.observe("vllm:inter_token_latency_seconds", seconds)
+
+    def _on_finish(self, job: Job, reason: str, seconds: float) -> None:
         if job.leg == "prefill" and job.finish_reason is None:
             self.transfers.abort(job.params["transfer_id"])
         self.metrics.inc("vllm:request_success", finished_reason=reason)
-        self.metrics.observe("vllm:e2e_request_latency_seconds", time.monotonic() - start)
-        self.finished += 1
-        faults = self.env.faults
-        if faults.crash_after is not None and self.finished >= faults.crash_after:
-            self._schedule_exit(1, f"crash-after:{faults.crash_after}")
-        elif faults.exit0_after is not None and self.finished >= faults.exit0_after:
-            self._schedule_exit(0, f"exit0-after:{faults.exit0_after}")
+        self.metrics.observe("vllm:e2e_request_latency_seconds", seconds)
+
+    def _on_generated(self, job: Job, count: int) -> None:
+        self.metrics.inc("vllm:generation_tokens", count * job.n)
+
+    def _on_error(self) -> None:
+        self.metrics.inc("vllm:request_success", finished_reason="error")
+
+    def _on_gauges(self) -> None:
+        self.metrics.set("vllm:num_requests_waiting", self.waiting)
+        self.metrics.set("vllm:num_requests_running", self.running)
 
     async def _prefill(self, job: Job) -> None:
         tokens, prompt = job.tokens, len(job.tokens)
@@ -304,68 +440,8 @@ class Engine:
             self._generated(job, 1, "stop" if stops else "length")
             yield 0, output_word(0)
             return
-        stop = job.body.get("stop") or ()
-        stop = (stop,) if isinstance(stop, str) else tuple(stop)
-        min_tokens, text = job.body.get("min_tokens") or 0, ""
-        for i in range(job.max_tokens):
-            if i:
-                await asyncio.sleep(self.env.decode_s_per_token)
-            piece = (" " if i else "") + output_word(i)
-            hit = next((s for s in stop if s and s in text + piece), None) if i + 1 > min_tokens else None
-            if hit is not None:
-                piece = (text + piece)[: (text + piece).index(hit)][len(text) :]
-                self._generated(job, i + 1, "stop")
-                yield i, piece
-                return
-            text += piece
-            if i + 1 == job.max_tokens:
-                self._generated(job, i + 1, "length")
+        async for i, piece in super()._generate(job):
             yield i, piece
-
-    def _generated(self, job: Job, count: int, reason: str) -> None:
-        job.finish_reason = reason
-        self.metrics.inc("vllm:generation_tokens", count * job.n)
-
-    # -- faults and gauges --------------------------------------------------------------------------
-
-    async def _hang_fault(self, index: int) -> None:
-        """A stuck engine: the request stays running forever (until the client goes away)."""
-        faults = self.env.faults
-        if faults.hang_after is not None and index >= faults.hang_after:
-            self.metrics.inc("sim_faults_injected", kind="hang")
-            log.warning("SIM_FAULT hang-after:%d: request %d hangs", faults.hang_after, index + 1)
-            if index == faults.hang_after:
-                announce_fault(f"hang-after:{faults.hang_after}")
-            try:
-                await asyncio.Event().wait()
-            finally:
-                self._gauge(running=-1)  # only reached when the client gives up
-
-    def _error_fault(self, index: int) -> None:
-        faults = self.env.faults
-        rate = faults.error_rate
-        after = faults.error_after is not None and index >= faults.error_after
-        if after or (rate and math.floor((index + 1) * rate) > math.floor(index * rate)):
-            if not self._errored:
-                self._errored = True
-                announce_fault(f"error-after:{faults.error_after}" if after else f"error-rate:{rate:g}")
-            self.metrics.inc("sim_faults_injected", kind="error")
-            self.metrics.inc("vllm:request_success", finished_reason="error")
-            raise HTTPError(
-                500, f"simulated engine error (SIM_FAULT {'error-after' if after else 'error-rate'})"
-            )
-
-    def _schedule_exit(self, code: int, why: str) -> None:
-        if self.exit_code is None:
-            self.exit_code, self.exit_reason = code, why
-            self.metrics.inc("sim_faults_injected", kind="exit" if code == 0 else "crash")
-            log.error("SIM_FAULT %s: the engine goes away after this response (exit code %d)", why, code)
-
-    def _gauge(self, *, waiting: int = 0, running: int = 0) -> None:
-        self.waiting += waiting
-        self.running += running
-        self.metrics.set("vllm:num_requests_waiting", self.waiting)
-        self.metrics.set("vllm:num_requests_running", self.running)
 
 
 def first_token_stops(body: dict[str, Any]) -> bool:

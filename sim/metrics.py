@@ -1,13 +1,15 @@
-"""Prometheus text exposition with the metric names real vLLM exports, plus sim_* counters.
+"""Prometheus text exposition with the metric names a real engine exports, plus sim_* counters.
 
-vLLM names (vllm/v1/metrics/loggers.py, PrometheusStatLogger; labels model_name and engine): counters
-are exposed with the `_total` suffix as prometheus_client does. The sim_* series are things real vLLM
-does not export (KV transfer outcomes, L2 hits, injected faults); nothing reads them in production.
+One `Metrics` class, two schemas: vLLM's names (vllm/v1/metrics/loggers.py, PrometheusStatLogger; labels
+model_name and engine) and SGLang's (sim.sglang_metrics). Counters are exposed with the `_total` suffix
+as prometheus_client does. The sim_* series are things the real engines do not export (KV transfer
+outcomes, L2 hits, injected faults); nothing reads them in production.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 TTFT_BUCKETS = (
@@ -112,13 +114,13 @@ VLLM = {
 SIM = {
     "sim_kv_remote_loads": (
         "counter",
-        "Decode: KV transfers loaded from a prefill (outcome ok) or not "
-        "(outcome recomputed|failed, per kv_load_failure_policy).",
+        "Decode: KV transfers loaded from a prefill (outcome ok) or not (outcome recomputed|failed, per "
+        "vLLM's kv_load_failure_policy; SGLang always fails), or fake (SGLang's fake bootstrap host).",
     ),
     "sim_kv_remote_load_tokens": ("counter", "Decode: prompt tokens loaded from a prefill."),
     "sim_kv_transfers": (
         "counter",
-        "Prefill: transfers by fate: kept, pulled, dropped (first-token stop), expired (never pulled).",
+        "Prefill: transfers by fate: kept, pulled, dropped (vLLM first-token stop), expired (never pulled).",
     ),
     "sim_contract_violations": (
         "counter",
@@ -149,24 +151,48 @@ class Histogram:
         self.n += 1
 
 
+@dataclass(frozen=True)
+class Schema:
+    """What one engine exports: metric families in output order (name -> (type, help); counters without
+    `_total`), labelled series present from the start (real engines export zeros before any request),
+    histogram buckets, and the labels every series of a family carries (`{model}` is replaced)."""
+
+    families: Mapping[str, tuple[str, str]]
+    presets: Mapping[str, tuple[tuple[tuple[str, str], ...], ...]]
+    buckets: Mapping[str, tuple[float, ...]]
+    base: str  # default base labels, e.g. 'model_name="{model}",engine="0"'
+    family_base: Mapping[str, str] = field(default_factory=dict)
+
+
+VLLM_SCHEMA = Schema(
+    families=VLLM,
+    presets={
+        "vllm:prompt_tokens_by_source": tuple((("source", s),) for s in PROMPT_SOURCES),
+        "vllm:request_success": tuple((("finished_reason", r),) for r in FINISH_REASONS),
+    },
+    buckets={
+        "vllm:time_to_first_token_seconds": TTFT_BUCKETS,
+        "vllm:inter_token_latency_seconds": ITL_BUCKETS,
+        "vllm:e2e_request_latency_seconds": LATENCY_BUCKETS,
+    },
+    base='model_name="{model}",engine="0"',
+)
+
+
 class Metrics:
     """Counters and gauges keyed by (name, extra labels); rendered on every scrape."""
 
-    def __init__(self, model_name: str) -> None:
-        self.base = f'model_name="{_escape(model_name)}",engine="0"'
+    def __init__(self, model_name: str, schema: Schema = VLLM_SCHEMA) -> None:
+        self.schema = schema
+        model = _escape(model_name)
+        self.base = schema.base.format(model=model)
+        self.bases = {name: base.format(model=model) for name, base in schema.family_base.items()}
         self.values: dict[tuple[str, tuple[tuple[str, str], ...]], float] = defaultdict(float)
-        self.hists = {
-            "vllm:time_to_first_token_seconds": Histogram(TTFT_BUCKETS),
-            "vllm:inter_token_latency_seconds": Histogram(ITL_BUCKETS),
-            "vllm:e2e_request_latency_seconds": Histogram(LATENCY_BUCKETS),
-        }
-        for name, (kind, _) in VLLM.items():
-            if name == "vllm:prompt_tokens_by_source":
-                for source in PROMPT_SOURCES:
-                    self.values[(name, (("source", source),))] = 0
-            elif name == "vllm:request_success":
-                for reason in FINISH_REASONS:
-                    self.values[(name, (("finished_reason", reason),))] = 0
+        self.hists = {name: Histogram(buckets) for name, buckets in schema.buckets.items()}
+        for name, (kind, _) in schema.families.items():
+            if name in schema.presets:
+                for labels in schema.presets[name]:
+                    self.values[(name, labels)] = 0
             elif kind != "histogram":
                 self.values[(name, ())] = 0
 
@@ -184,7 +210,7 @@ class Metrics:
 
     def render(self) -> str:
         lines: list[str] = []
-        for family in (VLLM, SIM):
+        for family in (self.schema.families, SIM):
             for name, (kind, help_) in family.items():
                 lines += self._family(name, kind, help_)
         return "\n".join(lines) + "\n"
@@ -197,18 +223,20 @@ class Metrics:
         series = sorted((labels, v) for (n, labels), v in self.values.items() if n == name)
         if name.startswith("sim_"):
             return out + [f"{shown}{_labels(labels, None)} {_num(v)}" for labels, v in series]
-        return out + [f"{shown}{_labels(labels, self.base)} {_num(v)}" for labels, v in series]
+        base = self.bases.get(name, self.base)
+        return out + [f"{shown}{_labels(labels, base)} {_num(v)}" for labels, v in series]
 
     def _histogram(self, name: str) -> list[str]:
         hist = self.hists[name]
+        base = self.bases.get(name, self.base)
         counts = hist.counts or [0] * len(hist.buckets)
         out = [
-            f'{name}_bucket{{{self.base},le="{_num(edge)}"}} {c}'
+            f'{name}_bucket{{{base},le="{_num(edge)}"}} {c}'
             for edge, c in zip(hist.buckets, counts, strict=True)
         ]
-        out.append(f'{name}_bucket{{{self.base},le="+Inf"}} {hist.n}')
-        out.append(f"{name}_count{{{self.base}}} {hist.n}")
-        out.append(f"{name}_sum{{{self.base}}} {_num(hist.total)}")
+        out.append(f'{name}_bucket{{{base},le="+Inf"}} {hist.n}')
+        out.append(f"{name}_count{{{base}}} {hist.n}")
+        out.append(f"{name}_sum{{{base}}} {_num(hist.total)}")
         return out
 
 

@@ -142,20 +142,39 @@ class Puller:
     async def pull(self, addr: str, transfer_id: str, engine_id: str) -> int:
         """Prompt tokens kept for `transfer_id`; waits up to wait_s (the prefill may still be running)."""
         url = f"{addr.rstrip('/')}/sim/kv/{transfer_id}"
-        deadline, pause, last = time.monotonic() + self.wait_s, 0.005, "never answered"
-        while True:
-            try:
-                reply = await self.client.get(url, params={"engine_id": engine_id}, timeout=5.0)
-                if reply.status_code == 200:
-                    return int(reply.json()["num_tokens"])
-                last = reply.json().get("error", reply.text)
-            except (httpx.HTTPError, ValueError) as exc:
-                last = f"{type(exc).__name__}: {exc}"
-            if time.monotonic() + pause > deadline:
-                raise PullFailed(
-                    "timeout",
-                    f"KV for transfer {transfer_id} not available from {addr} after "
-                    f"{self.wait_s:g} s (last: {last})",
-                )
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, 0.1)
+        what = f"KV for transfer {transfer_id}"
+        body = await poll_kv(
+            self.client, url, {"engine_id": engine_id}, wait_s=self.wait_s, what=what, source=addr
+        )
+        return int(body["num_tokens"])
+
+
+async def poll_kv(
+    client: httpx.AsyncClient,
+    url: str,
+    params: dict[str, str] | None,
+    *,
+    wait_s: float,
+    what: str,
+    source: str,
+    final: frozenset[int] = frozenset(),
+) -> dict[str, Any]:
+    """GET `url` until it answers 200 (its JSON body) or `wait_s` is spent (PullFailed "timeout"): the sim's
+    stand-in for waiting on a KV transfer. A status in `final` ends the wait at once (PullFailed "failed")."""
+    deadline, pause, last = time.monotonic() + wait_s, 0.005, "never answered"
+    while True:
+        try:
+            reply = await client.get(url, params=params, timeout=5.0)
+            if reply.status_code == 200:
+                return reply.json()
+            last = reply.json().get("error", reply.text)
+            if reply.status_code in final:
+                raise PullFailed("failed", f"{what} failed at {source}: {last}")
+        except (httpx.HTTPError, ValueError) as exc:
+            last = f"{type(exc).__name__}: {exc}"
+        if time.monotonic() + pause > deadline:
+            raise PullFailed(
+                "timeout", f"{what} not available from {source} after {wait_s:g} s (last: {last})"
+            )
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 0.1)

@@ -1,5 +1,9 @@
 """HTTP side of the simulator: the OpenAI API app (raw ASGI) and the process lifecycle (start-up checks,
-bootstrap server, model-load delay, signals, fault exits) on uvicorn."""
+bootstrap server, model-load delay, signals, fault exits) on uvicorn.
+
+`Api` serves vLLM's routes; its completion path (body, validation, whole or streamed answer, client
+disconnect, fault exit) is shared with SGLang's app (sim.sglang_server), which changes routes and shapes
+through `dialect`, `_error_body` and `_ids`. So are `bind`, `uvicorn_server` and `lifecycle`."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import httpx
@@ -31,7 +36,7 @@ _decode = msgspec.json.Decoder().decode
 _encode = msgspec.json.Encoder().encode
 
 
-async def _respond(send, status: int, body: bytes = b"", headers: list | None = None) -> None:
+async def respond(send, status: int, body: bytes = b"", headers: list | None = None) -> None:
     length = [(b"content-length", str(len(body)).encode())]
     await send(
         {
@@ -43,11 +48,7 @@ async def _respond(send, status: int, body: bytes = b"", headers: list | None = 
     await send({"type": "http.response.body", "body": body})
 
 
-async def _error(send, exc: HTTPError) -> None:
-    await _respond(send, exc.status, _encode(openai.error_body(exc.status, exc.message, param=exc.param)))
-
-
-async def _read_body(receive) -> bytes | None:
+async def read_body(receive) -> bytes | None:
     chunks = []
     while True:
         message = await receive()
@@ -66,6 +67,8 @@ async def _until_disconnect(receive) -> None:
 class Api:
     """The OpenAI-compatible app of one engine."""
 
+    dialect = "vllm"
+
     def __init__(self, engine: Engine, config: ServeConfig) -> None:
         self.engine, self.config = engine, config
         self.model = config.served_names[0]
@@ -75,6 +78,7 @@ class Api:
                 root=str(config.model_path),
                 max_model_len=config.max_model_len,
                 created=int(time.time()),
+                dialect=self.dialect,
             )
         )
         self.auth = f"Bearer {config.api_key}".encode() if config.api_key else None
@@ -84,38 +88,44 @@ class Api:
             return
         path, method = scope["path"], scope["method"]
         if path in ("/health", "/ping"):
-            return await _respond(send, 200, headers=[])
+            return await respond(send, 200, headers=[])
         if path == "/version":
-            return await _respond(send, 200, _encode({"version": VERSION}))
+            return await respond(send, 200, _encode({"version": VERSION}))
         if path == "/metrics":
-            return await _respond(send, 200, self.engine.metrics.render().encode(), METRICS)
+            return await respond(send, 200, self.engine.metrics.render().encode(), METRICS)
         if path != "/v1/models" and path not in ENDPOINTS:
-            return await _respond(send, 404, b'{"detail":"Not Found"}')
+            return await respond(send, 404, b'{"detail":"Not Found"}')
         if self.auth and dict(scope["headers"]).get(b"authorization") != self.auth:
-            return await _respond(send, 401, b'{"error":"Unauthorized"}')
+            return await respond(send, 401, b'{"error":"Unauthorized"}')
         if path == "/v1/models" and method == "GET":
-            return await _respond(send, 200, self.models)
+            return await respond(send, 200, self.models)
         if method != "POST" or path == "/v1/models":
             return await self._not_allowed(send)
         await self._completion(path, receive, send)
 
     async def _not_allowed(self, send) -> None:
-        await _respond(send, 405, b'{"detail":"Method Not Allowed"}')
+        await respond(send, 405, b'{"detail":"Method Not Allowed"}')
+
+    def _error_body(self, exc: HTTPError, *, streamed: bool = False) -> dict[str, Any]:
+        return openai.error_body(exc.status, exc.message, param=exc.param)
+
+    async def _error(self, send, exc: HTTPError) -> None:
+        await respond(send, exc.status, _encode(self._error_body(exc)))
 
     async def _completion(self, path: str, receive, send) -> None:
-        raw = await _read_body(receive)
+        raw = await read_body(receive)
         if raw is None:
             return
         try:
             body = _decode(raw)
         except msgspec.DecodeError as exc:
-            return await _error(send, HTTPError(400, f"Invalid JSON body: {exc}"))
+            return await self._error(send, HTTPError(400, f"Invalid JSON body: {exc}"))
         try:
             if not isinstance(body, dict):
                 raise HTTPError(400, "request body must be a JSON object")
             job = await self.engine.prepare(path, body)
         except HTTPError as exc:
-            return await _error(send, exc)
+            return await self._error(send, exc)
         work = asyncio.ensure_future(self._stream(job, send) if job.stream else self._whole(job, send))
         gone = asyncio.ensure_future(_until_disconnect(receive))
         done, _ = await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
@@ -136,6 +146,7 @@ class Api:
             completion=completion * job.n,
             cached=cached,
             details=self.config.prompt_tokens_details,
+            dialect=self.dialect,
         )
 
     async def _whole(self, job: Job, send) -> None:
@@ -144,7 +155,7 @@ class Api:
             async for piece in self.engine.run(job):
                 pieces.append(piece)
         except HTTPError as exc:
-            return await _error(send, exc)
+            return await self._error(send, exc)
         rid, created = self._ids(job)
         shape = openai.chat_response if job.endpoint == CHAT else openai.completion_response
         body = shape(
@@ -156,12 +167,15 @@ class Api:
             finish=job.finish_reason or "stop",
             use=self._usage(job, len(pieces)),
             kv_params=job.kv_response(),
+            dialect=self.dialect,
         )
-        await _respond(send, 200, _encode(body))
+        await respond(send, 200, _encode(body))
 
     async def _stream(self, job: Job, send) -> None:
         rid, created = self._ids(job)
-        chunks = openai.Chunks(chat=job.endpoint == CHAT, rid=rid, created=created, model=self.model)
+        chunks = openai.Chunks(
+            chat=job.endpoint == CHAT, rid=rid, created=created, model=self.model, dialect=self.dialect
+        )
         await send({"type": "http.response.start", "status": 200, "headers": SSE})
         out = [chunks.role(i) for i in range(job.n)] if job.endpoint == CHAT else []
         count = 0
@@ -175,7 +189,7 @@ class Api:
             if options.get("include_usage"):
                 out.append(chunks.usage(self._usage(job, count)))
         except HTTPError as exc:  # vLLM opens chat choices with the first output, so none yet
-            out = [openai.sse(openai.error_body(exc.status, exc.message))]
+            out = [openai.sse(self._error_body(exc, streamed=True))]
         out.append(openai.DONE)
         await send({"type": "http.response.body", "body": b"".join(out)})
 
@@ -196,7 +210,7 @@ class _Server(uvicorn.Server):
         yield
 
 
-def _bind(host: str, port: int) -> socket.socket:
+def bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -211,7 +225,7 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _uvicorn(app, sock: socket.socket) -> _Server:
+def uvicorn_server(app, sock: socket.socket) -> _Server:
     config = uvicorn.Config(
         app,
         lifespan="off",
@@ -258,14 +272,14 @@ def _start(config: ServeConfig, env: settings.Settings, *, role: str, boot_host:
         cfg = config.kv.lmcache
         log.info("connecting to LMCache MP server tcp://%s:%d", cfg.host, cfg.port)
         lmcache.wait_until_reachable(cfg)
-    api_sock = _bind(config.host or "0.0.0.0", config.port)
-    boot_sock = _bind(boot_host, env.bootstrap_port) if role == "prefill" else None
+    api_sock = bind(config.host or "0.0.0.0", config.port)
+    boot_sock = bind(boot_host, env.bootstrap_port) if role == "prefill" else None
     log.info("simulated vLLM %s (%s) for %s", VERSION, role, config.served_names[0])
-    runner = _event_loop_runner()
+    runner = event_loop_runner()
     return runner(_serve(config, env, api_sock, boot_sock))
 
 
-def _event_loop_runner():
+def event_loop_runner():
     try:
         import uvloop
 
@@ -292,7 +306,7 @@ async def _serve(config: ServeConfig, env: settings.Settings, api_sock, boot_soc
                 tp=config.tensor_parallel,
                 pp=config.pipeline_parallel,
             )
-            servers.append(_uvicorn(mooncake.bootstrap_app(transfers, query), boot_sock))
+            servers.append(uvicorn_server(mooncake.bootstrap_app(transfers, query), boot_sock))
             log.info(
                 "Mooncake bootstrap server on %s:%d, engine_id %s", *boot_sock.getsockname()[:2], engine_id
             )
@@ -302,31 +316,45 @@ async def _serve(config: ServeConfig, env: settings.Settings, api_sock, boot_soc
             )
         puller = mooncake.Puller(client, wait_s=env.kv_wait_s) if kv and kv.consumes else None
         engine = Engine(config, env, puller=puller, transfers=transfers, l2=l2, metrics=metrics)
-        return await _lifecycle(servers, _uvicorn(Api(engine, config), api_sock), env, transfers, l2)
+        background = [_sweep(transfers)] if transfers else []
+        if l2 is not None:
+            background.append(l2.heartbeat())
+        api = uvicorn_server(Api(engine, config), api_sock)
+        return await lifecycle(servers, api, env, background)
 
 
-async def _lifecycle(servers: list[_Server], api: _Server, env: settings.Settings, transfers, l2) -> int:
+async def lifecycle(
+    servers: list[_Server],
+    api: _Server,
+    env: settings.Settings,
+    background: list[Coroutine[Any, Any, None]],
+    *,
+    banner: str = "Starting vLLM API server on http://%s:%d",
+    on_listen: Callable[[], None] | None = None,
+) -> int:
+    """Serves `servers` (bootstrap) at once, `api` after the model-load delay, and runs `background` tasks;
+    until SIGTERM/SIGINT (exit 0) or a server task ends on its own (exit 1)."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     tasks = [asyncio.ensure_future(s.serve(sockets=[s._sim_sock])) for s in servers]
-    background = [asyncio.ensure_future(_sweep(transfers))] if transfers else []
-    if l2 is not None:
-        background.append(asyncio.ensure_future(l2.heartbeat()))
+    running = [asyncio.ensure_future(job) for job in background]
     if env.load_delay_s:
         log.info("loading model (SIM_LOAD_DELAY_S=%g)", env.load_delay_s)
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(stop.wait(), env.load_delay_s)
     if not stop.is_set():
         tasks.append(asyncio.ensure_future(api.serve(sockets=[api._sim_sock])))
-        log.info("Starting vLLM API server on http://%s:%d", *api._sim_sock.getsockname()[:2])
+        log.info(banner, *api._sim_sock.getsockname()[:2])
+        if on_listen is not None:
+            on_listen()
     await _until(stop, tasks)
     for server in [*servers, api]:
         server.should_exit = True
-    for task in background:
+    for task in running:
         task.cancel()
-    await asyncio.gather(*tasks, *background, return_exceptions=True)
+    await asyncio.gather(*tasks, *running, return_exceptions=True)
     return 0 if stop.is_set() else 1
 
 

@@ -1,4 +1,4 @@
-"""Simulator knobs from the environment (SIM_*), plus the vLLM/Mooncake variables it honours.
+"""Simulator knobs from the environment (SIM_*), plus the vLLM/Mooncake and SGLang variables it honours.
 
 Parsed once at start-up into frozen data; a malformed value stops the simulator with exit code 1 and a
 message naming the variable, like any other start-up error.
@@ -54,21 +54,39 @@ class Settings:
     l2_capacity_tokens: int = 5_000_000
     model_root: str | None = None
     faults: Faults = Faults()
+    # SGLang: the prefill waits this long for the decode named by a request to bootstrap, and for it to take
+    # the KV (SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT, 300 in sglang/srt/environ.py)
+    bootstrap_timeout_s: float = 300.0
+    # SGLang MiniCPM-SALA kv_indptr bug (FACTS.md section 8): the CUDA-graph replay breaks after this many
+    # finished requests, when the flags that trigger it are set
+    kv_indptr_after: int = 64
+    health_check_timeout_s: float = 20.0  # SGLANG_HEALTH_CHECK_TIMEOUT: /health_generate gives up (503)
 
 
 def load(
-    env: Mapping[str, str] | None = None, *, role: str | None = None, host: str | None = None
+    env: Mapping[str, str] | None = None,
+    *,
+    role: str | None = None,
+    host: str | None = None,
+    engine: str = "vllm",
 ) -> Settings:
-    """Settings from `env` (default os.environ); faults filtered by SIM_FAULT_ROLE / SIM_FAULT_HOST."""
+    """Settings from `env` (default os.environ); faults filtered by SIM_FAULT_ROLE / SIM_FAULT_HOST.
+
+    `engine` picks whose timeout the decode's KV wait defaults to: vLLM's Mooncake abort timeout (480 s) or
+    SGLang's SGLANG_DISAGGREGATION_WAITING_TIMEOUT (300 s); SIM_KV_WAIT_S overrides either."""
     env = os.environ if env is None else env
     abort = _num(env, "VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT", 480.0)
+    if engine == "sglang":
+        wait = _num(env, "SGLANG_DISAGGREGATION_WAITING_TIMEOUT", 300.0)
+    else:
+        wait = abort
     return Settings(
         prefill_s_per_token=_num(env, "SIM_PREFILL_S_PER_TOKEN", Settings.prefill_s_per_token),
         decode_s_per_token=_num(env, "SIM_DECODE_S_PER_TOKEN", Settings.decode_s_per_token),
         kv_s_per_token=_num(env, "SIM_KV_S_PER_TOKEN", Settings.kv_s_per_token),
         load_delay_s=_num(env, "SIM_LOAD_DELAY_S", 0.0),
         default_max_tokens=int(_num(env, "SIM_DEFAULT_MAX_TOKENS", 16, integer=True, minimum=1)),
-        kv_wait_s=_num(env, "SIM_KV_WAIT_S", abort),
+        kv_wait_s=_num(env, "SIM_KV_WAIT_S", wait),
         kv_keep_s=abort,
         bootstrap_port=int(_num(env, "VLLM_MOONCAKE_BOOTSTRAP_PORT", 8998, integer=True, minimum=1)),
         host_ip=env.get("VLLM_HOST_IP") or None,
@@ -77,6 +95,9 @@ def load(
         l2_capacity_tokens=int(_num(env, "SIM_L2_CAPACITY_TOKENS", 5_000_000, integer=True)),
         model_root=env.get("SIM_MODEL_ROOT") or None,
         faults=_faults(env, role=role, host=host),
+        bootstrap_timeout_s=_num(env, "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT", 300.0),
+        kv_indptr_after=int(_num(env, "SIM_KV_INDPTR_AFTER", 64, integer=True)),
+        health_check_timeout_s=_num(env, "SGLANG_HEALTH_CHECK_TIMEOUT", 20.0),
     )
 
 

@@ -37,12 +37,17 @@ _node_cause() {
     text=$(tail -n 200 -- "$log")  # wider than the tail shown: the root cause is often further up
   fi
   lower=${text,,}
-  if [[ $lower == *"address already in use"* ]]; then
+  if [[ $text =~ KNOWN\ ISSUE\ ([a-z0-9-]+): ]]; then
+    # scripts/logwatch.py saw an engine bug of configs/known-issues.yaml; its report says what to do.
+    echo "known issue ${BASH_REMATCH[1]} (configs/known-issues.yaml)"
+  elif [[ $lower == *"address already in use"* ]]; then
     echo "port already in use"
   elif [[ $lower == *"out of memory"* || $lower == *outofmemory* ]]; then
     echo "out of memory"
   elif [[ $lower == *"connection refused"* || $lower == *connectionerror* ]]; then
     echo "a peer is unreachable"
+  elif [[ $text =~ No\ module\ named\ ([A-Za-z0-9_.\']+) ]]; then
+    echo "python module ${BASH_REMATCH[1]} is not installed in the image"
   elif [[ $text == *"Traceback (most recent call last)"* ]]; then
     echo "python exception: $(_node_exception_line "$text")"
   else

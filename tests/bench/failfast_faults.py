@@ -1,5 +1,5 @@
-"""The fault classes of `make bench-failfast`: how each is injected into the demo job, where its fault
-instant is read from, and what the job's main output must say about it.
+"""The faults of `make bench-failfast`: how each failure class of recipes/failures.py (the one catalog of
+what the job prints) is injected into the demo job, and where its fault instant is read from.
 
 Injection uses only knobs the job already has -- its environment (the simulator's SIM_FAULT*, passed
 through `sbatch --export=ALL`), its PATH (a per-fault folder of wrappers put first), a port taken on a
@@ -22,11 +22,14 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from recipes.failures import BY_NAME as CLASSES
+from recipes.failures import FailureClass, text
+
 LEADER, PREFILL2, DECODE = "sim1", "sim2", "sim3"  # ranks 0 (prefill + router + benchmark), 1, 2
 ADDR = {"sim1": "127.0.0.11", "sim2": "127.0.0.12", "sim3": "127.0.0.13"}
-CONC2, CONC4 = "benchmark conc2", "benchmark conc4"
-_SIM2 = r"(?:\bsim2\b|127\.0\.0\.12\b)"
-SIM2_500 = rf"(?:{_SIM2}.*\b500\b|\b500\b.*{_SIM2})"  # sim2's engine named with the HTTP 500 it answers
+CONC4 = "benchmark conc4"
+ENGINE = "vllm"  # the demo job's engine service
+_SIM2 = r"(?:\bsim2\b|127\.0\.0\.12\b)"  # sim2 by name or address: where prefill-errors' 500s come from
 
 
 @dataclass(frozen=True)
@@ -67,11 +70,13 @@ class Expect:
 
 @dataclass(frozen=True)
 class Fault:
-    name: str
-    title: str
+    """A failure class of recipes/failures.py (what the job prints) made to happen on the demo job."""
+
+    failure: FailureClass
     how: str  # one line: the knob that injects it
     instant: str  # sim-line:<node>/<service> | wrapper | action | start:<node>/<service>
-    expect: Expect
+    node: str | None  # the node whose FAILED line names it (None: any node may)
+    values: dict[str, str] = field(default_factory=dict)  # the class's placeholders, on this cluster
     env: dict[str, str] = field(default_factory=dict)
     wrappers: tuple[str, ...] = ()  # names in WRAPPERS
     hog: tuple[str, int] | None = None  # (address, port) taken before submission
@@ -83,113 +88,133 @@ class Fault:
     quick: bool = False
     timeout: float = 240.0  # the job is cancelled (and the fault counted undetected) after this
 
+    @property
+    def name(self) -> str:
+        return self.failure.name
+
+    @property
+    def title(self) -> str:
+        return text(self.failure.title, **self._values)
+
+    @property
+    def expect(self) -> Expect:
+        f, values = self.failure, self._values
+        service = text(f.service, **values) if f.service else None
+        return Expect(
+            self.node,
+            f.prints_pattern(**values),
+            text(f.step, **values) if f.step else None,
+            service,
+            f.root_regex.format(node=_SIM2) if f.root_regex else None,
+        )
+
+    @property
+    def _values(self) -> dict[str, str]:
+        return {"engine": ENGINE, **self.values}
+
+
+def _fault(name: str, how: str, instant: str, node: str | None, **kw) -> Fault:
+    return Fault(CLASSES[name], how, instant, node, **kw)
+
 
 FAULTS: tuple[Fault, ...] = (
-    Fault(
+    _fault(
         "lmcache-exit-at-start",
-        "LMCache server exits at start",
         "PATH wrapper: `lmcache server` on sim2 exits 1 at once",
         "wrapper",
-        Expect(PREFILL2, r"lmcache exited \(code 1\)", "prefill lmcache", "lmcache"),
+        PREFILL2,
+        values={"code": "1"},
         wrappers=("lmcache-exit",),
         quick=True,
     ),
-    Fault(
+    _fault(
         "lmcache-never-healthy",
-        "LMCache never becomes healthy",
         "SIGSTOP to sim2's LMCache process group 3 s after it starts (a hung server)",
         "action",
-        Expect(PREFILL2, r"not ready at .*/healthcheck after 120 s", "prefill lmcache", "lmcache"),
+        PREFILL2,
+        values={"url": f"http://{ADDR[PREFILL2]}:8080/healthcheck", "timeout": "120"},
         action=Action(
             "stop-group", Trigger(PREFILL2, pid_of="lmcache", delay=3.0), "STOP", PREFILL2, "lmcache"
         ),
         bound=("readiness timeout", 120.0, "start:sim2/lmcache"),
         timeout=300.0,
     ),
-    Fault(
+    _fault(
         "lmcache-dies-mid-benchmark",
-        "LMCache dies mid-benchmark",
         "SIGKILL to sim2's LMCache server 3 s into conc4",
         "action",
-        Expect(PREFILL2, r"lmcache exited \(code 137\)", None, "lmcache"),
+        PREFILL2,
+        values={"code": "137"},
         action=Action("kill-service", Trigger(LEADER, CONC4, delay=3.0), "KILL", PREFILL2, "lmcache"),
         after_first_result=True,
     ),
-    Fault(
+    _fault(
         "prefill-crash-during-load",
-        "prefill vLLM crashes during load",
         "SIM_FAULT=crash-at-start on sim2's prefill",
         "sim-line:sim2/vllm",
-        Expect(PREFILL2, r"vllm exited \(code 1\)", "prefill vllm", "vllm"),
+        PREFILL2,
+        values={"role": "prefill", "code": "1"},
         env={"SIM_FAULT": "crash-at-start", "SIM_FAULT_ROLE": "prefill", "SIM_FAULT_HOST": ADDR[PREFILL2]},
         quick=True,
     ),
-    Fault(
+    _fault(
         "decode-crash-mid-stream",
-        "decode vLLM crashes mid-stream",
         "SIM_FAULT=crash-after:20 on the decode (streams in flight, conc2)",
         "sim-line:sim3/vllm",
-        Expect(DECODE, r"vllm exited \(code 1\)", None, "vllm"),
+        DECODE,
+        values={"code": "1"},
         env={"SIM_FAULT": "crash-after:20", "SIM_FAULT_ROLE": "decode"},
         quick=True,
     ),
-    Fault(
+    _fault(
         "service-exit0-mid-run",
-        "a service exits 0 mid-run",
         "SIM_FAULT=exit0-after:10 on sim2's prefill (conc2)",
         "sim-line:sim2/vllm",
-        Expect(PREFILL2, r"vllm exited \(code 0\)", None, "vllm"),
+        PREFILL2,
         env={"SIM_FAULT": "exit0-after:10", "SIM_FAULT_ROLE": "prefill", "SIM_FAULT_HOST": ADDR[PREFILL2]},
     ),
-    Fault(
+    _fault(
         "router-bind-fails",
-        "proxy/router fails to bind its port",
         "127.0.0.11:30000 taken by the bench before submission",
         "start:sim1/router",
-        Expect(LEADER, r"router exited \(code [1-9][0-9]*\)", "router", "router"),
+        LEADER,
         hog=(ADDR[LEADER], 30000),
         quick=True,
     ),
-    Fault(
+    _fault(
         "barrier-peer-missing",
-        "a node's barrier peer never arrives",
         "PATH wrapper: sim2's preflight (`sync.py dist-version`) hangs",
         "wrapper",
-        Expect(None, r"missing rank\(s\) 1 \(sim2\)", "start barrier"),  # any waiting node may tell
+        None,  # any waiting node may tell
+        values={"ranks": "1", "nodes": PREFILL2},
         wrappers=("python3-hang",),
         bound=("start barrier timeout", 60.0, "step:sim1"),
         timeout=240.0,
     ),
-    Fault(
+    _fault(
         "port-in-use",
-        "a port already in use on one node",
         "127.0.0.13:8000 (decode vLLM) taken by the bench before submission",
         "start:sim3/vllm",
-        Expect(DECODE, r"vllm exited \(code 1\)", "decode vllm", "vllm"),
+        DECODE,
+        values={"role": "decode", "code": "1"},
         hog=(ADDR[DECODE], 8000),
         quick=True,
     ),
-    Fault(
+    _fault(
         "benchmark-client-fails",
-        "the benchmark client fails",
         "SIGKILL to the aiperf process 3 s into conc4",
         "action",
-        Expect(LEADER, r"aiperf profile .*exited \(code 137\)", CONC4),
+        LEADER,
+        values={"C": "4", "code": "137"},
         action=Action("kill-aiperf", Trigger(LEADER, CONC4, delay=3.0), "KILL", LEADER, "aiperf"),
         after_first_result=True,
     ),
-    Fault(
+    _fault(
         "prefill-errors",
-        "prefill returns errors for every request",
         "SIM_FAULT=error-after:5 on sim2's prefill: after the smoke request, every request answers 500",
         "sim-line:sim2/vllm",
-        Expect(
-            LEADER,
-            r"aiperf profile .*exited \(code [1-9][0-9]*\)|is not valid: .*requests failed",
-            CONC2,
-            # the engine that answers 500 named with it (srun's own lines name nodes, not causes)
-            root=rf"(?m)^(?!srun: ).*{SIM2_500}",
-        ),
+        LEADER,
+        values={"C": "2"},
         env={"SIM_FAULT": "error-after:5", "SIM_FAULT_ROLE": "prefill", "SIM_FAULT_HOST": ADDR[PREFILL2]},
     ),
 )

@@ -48,8 +48,7 @@ class Recipe:
 
 
 def render(config: str = CONFIG, variant: str = VARIANT) -> Recipe:
-    entries, runners = load(config)
-    rendered = pick(render_config(config, entries[config], runners), variant)
+    rendered = pick(render_config(config, load(config)), variant)
     script = rendered.files["server_vllm.sh"]
     poll = re.search(r"^POLL_INTERVAL=([0-9.]+)$", script, re.M)
     return Recipe(rendered, float(poll[1]) if poll else 1.0, config, variant)

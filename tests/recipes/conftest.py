@@ -17,11 +17,10 @@ def configs():
 
 @pytest.fixture(scope="session")
 def rendered(configs):
-    entries, runners = configs
     return {
         (r.plan.config_key, r.plan.variant): r
-        for key in sorted(entries)
-        for r in render_config(key, entries[key], runners)
+        for key in sorted(configs.entries)
+        for r in render_config(key, configs)
     }
 
 

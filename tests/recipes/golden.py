@@ -6,16 +6,21 @@ import shutil
 from pathlib import Path
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
-GOLDEN_CONFIGS = ("kimik2.5-fp4-mi355x-vllm-disagg-agentic", "local-sim-vllm-disagg-agentic")
+GOLDEN_CONFIGS = (
+    "kimik2.5-fp4-mi355x-vllm-disagg-agentic",
+    "local-sim-vllm-disagg-agentic",
+    "local-sim-sglang-disagg",
+    "minicpm-sala-bf16-h200-sglang",
+)
 
 
 def main() -> None:
     from recipes.render import load, render_config, write
 
-    entries, runners = load(None)
+    loaded = load(None)
     for key in GOLDEN_CONFIGS:
         shutil.rmtree(GOLDEN / key, ignore_errors=True)
-        for r in render_config(key, entries[key], runners):
+        for r in render_config(key, loaded):
             print(f"wrote {write(r, GOLDEN)}")
 
 

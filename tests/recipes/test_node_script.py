@@ -63,8 +63,7 @@ class Cluster:
         self.root = root / marker  # every process's command line carries the marker
         base = f"127.{random.randint(100, 250)}.{random.randint(1, 250)}"
         self.addrs = {node: f"{base}.{i + 1}" for i, node in enumerate(NODES)}
-        entries, runners = configs
-        target = targets(LOCAL, entries[LOCAL], runners)[0]
+        target = targets(LOCAL, configs.entries[LOCAL], configs.runners, configs.issues)[0]
         if hardware:  # past validation on purpose: quoting must hold even for what lint would refuse
             target = dataclasses.replace(target, hardware=target.hardware.model_copy(update=hardware))
         self.plan = build_plan(target, timeouts=FAST)

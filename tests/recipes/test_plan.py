@@ -13,6 +13,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SEED = ("kimik2.5-fp4-mi355x-vllm-disagg-agentic", "agentic_p1x8_d1x8")
 XPYD = ("kimik2.5-fp4-mi355x-vllm-disagg", "fsl8k1k_p2x8_d2x8")
 LOCAL = ("local-sim-vllm-disagg-agentic", "agentic_p2x8_d1x8")
+SGLANG_PD = ("local-sim-sglang-disagg", "fsl1k64_p2x8_d1x8")
+SGLANG_ONE = ("local-sim-sglang", "fsl1k64_tp8")
+MINICPM = ("minicpm-sala-bf16-h200-sglang", "fsl8k1k_tp1")
 RUNTIME = {"LOCAL_ADDR": "127.0.0.1", "LMCACHE_PORT": "5555", "LMCACHE_MP_MQ_TIMEOUT": "1200"}
 
 
@@ -27,6 +30,9 @@ def test_variants_of_every_shipped_config(rendered):
         ("kimik2.5-fp4-mi355x-vllm-disagg", "fsl8k1k_p1x8_d2x8"),
         LOCAL,
         ("local-sim-vllm-disagg-agentic", "agentic_p2x8_d1x8_vllm-router"),
+        SGLANG_PD,
+        SGLANG_ONE,
+        MINICPM,
     }
 
 
@@ -96,8 +102,8 @@ def test_lmcache_server_command_has_every_required_flag(rendered):
 
 def test_decode_nodes_run_no_lmcache(rendered):
     for r in rendered.values():
-        decode = next(role for role in r.plan.roles if role.name == "decode")
-        assert [s.name for s in decode.services] == ["vllm"]
+        for decode in (role for role in r.plan.roles if role.name == "decode"):
+            assert [s.name for s in decode.services if s.name != "known-issues"] == [r.plan.engine]
 
 
 def test_engine_env_sets_mooncake_and_rocm(rendered):
@@ -145,7 +151,7 @@ def test_launch_wraps_srun_per_container_runtime(rendered, runtime, expect):
     from recipes.plan import Container
 
     args = " ".join(
-        flat(_launch(Container(runtime, "vllm/vllm-openai-rocm:v0.33.0", "amd", ("/models",)), 2))
+        flat(_launch(Container(runtime, "vllm/vllm-openai-rocm:v0.33.0", "amd", ("/models",)), 2, "vllm"))
     )
     assert args.startswith("srun --kill-on-bad-exit=1 --nodes=2 --ntasks=2 --ntasks-per-node=1")
     assert expect in args
@@ -157,7 +163,7 @@ def test_preflight_checks_the_programs_each_role_starts(rendered):
         "prefill": ["lmcache", "vllm"],
         "decode": ["vllm"],
     }
-    assert flat(plan.leader_commands) == ["python3", "aiperf"]
+    assert flat(plan.leader_commands) == ["aiperf"]  # the proxy runs on python3, which every node has
 
 
 def test_nodes_advertise_their_data_plane_address_never_loopback_on_a_cluster(rendered):
@@ -165,19 +171,88 @@ def test_nodes_advertise_their_data_plane_address_never_loopback_on_a_cluster(re
     assert flat(rendered[LOCAL].plan.address_args) == ["--slurm-nodeaddr", "--allow-loopback"]
 
 
-def test_engine_flag_settings_are_refused_not_dropped(configs):
-    """DENSE_AS_SPARSE and friends stand for SGLang flags; a vLLM launch that ignored them would run
-    something other than what the config says."""
-    import yaml
+def _service(plan, role: str, name: str):
+    return next(s for r in plan.roles if r.name == role for s in r.services if s.name == name)
 
-    from recipes.build import Unsupported, build_plan
-    from recipes.variants import targets
-    from schemas.config import MasterEntry
 
-    doc = yaml.safe_load((ROOT / "configs" / "local-master.yaml").read_text())[LOCAL[0]]
-    doc["scenarios"]["agentic-coding"][0]["search-space"][0]["prefill"]["additional-settings"].append(
-        "DENSE_AS_SPARSE=true"
+def test_sglang_pd_roles_run_sglang_with_its_mooncake_disaggregation_flags(rendered):
+    plan = rendered[SGLANG_PD].plan
+    assert (
+        plan.engine == "sglang"
+        and plan.script == "server_sglang.sh"
+        and "server_sglang.sh" in rendered[SGLANG_PD].files
     )
-    entry = MasterEntry.model_validate(doc)
-    with pytest.raises(Unsupported, match="engine flags --dense-as-sparse are not rendered for vLLM"):
-        build_plan(targets(LOCAL[0], entry, configs[1])[0])
+    prefill, decode = (
+        flat(_service(plan, "prefill", "sglang").argv),
+        flat(_service(plan, "decode", "sglang").argv),
+    )
+    assert prefill[:3] == ["python3", "-m", "sglang.launch_server"]
+    assert prefill[prefill.index("--disaggregation-mode") + 1] == "prefill"
+    assert decode[decode.index("--disaggregation-mode") + 1] == "decode"
+    for args in (prefill, decode):
+        assert args[args.index("--disaggregation-transfer-backend") + 1] == "mooncake"
+        assert args[args.index("--tp-size") + 1] == "8" and "--enable-metrics" in args
+        # FACTS §8 launch flags from recipes/models.py, and the workaround's backend from the settings
+        assert "--trust-remote-code" in args and "--dense-as-sparse" in args
+        assert args[args.index("--attention-backend") + 1] == "minicpm_flashattn"
+        assert "--kv-transfer-config" not in args  # a vLLM flag
+    assert prefill[prefill.index("--disaggregation-bootstrap-port") + 1] == "8998"
+    assert "--disaggregation-bootstrap-port" not in decode  # the bootstrap server is the prefill's
+
+
+def test_sglang_router_fronts_every_prefill_with_its_bootstrap_port_and_every_decode(rendered):
+    router = flat(rendered[SGLANG_PD].plan.router.argv)
+    assert router[:4] == ["python3", "-m", "sglang_router.launch_router", "--pd-disaggregation"]
+    joined = " ".join(router)
+    assert "--prefill http://${PEER_ADDR[0]}:8000 8998 --prefill http://${PEER_ADDR[1]}:8000 8998" in joined
+    assert "--decode http://${PEER_ADDR[2]}:8000" in joined
+
+
+def test_a_single_node_plan_has_one_server_no_router_and_benchmarks_the_server(rendered):
+    plan = rendered[SGLANG_ONE].plan
+    assert [(n.rank, n.role) for n in plan.nodes] == [(0, "server")]
+    assert plan.router is None and plan.router_name is None
+    args = flat(_service(plan, "server", "sglang").argv)
+    assert not [a for a in args if a.startswith("--disaggregation")]
+    aiperf = flat(plan.benchmarks[0].argv)
+    assert aiperf[aiperf.index("--url") + 1] == "http://${NODE_ADDR}:8000"
+    smoke = flat(plan.smoke)
+    assert (
+        smoke[smoke.index("--router") + 1] == "http://${NODE_ADDR}:8000" and "--decode-metrics" not in smoke
+    )
+    assert 'step "router"' not in rendered[SGLANG_ONE].files["server_sglang.sh"]
+
+
+def test_recorded_workarounds_reach_the_plan_and_log_signatures_are_watched_before_the_engine(rendered):
+    for key in (SGLANG_PD, SGLANG_ONE, MINICPM):
+        plan = rendered[key].plan
+        assert [(w["issue"], w["workaround"], w["changes-performance"]) for w in plan.workarounds] == [
+            ("minicpm-sala-kv-indptr", "minicpm-flashattn", True)
+        ]
+        assert [s["issue"] for s in plan.log_signatures] == ["minicpm-sala-kv-indptr"]
+        for role in plan.roles:
+            names = [s.name for s in role.services]
+            assert names.index("known-issues") == names.index("sglang") - 1, names
+    # vLLM has no known issue in the registry: nothing to watch, nothing recorded
+    assert rendered[LOCAL].plan.log_signatures == () and rendered[LOCAL].plan.workarounds == ()
+
+
+def test_soak_cycles_concurrency_and_prompt_length_and_must_fit_the_time_limit(configs):
+    from recipes.build import Unsupported, build_plan, parse_duration
+    from recipes.variants import targets
+
+    target = targets(MINICPM[0], configs.entries[MINICPM[0]], configs.runners, configs.issues)[0]
+    plan = build_plan(target, soak_seconds=parse_duration("2h"))
+    assert plan.mode == "soak" and plan.variant == "fsl8k1k_tp1_soak" and len(plan.benchmarks) == 12
+    shapes = []
+    for b in plan.benchmarks:
+        args = flat(b.argv)
+        shapes.append((b.concurrency, int(args[args.index("--synthetic-input-tokens-mean") + 1])))
+    assert {c for c, _ in shapes} == {8, 16, 32} and {i for _, i in shapes} == {2048, 4096, 8192}
+    assert len(set(shapes)) == 9  # every concurrency meets every prompt length
+    assert [b.name for b in plan.benchmarks][:2] == ["soak001", "soak002"]
+    with pytest.raises(Unsupported, match="does not fit the runner's time-limit 04:00:00"):
+        build_plan(target, soak_seconds=parse_duration("04:00:00"))
+    for bad in ("", "2x", "0", "-5m"):
+        with pytest.raises(ValueError):
+            parse_duration(bad)

@@ -112,3 +112,20 @@ def test_make_report_writes_summary_and_a_png(run_dir):
     assert done.returncode == 0, done.stderr
     assert json.loads((run_dir / "summary.json").read_text())["rows"][0]["concurrency"] == 2
     assert (run_dir / "pareto.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_recorded_workaround_marks_the_summary_and_a_comparison_with_a_plain_run(run_dir, tmp_path):
+    other = tmp_path / "other"
+    shutil.copytree(run_dir, other)
+    plan = json.loads((other / "recipe" / "plan.json").read_text())
+    plan["workarounds"] = [{"issue": "minicpm-sala-kv-indptr", "workaround": "minicpm-flashattn"}]
+    (other / "recipe" / "plan.json").write_text(json.dumps(plan))
+    marked = report.summarize(other)
+    assert marked["workarounds"] == ["minicpm-sala-kv-indptr: minicpm-flashattn"]
+    assert "NOTE known-issue workaround applied (minicpm-sala-kv-indptr: minicpm-flashattn)" in report.table(
+        marked
+    )
+    plain = report.summarize(run_dir)
+    assert plain["workarounds"] == [] and "NOTE" not in report.table(plain)
+    text = report.compare(plain, marked)
+    assert text.startswith("WARNING: A and B differ in known-issue workarounds (A: none; B: minicpm-sala")

@@ -17,8 +17,7 @@ LOCAL = "local-sim-vllm-disagg-agentic"
 
 @pytest.fixture
 def rendered(configs):
-    entries, runners = configs
-    return render_config(LOCAL, entries[LOCAL], runners)[0]
+    return render_config(LOCAL, configs)[0]
 
 
 @pytest.fixture

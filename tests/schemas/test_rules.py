@@ -83,6 +83,19 @@ def add(settings_path, index, item):
     return s(f"{settings_path}[{index}]", item)
 
 
+SGLANG_PD = [
+    s("framework", "sglang-disagg"),
+    s("image", "lmsysorg/sglang:v0.5.9-rocm700-mi35x"),
+    s("router", SGLANG_ROUTER),
+    d(LMC),
+    d(f"{SS}.kv-offloading"),
+]
+SINGLE_NODE = [
+    *(s("multinode", False), s("disagg", False), d("router"), d("kv-p2p-transfer")),
+    *(d(P), d(D), d(LMC), d(f"{SS}.kv-offloading"), s(f"{SS}.tp", 8)),
+]
+
+
 # fmt: off
 REJECT = [
     *cases("model",
@@ -143,6 +156,19 @@ REJECT = [
         ("multinode-without-both", [d(P), d(D)], SS, "multinode entry without prefill and decode"),
         ("single-node-without-tp", [s("multinode", False), s("disagg", False), d(P), d(D)], SS,
          "single-node entry without tp", "set tp (GPUs per engine)", IX),
+        ("settings-on-a-multinode-point", [s(f"{SS}.additional-settings", ["MAX_MODEL_LEN=4096"])],
+         f"{SS}.additional-settings", "a multinode point has no server of its own",
+         "put them under prefill or decode"),
+    ),
+    *cases("_settings_fit_engine",
+        ("vllm-setting-on-sglang", SGLANG_PD + [s(DS, ["GPU_MEMORY_UTILIZATION=0.8"])], f"{DS}[0]",
+         "GPU_MEMORY_UTILIZATION is a vllm setting; framework sglang-disagg runs sglang",
+         "sglang settings: MAX_MODEL_LEN"),
+        ("sglang-flag-on-vllm", [add(PS, 7, "DISABLE_CUDA_GRAPH=true")], f"{PS}[7]",
+         "DISABLE_CUDA_GRAPH is a sglang setting; framework vllm-disagg runs vllm"),
+        ("on-a-single-node-server",
+         SINGLE_NODE + [s(f"{SS}.additional-settings", ["MEM_FRACTION_STATIC=0.8"])],
+         f"{SS}.additional-settings[0]", "MEM_FRACTION_STATIC is a sglang setting"),
     ),
     *cases("_image_public_and_pinned",
         ("personal-namespace", [s("image", "yukiozzz/x:1")], "image",
@@ -335,6 +361,13 @@ ACCEPT = [
     *cases("_topology_matches_multinode",
         ("single-node-with-tp", [s("multinode", False), s("disagg", False), d(P), d(D), s(f"{SS}.tp", 8)]),
     ),
+    *cases("_settings_fit_engine",
+        ("sglang-settings-on-sglang", SGLANG_PD + [s(PS, ["MEM_FRACTION_STATIC=0.8", "MAX_MODEL_LEN=4096"]),
+                                                   s(DS, ["MEM_FRACTION_STATIC=0.8", "MAX_MODEL_LEN=4096"])]),
+        ("single-node-server", SINGLE_NODE + [s(f"{SS}.additional-settings", ["MAX_MODEL_LEN=4096"])]),
+        ("tp4-server-on-an-8-gpu-node", SINGLE_NODE + [s(f"{SS}.tp", 4)]),
+        ("unknown-engine-unchecked", [s("framework", "atom-disagg")], IX),
+    ),
     *cases("_image_public_and_pinned",
         ("digest", [s("image", f"vllm/vllm-openai-rocm@{DIGEST}")]),
         ("nightly-with-commit", [s("image", f"vllm/vllm-openai-rocm:nightly-{HEX40}")]),
@@ -368,8 +401,7 @@ ACCEPT = [
     ),
     *cases("_disagg_is_complete",
         ("router-per-search-space", [d("router"), s(f"{SS}.router", PD_PROXY)]),
-        ("sglang-mori", [s("framework", "sglang-disagg"), s("image", "lmsysorg/sglang:v0.5.9-rocm700-mi35x"),
-                         s("router", SGLANG_ROUTER), s("kv-p2p-transfer", "mori")]),
+        ("sglang-mori", SGLANG_PD + [s("kv-p2p-transfer", "mori"), s(PS, []), s(DS, [])]),
     ),
     *cases("_kv_offloading_consistent",
         ("no-offloading", [s(f"{SS}.kv-offloading", "none"), d(LMC)]),

@@ -1,9 +1,14 @@
-"""scripts/proof.py: answers alone prove nothing; the KV must have moved and LMCache must have served."""
+"""scripts/proof.py: answers alone prove nothing; the KV must have moved and LMCache must have served.
+The SGLang smoke proof runs here against a fake router and metrics; tests/sim/test_sglang_pd.py runs it
+against simulated engines behind the real sglang-router."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -11,7 +16,8 @@ from conftest import SCRIPTS
 
 PROOF = SCRIPTS / "proof.py"
 sys.path.insert(0, str(SCRIPTS))
-from proof import metric_sum  # noqa: E402 (scripts/ is not a package: it runs on the nodes)
+from proof import main as proof_main  # noqa: E402 (scripts/ is not a package: it runs on the nodes)
+from proof import metric_sum  # noqa: E402
 
 SNAPSHOT = """\
 # HELP vllm:prompt_tokens_by_source_total Prompt tokens by source.
@@ -50,3 +56,170 @@ def test_l2_proof_fails_without_hits_or_snapshots(tmp_path, snapshots):
     done = l2(tmp_path, **snapshots)
     assert done.returncode == 11
     assert "proof failed" in done.stderr
+
+
+class FakePD:
+    """A router and one prefill and one decode /metrics endpoint, on one local HTTP server: each smoke request
+    adds to the counters as `fate` says (ok: SGLang PD worked; the other fates break one piece of it)."""
+
+    def __init__(self, fate: str = "ok", *, exported: bool = True) -> None:
+        self.fate, self.exported = fate, exported
+        self.counts = {"prompt": 100.0, "generated": 50.0, "failed": 0.0}
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def _handler(self):
+        pd = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                c = pd.counts
+                if self.path == "/prefill/metrics":
+                    text = (
+                        f'sglang:prompt_tokens_total{{model_name="m"}} {c["prompt"]}\n' if pd.exported else ""
+                    )
+                else:
+                    text = f'sglang:generation_tokens_total{{model_name="m"}} {c["generated"]}\n'
+                    text += f'sglang:num_transfer_failed_reqs_total{{model_name="m"}} {c["failed"]}\n'
+                self._send(200, text.encode())
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                prompt, tokens = len(body["messages"][0]["content"].split()) + 2, body["max_tokens"]
+                c = pd.counts
+                c["prompt"] += {"no-prefill": 0}.get(pd.fate, prompt)
+                c["generated"] += {"no-decode": 0}.get(pd.fate, tokens)
+                c["failed"] += 1 if pd.fate == "transfer-failed" else 0
+                answer = {
+                    "choices": [{"message": {"content": "w0 w1"}}],
+                    "usage": {"prompt_tokens": prompt, "completion_tokens": tokens},
+                }
+                self._send(200, json.dumps(answer).encode())
+
+            def _send(self, status: int, data: bytes):
+                self.send_response(status)
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        return Handler
+
+    def argv(self, *extra: str) -> list[str]:
+        return [
+            *("smoke", "--engine", "sglang", "--router", self.url, "--model", "m"),
+            *(
+                "--prefill-metrics",
+                f"{self.url}/prefill/metrics",
+                "--decode-metrics",
+                f"{self.url}/decode/metrics",
+            ),
+            *extra,
+        ]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def fake_pd():
+    made: list[FakePD] = []
+
+    def make(*args, **kwargs) -> FakePD:
+        made.append(FakePD(*args, **kwargs))
+        return made[-1]
+
+    yield make
+    for pd in made:
+        pd.close()
+
+
+def test_sglang_smoke_proves_what_sglang_metrics_can(fake_pd, capsys):
+    pd = fake_pd()
+    assert proof_main(pd.argv()) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("smoke: HTTP 200, 8 tokens; KV moved: a prefill computed 608 prompt tokens")
+    assert "the decode generated 8" in out
+
+
+@pytest.mark.parametrize(
+    "fate, message",
+    [
+        ("transfer-failed", "a decode KV transfer or bootstrap failed"),
+        ("no-prefill", "no prefill computed the prompt"),
+        ("no-decode", "the decodes generated 0 tokens"),
+    ],
+)
+def test_sglang_smoke_fails_when_a_piece_of_pd_did_not_work(fake_pd, capsys, fate, message):
+    assert proof_main(fake_pd(fate).argv()) == 11
+    assert message in capsys.readouterr().err
+
+
+def test_sglang_smoke_needs_the_engines_metrics(fake_pd, capsys):
+    assert proof_main(fake_pd(exported=False).argv()) == 11
+    assert "exports no sglang:prompt_tokens_total (is the engine started with --enable-metrics?)" in (
+        capsys.readouterr().err
+    )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [
+            "smoke",
+            "--engine",
+            "sglang",
+            "--router",
+            "http://x",
+            "--model",
+            "m",
+            "--decode-metrics",
+            "http://d",
+        ],
+        [
+            "smoke",
+            "--router",
+            "http://x",
+            "--model",
+            "m",
+            "--decode-metrics",
+            "http://d",
+            "--prefill-metrics",
+            "p",
+        ],
+        [
+            "smoke",
+            "--engine",
+            "trtllm",
+            "--router",
+            "http://x",
+            "--model",
+            "m",
+            "--decode-metrics",
+            "http://d",
+        ],
+    ],
+)
+def test_smoke_engine_usage_errors(argv, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        proof_main(argv)
+    assert exit_.value.code == 2 and "error:" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_a_single_node_smoke_checks_the_answer_only(fake_pd, capsys, engine):
+    pd = fake_pd()
+    assert proof_main(["smoke", "--engine", engine, "--router", pd.url, "--model", "m"]) == 0
+    assert "(one server: no KV to move)" in capsys.readouterr().out
+
+
+def test_prefill_metrics_without_decode_metrics_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        proof_main(
+            ["smoke", "--engine", "sglang", "--router", "http://x", "--model", "m", "--prefill-metrics", "p"]
+        )
+    assert exit_.value.code == 2 and "a PD job names both" in capsys.readouterr().err

@@ -20,6 +20,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 VLLM = REPO / "sim" / "bin" / "vllm"
+SGLANG = REPO / "sim" / "bin" / "sglang"
 VENV_BIN = REPO / ".venv" / "bin"
 GOLDEN = REPO / "tests" / "golden"
 ZMTP_SIGNATURE = b"\xff" + b"\x00" * 8 + b"\x7f"
@@ -40,7 +41,7 @@ def make_model(root: Path, name: str = "model", **config) -> Path:
 
 def sim_env(**extra: str) -> dict[str, str]:
     """PATH as the local runner sets it: sim/bin first, then the venv whose python3 has the deps."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SIM_", "VLLM_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SIM_", "VLLM_", "SGLANG_"))}
     env["PATH"] = f"{VLLM.parent}{os.pathsep}{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
     env.update({"SIM_DECODE_S_PER_TOKEN": "0.0005", "SIM_PREFILL_S_PER_TOKEN": "0.000001"})
     env.update(extra)
@@ -124,6 +125,25 @@ class Launcher:
         port = port or free_port()
         argv = ["vllm", "serve", str(self.model()), "--host", "127.0.0.1", "--port", str(port), *args]
         return self.run(argv, port=port, env=env, ready=ready)
+
+    def start_sglang(
+        self,
+        args: list[str],
+        *,
+        port: int | None = None,
+        host: str = "127.0.0.1",
+        env: dict[str, str] | None = None,
+        ready: bool = True,
+    ) -> Sim:
+        """`sglang --model-path <model dir> --host <host> --port <free> args...` (the ARGS of
+        `python3 -m sglang.launch_server`)."""
+        port = port or free_port()
+        argv = ["sglang", "--model-path", str(self.model()), "--host", host, "--port", str(port), *args]
+        sim = self.run(argv, port=port, env=env, ready=False)
+        sim.host = host
+        if ready:
+            sim.wait_ready()
+        return sim
 
     def run(
         self, argv: list[str], *, port: int, env: dict[str, str] | None = None, ready: bool = True

@@ -3,7 +3,7 @@
 # The single home of this variant's Mooncake, ROCm and LMCache values. Sourcing it only sets
 # variables: engines read the exported ones; server_vllm.sh expands the others into commands.
 
-# Read by the engines: vLLM, Mooncake and ROCm libraries (SIM_*: the simulator of local runners).
+# Read by the engines: vllm, Mooncake and ROCm libraries (SIM_*: the simulator of local runners).
 export VLLM_ENGINE_READY_TIMEOUT_S=3600
 export VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT=480
 export VLLM_MOONCAKE_BOOTSTRAP_PORT=8998

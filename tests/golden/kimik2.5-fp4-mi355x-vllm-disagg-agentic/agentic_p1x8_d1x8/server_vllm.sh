@@ -118,6 +118,7 @@ if [[ $RANK == 0 ]]; then
 
   step "smoke and KV proof"
   run_cmd python3 "${SCRIPTS_DIR}"/proof.py smoke \
+    --engine vllm \
     --router http://"${NODE_ADDR}":30000 \
     --model amd/Kimi-K2.5-MXFP4 \
     --decode-metrics http://"${PEER_ADDR[1]}":8000/metrics

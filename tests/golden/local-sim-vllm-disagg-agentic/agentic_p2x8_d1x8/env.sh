@@ -3,7 +3,7 @@
 # The single home of this variant's Mooncake, ROCm and LMCache values. Sourcing it only sets
 # variables: engines read the exported ones; server_vllm.sh expands the others into commands.
 
-# Read by the engines: vLLM, Mooncake and ROCm libraries (SIM_*: the simulator of local runners).
+# Read by the engines: vllm, Mooncake and ROCm libraries (SIM_*: the simulator of local runners).
 export SIM_HBM_CACHE_TOKENS=16384
 export SIM_KV_WAIT_S=30
 export SIM_L2_CHUNK_TOKENS=256

@@ -39,7 +39,7 @@ case "$ROLE" in
     ;;
 esac
 if [[ $RANK == 0 ]]; then
-  require_commands vllm-router aiperf
+  require_commands python3 vllm-router aiperf
 fi
 
 step "resolve address"
@@ -126,6 +126,7 @@ if [[ $RANK == 0 ]]; then
 
   step "smoke and KV proof"
   run_cmd python3 "${SCRIPTS_DIR}"/proof.py smoke \
+    --engine vllm \
     --router http://"${NODE_ADDR}":30000 \
     --model amd/Kimi-K2.5-MXFP4 \
     --decode-metrics http://"${PEER_ADDR[2]}":8000/metrics

@@ -1,0 +1,114 @@
+"""SGLang engines (FACTS §4, §8): `python3 -m sglang.launch_server` per role, PD over Mooncake through
+SGLang's own disaggregation flags, and sglang-router in front of them."""
+
+from __future__ import annotations
+
+from schemas import settings as reg
+
+from .models import model_recipe
+from .plan import Ports, Service, Timeouts
+from .target import NODE_ADDR, Target, Unsupported
+from .words import argv, word
+
+SIM_KV_WAIT_S = 30  # a lost KV transfer ends the simulated decode's wait in seconds
+
+
+def check(t: Target) -> None:
+    if t.disagg and t.entry.kv_p2p_transfer != "mooncake":
+        raise Unsupported(
+            f"kv-p2p-transfer {t.entry.kv_p2p_transfer!r} is not rendered for SGLang (mooncake only)"
+        )
+    if t.point.space.kv_offload_backend is not None:
+        raise Unsupported(
+            "kv-offload-backend is not rendered for SGLang (the LMCache MP connector is vLLM's)"
+        )
+
+
+def services(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> list[Service]:
+    return [_sglang_service(t, role, ports, timeouts)]
+
+
+def _sglang_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> Service:
+    s = t.settings(role)
+    args = [
+        "python3",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        f"{t.hardware.model_root}/{t.entry.model}",
+        "--served-model-name",
+        t.entry.model,
+        "--host",
+        NODE_ADDR,
+        "--port",
+        ports.vllm,
+        "--tp-size",
+        t.worker(role).tp,
+        *model_recipe(t.entry.model, "sglang").args,
+    ]
+    for flag, name in (
+        ("--mem-fraction-static", "MEM_FRACTION_STATIC"),
+        ("--context-length", "MAX_MODEL_LEN"),
+    ):
+        if s[name] is not None:
+            args += [flag, s[name]]
+    args += flag_args(s)
+    args.append("--enable-metrics")  # the KV proof and the report read them
+    if role in reg.ROLES:
+        args += ["--disaggregation-mode", role, "--disaggregation-transfer-backend", "mooncake"]
+        if role == "prefill":
+            args += ["--disaggregation-bootstrap-port", ports.mooncake_bootstrap]
+        if t.hardware.nic_devices:
+            args += ["--disaggregation-ib-device", ",".join(t.hardware.nic_devices)]
+    return Service(
+        name="sglang",
+        argv=argv(*args),
+        ready_url=word("http://", NODE_ADDR, f":{ports.vllm}/health"),
+        ready_timeout=timeouts.engine_ready,
+    )
+
+
+def flag_args(resolved: dict) -> list:
+    """Settings that stand for engine flags, in registry order: `--switch`, or `--flag value`."""
+    out: list = []
+    for name, value in resolved.items():
+        flag = reg.REGISTRY[name].flag
+        if not flag or value is None or value is False:
+            continue
+        out += [flag] if value is True else [flag, value]
+    return out
+
+
+def engine_env(t: Target, ports: Ports) -> dict:
+    return {"SIM_KV_WAIT_S": SIM_KV_WAIT_S} if t.sim else {}
+
+
+def router_service(t: Target, backends: list, ports: Ports, timeouts: Timeouts, counts: dict) -> Service:
+    args = [
+        "python3",
+        "-m",
+        "sglang_router.launch_router",
+        "--pd-disaggregation",
+        *backends,
+        "--host",
+        NODE_ADDR,
+        "--port",
+        ports.router,
+        "--policy",
+        "cache_aware",
+        "--prometheus-host",
+        NODE_ADDR,
+        "--prometheus-port",
+        ports.router_metrics,
+        "--request-timeout-secs",
+        1800,
+    ]
+    # Its /health answers 200 before any worker registered; /workers counts the registered ones
+    # (a worker registers once its /health answers).
+    url = word("http://", NODE_ADDR, f":{ports.router}/workers")
+    expect = tuple(f"stats.{role}_count={n}" for role, n in counts.items())
+    return Service("router", argv(*args), url, timeouts.router_ready, ready_expect=expect)
+
+
+def router_metrics_port(t: Target, ports: Ports) -> int:
+    return ports.router_metrics

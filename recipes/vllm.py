@@ -1,0 +1,234 @@
+"""vLLM engines (FACTS §1/§2/§5): `vllm serve` per role, the KV-transfer config, the LMCache MP server on
+prefill nodes, and the two PD routers that front vLLM (our proxy, vllm-router)."""
+
+from __future__ import annotations
+
+from schemas import settings as reg
+from schemas.rules import l1_size_gb
+
+from .models import model_recipe
+from .plan import Ports, Service, Timeouts
+from .target import LOCAL_ADDR, NODE_ADDR, Target, Unsupported
+from .words import Ref, argv, json_word, word
+
+MOONCAKE_ABORT_TIMEOUT_S = 480
+# A lost KV transfer ends the simulated decode's wait in seconds, not in Mooncake's real 480 s.
+SIM_KV_WAIT_S = 30
+# A small simulated HBM prefix cache: on a short trace the host-DRAM L2 (LMCache) must serve reuse too.
+SIM_HBM_CACHE_TOKENS = 16384
+
+
+def check(t: Target) -> None:
+    if t.disagg and t.entry.kv_p2p_transfer != "mooncake":
+        raise Unsupported(f"kv-p2p-transfer {t.entry.kv_p2p_transfer!r} is not rendered (mooncake only)")
+
+
+def services(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> list[Service]:
+    """What a node of `role` starts, in order: LMCache first where it is the prefill's L2."""
+    lmcache = [_lmcache_service(timeouts)] if role == "prefill" and t.uses_lmcache else []
+    return [*lmcache, _vllm_service(t, role, ports, timeouts)]
+
+
+def _lmcache_service(timeouts: Timeouts) -> Service:
+    s = {name: Ref(name) for name in _LMCACHE_FLAGS.values()}
+    args = [
+        "lmcache",
+        "server",
+        "--host",
+        LOCAL_ADDR,
+        "--port",
+        s["LMCACHE_PORT"],
+        "--http-host",
+        LOCAL_ADDR,
+        "--http-port",
+        s["LMCACHE_HTTP_PORT"],
+        "--l1-size-gb",
+        s["LMCACHE_L1_SIZE_GB"],
+        "--eviction-policy",
+        s["LMCACHE_EVICTION_POLICY"],
+        "--l1-init-size-gb",
+        s["LMCACHE_L1_INIT_SIZE_GB"],
+        "--chunk-size",
+        s["LMCACHE_CHUNK_SIZE"],
+    ]
+    return Service(
+        name="lmcache",
+        argv=argv(*args),
+        ready_url=word("http://", LOCAL_ADDR, ":", Ref("LMCACHE_HTTP_PORT"), "/healthcheck"),
+        ready_timeout=timeouts.lmcache_ready,
+    )
+
+
+# lmcache server flag -> the env.sh variable that holds its value (optional ones only when set)
+_LMCACHE_FLAGS = {
+    "port": "LMCACHE_PORT",
+    "http-port": "LMCACHE_HTTP_PORT",
+    "l1-size-gb": "LMCACHE_L1_SIZE_GB",
+    "eviction-policy": "LMCACHE_EVICTION_POLICY",
+    "l1-init-size-gb": "LMCACHE_L1_INIT_SIZE_GB",
+    "chunk-size": "LMCACHE_CHUNK_SIZE",
+}
+_LMCACHE_OPTIONAL = {
+    "l1-read-ttl-seconds": "LMCACHE_L1_READ_TTL_SECONDS",
+    "max-workers": "LMCACHE_MAX_WORKERS",
+}
+
+
+def lmcache_env(t: Target, ports: Ports) -> tuple:
+    if not t.uses_lmcache:
+        return ()
+    s = t.settings("prefill")
+    values = {
+        "LMCACHE_PORT": ports.lmcache,
+        "LMCACHE_HTTP_PORT": ports.lmcache_http,
+        "LMCACHE_L1_SIZE_GB": l1_size_gb(t.hardware, t.point.dram_utilization),
+        "LMCACHE_MP_MQ_TIMEOUT": s["LMCACHE_MP_MQ_TIMEOUT"],
+    }
+    for name in (
+        "LMCACHE_EVICTION_POLICY",
+        "LMCACHE_L1_INIT_SIZE_GB",
+        "LMCACHE_CHUNK_SIZE",
+        *_LMCACHE_OPTIONAL.values(),
+    ):
+        if s[name] is not None:
+            values[name] = s[name]
+    return tuple(sorted((k, str(v)) for k, v in values.items()))
+
+
+def _vllm_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> Service:
+    w = t.worker(role)
+    s = t.settings(role)
+    recipe = model_recipe(t.entry.model, "vllm")
+    args = [
+        "env",
+        word("VLLM_HOST_IP=", NODE_ADDR),
+        "vllm",
+        "serve",
+        f"{t.hardware.model_root}/{t.entry.model}",
+        "--served-model-name",
+        t.entry.model,
+        "--host",
+        NODE_ADDR,
+        "--port",
+        ports.vllm,
+        "--tensor-parallel-size",
+        w.tp,
+        *recipe.args,
+        "--gpu-memory-utilization",
+        s["GPU_MEMORY_UTILIZATION"],
+        "--enable-prefix-caching" if s["ENABLE_PREFIX_CACHING"] else "--no-enable-prefix-caching",
+    ]
+    for flag, name in (
+        ("--max-model-len", "MAX_MODEL_LEN"),
+        ("--max-num-batched-tokens", "MAX_NUM_BATCHED_TOKENS"),
+        ("--max-num-seqs", "MAX_NUM_SEQS"),
+    ):
+        if s[name] is not None:
+            args += [flag, s[name]]
+    if role in reg.ROLES:
+        args += ["--kv-transfer-config", json_word(_kv_transfer_config(t, role, s))]
+    return Service(
+        name="vllm",
+        argv=argv(*args),
+        ready_url=word("http://", NODE_ADDR, f":{ports.vllm}/health"),
+        ready_timeout=timeouts.engine_ready,
+    )
+
+
+def _kv_transfer_config(t: Target, role: str, s: dict) -> dict:
+    """FACTS §1/§2: decode is a plain Mooncake consumer; prefill a Mooncake producer, joined by the
+    LMCache MP connector under MultiConnector when LMCache is the offload backend."""
+    mooncake_extra = {"mooncake_protocol": s["MC_PROTOCOL"], "num_workers": s["MC_NUM_WORKERS"]}
+    if role == "decode":
+        # "fail", not recompute: a lost transfer must surface, never turn into silent recompute.
+        return {
+            "kv_connector": "MooncakeConnector",
+            "kv_role": "kv_consumer",
+            "kv_load_failure_policy": "fail",
+            "kv_connector_extra_config": mooncake_extra,
+        }
+    mooncake = {
+        "kv_connector": "MooncakeConnector",
+        "kv_role": "kv_producer",
+        "kv_connector_extra_config": mooncake_extra,
+    }
+    if not t.uses_lmcache:
+        return mooncake
+    lmcache = {
+        "kv_connector": "LMCacheMPConnector",
+        "kv_role": "kv_both",
+        "kv_connector_module_path": "lmcache.integration.vllm.lmcache_mp_connector",
+        "kv_connector_extra_config": {
+            "lmcache.mp.host": word("tcp://", LOCAL_ADDR),
+            "lmcache.mp.port": Ref("LMCACHE_PORT"),
+            "lmcache.mp.mq_timeout": Ref("LMCACHE_MP_MQ_TIMEOUT"),
+        },
+    }
+    # recompute: only the top-level policy is read, and the L2 store is best-effort.
+    return {
+        "kv_connector": "MultiConnector",
+        "kv_role": "kv_producer",
+        "kv_load_failure_policy": "recompute",
+        "kv_connector_extra_config": {"connectors": [mooncake, lmcache]},
+    }
+
+
+def engine_env(t: Target, ports: Ports) -> dict:
+    env = {}
+    if t.disagg:
+        env["VLLM_MOONCAKE_BOOTSTRAP_PORT"] = ports.mooncake_bootstrap
+        env["VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT"] = MOONCAKE_ABORT_TIMEOUT_S
+    env.update(dict(model_recipe(t.entry.model, "vllm").env.get(t.hardware.gpu_vendor, ())))
+    if t.sim:  # the simulated platform's own knobs (sim/README.md)
+        env["SIM_KV_WAIT_S"] = SIM_KV_WAIT_S
+        env["SIM_HBM_CACHE_TOKENS"] = SIM_HBM_CACHE_TOKENS
+        if t.uses_lmcache:
+            env["SIM_L2_CHUNK_TOKENS"] = t.settings("prefill")["LMCACHE_CHUNK_SIZE"]
+    return env
+
+
+def router_service(t: Target, backends: list, ports: Ports, timeouts: Timeouts, counts: dict) -> Service:
+    """Our proxy or vllm-router in front of vLLM prefill/decode engines (FACTS §4)."""
+    url = word("http://", NODE_ADDR, f":{ports.router}/health")
+    if t.router.name == "vllm-router":
+        args = [
+            "vllm-router",
+            "--vllm-pd-disaggregation",
+            "--kv-connector",
+            "mooncake",
+            *backends,
+            "--host",
+            NODE_ADDR,
+            "--port",
+            ports.router,
+            "--policy",
+            "consistent_hash",
+            "--prometheus-host",  # default 127.0.0.1: the end-of-run snapshot reads it on the node address
+            NODE_ADDR,
+            "--prometheus-port",
+            ports.router_metrics,
+            "--request-timeout-secs",
+            1800,
+            "--health-check-endpoint",
+            "/health",
+        ]
+        return Service("router", argv(*args), url, timeouts.router_ready)
+    # The proxy runs from the job's snapshot of this repository, not from an installed package.
+    args = [
+        "env",
+        word("PYTHONPATH=", Ref("RECIPE_DIR")),
+        "python3",
+        "-m",
+        "proxy",
+        "--host",
+        NODE_ADDR,
+        "--port",
+        ports.router,
+        *backends,
+    ]
+    expect = tuple(f"{role}.healthy={n}" for role, n in counts.items())
+    return Service("router", argv(*args), url, timeouts.router_ready, ready_expect=expect)
+
+
+def router_metrics_port(t: Target, ports: Ports) -> int:
+    return ports.router_metrics if t.router.name == "vllm-router" else ports.router

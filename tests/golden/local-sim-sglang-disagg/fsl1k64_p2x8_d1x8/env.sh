@@ -1,0 +1,8 @@
+# shellcheck shell=bash disable=SC2034
+# Rendered from config local-sim-sglang-disagg, variant fsl1k64_p2x8_d1x8; do not edit: change the config and run `make render`.
+# The single home of this variant's Mooncake, ROCm and LMCache values. Sourcing it only sets
+# variables: engines read the exported ones; server_sglang.sh expands the others into commands.
+
+# Read by the engines: sglang, Mooncake and ROCm libraries (SIM_*: the simulator of local runners).
+export SIM_KV_WAIT_S=30
+

@@ -1,0 +1,197 @@
+#!/usr/bin/env bash
+# Rendered from config local-sim-sglang-disagg, variant fsl1k64_p2x8_d1x8; do not edit: change the config and run `make render`.
+# One per node, started by job.sbatch through srun. Rank 0 = first prefill + router + benchmark; then
+# the other prefill nodes; then decode nodes. Every step is named; any failure ends the job.
+set -Eeuo pipefail
+: "${RUN_DIR:?set by job.sbatch}"
+: "${RECIPE_DIR:?set by job.sbatch}"
+: "${LEADER_ADDR:?set by job.sbatch}"
+: "${NODE_NAMES:?set by job.sbatch}"
+RANK=${SLURM_NODEID:?run under srun}
+NODE_NAME=${SLURMD_NODENAME:-$(hostname)}
+SCRIPTS_DIR=$RECIPE_DIR/scripts
+LOG_DIR=$RUN_DIR/logs/$NODE_NAME
+STATE_DIR=$RUN_DIR/state/$NODE_NAME
+RESULTS_DIR=$RUN_DIR/results
+POLL_INTERVAL=1
+export NODE_NAME SCRIPTS_DIR LOG_DIR STATE_DIR POLL_INTERVAL
+# shellcheck source=/dev/null
+source "$RECIPE_DIR/env.sh"
+# shellcheck source=/dev/null
+source "$SCRIPTS_DIR/lib/node.sh"
+node_init
+
+case "$RANK" in
+  0) ROLE=prefill ;;
+  1) ROLE=prefill ;;
+  2) ROLE=decode ;;
+  *) fail "rank $RANK is not in the plan (3 nodes)" ;;
+esac
+
+step "preflight"
+case "$ROLE" in
+  prefill)
+    require_commands python3
+    ;;
+  decode)
+    require_commands python3
+    ;;
+esac
+if [[ $RANK == 0 ]]; then
+  require_commands python3 aiperf
+fi
+
+step "resolve address"
+NODE_ADDR=$(python3 "$SCRIPTS_DIR/sync.py" addr --slurm-nodeaddr --allow-loopback "$NODE_NAME")
+
+step "start barrier"
+barrier start "$RANK" 3 "$LEADER_ADDR:29500" 60 \
+  --nodes "$NODE_NAMES" --publish-field addr="$NODE_ADDR" --out "$STATE_DIR/peers.json"
+peers=$(python3 "$SCRIPTS_DIR/sync.py" peers --file "$STATE_DIR/peers.json" --field addr --distinct)
+mapfile -t PEER_ADDR <<<"$peers"
+supervise
+
+
+start_prefill() {
+  step "prefill known-issues"
+  start_service known-issues python3 "${SCRIPTS_DIR}"/logwatch.py \
+    --plan "${RECIPE_DIR}"/plan.json \
+    --log "${LOG_DIR}"/sglang.log
+  step "prefill sglang"
+  start_service sglang python3 \
+    -m sglang.launch_server \
+    --model-path /tmp/disagg-recipes-sim/models/openbmb/MiniCPM-SALA \
+    --served-model-name openbmb/MiniCPM-SALA \
+    --host "${NODE_ADDR}" \
+    --port 8000 \
+    --tp-size 8 \
+    --trust-remote-code \
+    --disable-radix-cache \
+    --chunked-prefill-size 8192 \
+    --max-running-requests 32 \
+    --skip-server-warmup \
+    --attention-backend minicpm_flashattn \
+    --dense-as-sparse \
+    --enable-metrics \
+    --disaggregation-mode prefill \
+    --disaggregation-transfer-backend mooncake \
+    --disaggregation-bootstrap-port 8998
+  wait_http sglang http://"${NODE_ADDR}":8000/health 120
+}
+
+start_decode() {
+  step "decode known-issues"
+  start_service known-issues python3 "${SCRIPTS_DIR}"/logwatch.py \
+    --plan "${RECIPE_DIR}"/plan.json \
+    --log "${LOG_DIR}"/sglang.log
+  step "decode sglang"
+  start_service sglang python3 \
+    -m sglang.launch_server \
+    --model-path /tmp/disagg-recipes-sim/models/openbmb/MiniCPM-SALA \
+    --served-model-name openbmb/MiniCPM-SALA \
+    --host "${NODE_ADDR}" \
+    --port 8000 \
+    --tp-size 8 \
+    --trust-remote-code \
+    --disable-radix-cache \
+    --chunked-prefill-size 8192 \
+    --max-running-requests 32 \
+    --skip-server-warmup \
+    --attention-backend minicpm_flashattn \
+    --dense-as-sparse \
+    --enable-metrics \
+    --disaggregation-mode decode \
+    --disaggregation-transfer-backend mooncake
+  wait_http sglang http://"${NODE_ADDR}":8000/health 120
+}
+
+"start_$ROLE"
+
+step "ready barrier"
+barrier ready "$RANK" 3 "$LEADER_ADDR:29500" 120 \
+  --nodes "$NODE_NAMES"
+
+if [[ $RANK == 0 ]]; then
+  step "router"
+  start_service router python3 \
+    -m sglang_router.launch_router \
+    --pd-disaggregation \
+    --prefill http://"${PEER_ADDR[0]}":8000 8998 \
+    --prefill http://"${PEER_ADDR[1]}":8000 8998 \
+    --decode http://"${PEER_ADDR[2]}":8000 \
+    --host "${NODE_ADDR}" \
+    --port 30000 \
+    --policy cache_aware \
+    --prometheus-host "${NODE_ADDR}" \
+    --prometheus-port 29000 \
+    --request-timeout-secs 1800
+  wait_http router http://"${NODE_ADDR}":30000/workers 60 --expect stats.prefill_count=2 --expect stats.decode_count=1
+
+  step "smoke and KV proof"
+  run_cmd python3 "${SCRIPTS_DIR}"/proof.py smoke \
+    --engine sglang \
+    --router http://"${NODE_ADDR}":30000 \
+    --model openbmb/MiniCPM-SALA \
+    --prefill-metrics http://"${PEER_ADDR[0]}":8000/metrics \
+    --prefill-metrics http://"${PEER_ADDR[1]}":8000/metrics \
+    --decode-metrics http://"${PEER_ADDR[2]}":8000/metrics
+  # Counters before the sweep and after each concurrency: the report turns them into per-run deltas.
+  mkdir -p "$RESULTS_DIR"
+  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/start" \
+    prefill0=http://"${PEER_ADDR[0]}":8000/metrics prefill1=http://"${PEER_ADDR[1]}":8000/metrics decode0=http://"${PEER_ADDR[2]}":8000/metrics router=http://"${NODE_ADDR}":29000/metrics
+
+  step "benchmark conc4"
+  run_cmd aiperf profile \
+    --url http://"${NODE_ADDR}":30000 \
+    --endpoint /v1/chat/completions \
+    --endpoint-type chat \
+    --streaming \
+    --model openbmb/MiniCPM-SALA \
+    --tokenizer "${RECIPE_DIR}"/traces/tokenizer \
+    --concurrency 4 \
+    --benchmark-duration 10 \
+    --random-seed 42 \
+    --failed-request-threshold 0.10 \
+    --use-server-token-count \
+    --extra-inputs ignore_eos:true \
+    --output-artifact-dir "${RESULTS_DIR}"/conc4 \
+    --synthetic-input-tokens-mean 1024 \
+    --synthetic-input-tokens-stddev 0 \
+    --output-tokens-mean 64 \
+    --output-tokens-stddev 0 \
+    --prompt-corpus random
+  collect_result "$RESULTS_DIR/conc4/profile_export_aiperf.json" "$RESULTS_DIR/local-sim-sglang-disagg_fsl1k64_p2x8_d1x8_conc4.json" \
+    0.10 5
+  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc4" \
+    prefill0=http://"${PEER_ADDR[0]}":8000/metrics prefill1=http://"${PEER_ADDR[1]}":8000/metrics decode0=http://"${PEER_ADDR[2]}":8000/metrics router=http://"${NODE_ADDR}":29000/metrics
+
+  step "benchmark conc8"
+  run_cmd aiperf profile \
+    --url http://"${NODE_ADDR}":30000 \
+    --endpoint /v1/chat/completions \
+    --endpoint-type chat \
+    --streaming \
+    --model openbmb/MiniCPM-SALA \
+    --tokenizer "${RECIPE_DIR}"/traces/tokenizer \
+    --concurrency 8 \
+    --benchmark-duration 10 \
+    --random-seed 42 \
+    --failed-request-threshold 0.10 \
+    --use-server-token-count \
+    --extra-inputs ignore_eos:true \
+    --output-artifact-dir "${RESULTS_DIR}"/conc8 \
+    --synthetic-input-tokens-mean 1024 \
+    --synthetic-input-tokens-stddev 0 \
+    --output-tokens-mean 64 \
+    --output-tokens-stddev 0 \
+    --prompt-corpus random
+  collect_result "$RESULTS_DIR/conc8/profile_export_aiperf.json" "$RESULTS_DIR/local-sim-sglang-disagg_fsl1k64_p2x8_d1x8_conc8.json" \
+    0.10 5
+  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc8" \
+    prefill0=http://"${PEER_ADDR[0]}":8000/metrics prefill1=http://"${PEER_ADDR[1]}":8000/metrics decode0=http://"${PEER_ADDR[2]}":8000/metrics router=http://"${NODE_ADDR}":29000/metrics
+fi
+
+step "finish barrier"
+barrier finish "$RANK" 3 "$LEADER_ADDR:29500" 1200 \
+  --nodes "$NODE_NAMES"
+step "teardown"
