@@ -108,10 +108,11 @@ compare: tools
 	@test -n "$(A)" -a -n "$(B)" || { echo "usage: make compare A=<run folder> B=<run folder>" >&2; exit 2; }
 	@.venv-report/bin/python -m recipes.report compare $(A) $(B)
 
-# make demo [CONFIG=<local key>] [VARIANT=<v>]: cluster and tools as needed, then submit and follow the job.
+# make demo [CONFIG=<local key>] [VARIANT=<v>] [SOAK=60s]: cluster and tools as needed, then submit and
+# follow the job.
 demo: $(STAMP) tools
 	@$(PYTHON) -m sim.cluster up --nodes $(NODES)
-	@$(PY) -m sim.demo $(CONFIG) $(if $(VARIANT),--variant $(VARIANT))
+	@$(PY) -m sim.demo $(CONFIG) $(if $(VARIANT),--variant $(VARIANT)) $(if $(SOAK),--soak $(SOAK))
 
 # One virtualenv per heavy tool, from the extra of the same name. A torch pin goes in first and alone,
 # so pip takes the local CPU wheel and lmcache (which wants any torch) does not pull a CUDA one.

@@ -272,6 +272,8 @@ def _intro(entry, engine: str, plans: list) -> str:
     if any(p.slurm.nodes > 1 for p in plans) and entry.kv_p2p_transfer:
         kv = KV_TRANSFERS.get(entry.kv_p2p_transfer, entry.kv_p2p_transfer)
         out += f": prefill and decode engines on separate nodes, KV moved by {kv}"
+    elif all(p.router is None for p in plans):
+        out += ": one server on one node, not disaggregated; requests go to it directly"
     if any(dict(p.env_shell).get("LMCACHE_L1_SIZE_GB") for p in plans):
         out += ", an LMCache server on each prefill node for host-DRAM prefix reuse"
     routers = _distinct(p.router_name for p in plans if p.router is not None)

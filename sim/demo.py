@@ -16,7 +16,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from recipes.render import RenderError, load, render_config
+from recipes.render import RenderError, add_soak_option, load, render_config
 from recipes.report import prom_sum
 from recipes.submit import Submission, SubmitError, pick, submit
 
@@ -217,8 +217,8 @@ def tail(path: Path, lines: int = 40) -> str:
         return f"({path}: {err.strerror})"
 
 
-def run(config: str, variant: str | None, out: Path, timeout: float) -> int:
-    variants = render_config(config, load(config))
+def run(config: str, variant: str | None, out: Path, timeout: float, soak: int | None = None) -> int:
+    variants = render_config(config, load(config), soak_seconds=soak)
     rendered = pick(variants, variant or variants[0].plan.variant)  # default: the config's first
     if rendered.plan.container.gpu_vendor != "none":
         raise DemoError(
@@ -250,9 +250,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--variant")
     p.add_argument("--out", default="out", type=Path)
     p.add_argument("--timeout", default=900.0, type=float, help="seconds before the job is cancelled")
+    add_soak_option(p)
     args = p.parse_args(argv)
     try:
-        return run(args.config, args.variant, args.out, args.timeout)
+        return run(args.config, args.variant, args.out, args.timeout, args.soak)
     except RenderError as exc:
         for finding in exc.findings:
             print(finding.format())

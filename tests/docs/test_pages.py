@@ -53,7 +53,7 @@ def test_there_are_pages_to_test(src, rendered_pages):
 
 def test_every_page_has_every_section_in_order(rendered_pages):
     for name, page in rendered_pages.items():
-        if "**Not launchable yet.**" in page:
+        if name == "README.md" or "**Not launchable yet.**" in page:  # the index has no sections
             continue
         at = [page.find(f"\n{s}\n") for s in SECTIONS]
         assert -1 not in at, f"{name} lacks {SECTIONS[at.index(-1)]}"

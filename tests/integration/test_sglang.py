@@ -1,6 +1,6 @@
 """SGLang on the local SLURM cluster: the real sglang-router and AIPerf, simulated SGLang engines.
 
-An SGLang PD job (2 prefill + 1 decode, Mooncake) and a single-node job run unmodified and prove their
+An SGLang PD job (2 prefill + 1 decode, Mooncake) and a single-node soak run unmodified and prove their
 results; the PD job's recorded known-issue workaround reaches its lock file and summary. Then the known
 issue itself: engines launched with the flags that trigger it, on an image the registry would call
 fixed, print its log signature mid-benchmark and wedge -- the node-side watcher must end the whole job
@@ -41,9 +41,9 @@ def tools():
         pytest.fail(f"missing {', '.join(missing)}: run `make tools` (make test does)")
 
 
-def demo(config: str, out: Path) -> tuple[subprocess.CompletedProcess, Path]:
+def demo(config: str, out: Path, *extra: str) -> tuple[subprocess.CompletedProcess, Path]:
     done = subprocess.run(
-        [sys.executable, "-m", "sim.demo", config, "--out", str(out), "--timeout", "600"],
+        [sys.executable, "-m", "sim.demo", config, "--out", str(out), "--timeout", "600", *extra],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -90,11 +90,15 @@ def test_an_sglang_pd_job_runs_end_to_end_and_records_its_workaround(cluster, to
     nothing_left(run_dir)
 
 
-def test_a_single_node_sglang_job_serves_and_benchmarks_without_a_router(cluster, tools, tmp_path):
-    done, run_dir = demo(SINGLE, tmp_path)
+def test_a_single_node_sglang_soak_serves_varied_load_without_a_router(cluster, tools, tmp_path):
+    done, run_dir = demo(SINGLE, tmp_path, "--soak", "30s")  # 3 phases of 10 s on the simulator
     job_out = (run_dir / "job.out").read_text()
     assert "sim1 teardown: done (exit code 0)" in job_out and "step: router" not in job_out
-    assert json.loads((run_dir / "summary.json").read_text())["rows"][0]["requests"] > 0
+    assert "step: benchmark soak003 (conc 4, 3 of 3)" in job_out
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["mode"] == "soak" and len(summary["rows"]) == 3
+    assert all(r["requests"] > 0 for r in summary["rows"])
+    assert json.loads((run_dir / "lock.json").read_text())["mode"] == "soak"
     nothing_left(run_dir)
 
 

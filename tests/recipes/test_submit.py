@@ -92,3 +92,23 @@ def test_sbatch_refusal_is_reported_with_its_message(rendered, tmp_path, fake_sb
 def test_missing_sbatch_says_how_to_get_a_cluster(rendered, tmp_path):
     with pytest.raises(submit.SubmitError, match="make cluster-up"):
         submit.submit(rendered, tmp_path, env={"PATH": str(tmp_path)})
+
+
+def test_a_recorded_known_issue_workaround_reaches_the_lock_file(configs, tmp_path, fake_sbatch):
+    env, _ = fake_sbatch
+    rendered = render_config("local-sim-sglang-disagg", configs)[0]
+    job = submit.submit(rendered, tmp_path, env=env)
+    lock = json.loads((job.run_dir / "lock.json").read_text())
+    assert lock["mode"] == "sweep"
+    (w,) = lock["workarounds"]
+    assert (w["issue"], w["workaround"], w["changes-performance"]) == (
+        "minicpm-sala-kv-indptr",
+        "minicpm-flashattn",
+        True,
+    )
+    assert (
+        w["settings"] == "ATTENTION_BACKEND=minicpm_flashattn instead of ATTENTION_BACKEND=minicpm_flashinfer"
+    )
+    plain_run = submit.submit(render_config(LOCAL, configs)[0], tmp_path, env=env).run_dir
+    plain = json.loads((plain_run / "lock.json").read_text())
+    assert plain["workarounds"] == []
