@@ -306,7 +306,8 @@ def _settings_part() -> list[str]:
         meaning = s.help + (f" Derived from {s.derived_from}; never set it." if s.kind == "derived" else "")
         meaning += " Prefill and decode must agree." if s.shared else ""
         flag = f"`{s.flag}`" if s.flag else "–"
-        rows.append((f"`{name}`", s.kind, default, ", ".join(s.roles), _range(s), flag, meaning))
+        engines = ", ".join(s.engines) if s.kind != "derived" else "–"
+        rows.append((f"`{name}`", s.kind, default, engines, ", ".join(s.roles), _range(s), flag, meaning))
     return [
         "## Settings (`additional-settings`)",
         "",
@@ -314,7 +315,10 @@ def _settings_part() -> list[str]:
         "([schemas/settings.py](../schemas/settings.py)) under the strict profile. An engine flag setting",
         "gives `--flag` when a true switch, `--flag=value` otherwise.",
         "",
-        *_table(("setting", "kind", "default", "roles", "range / choices", "engine flag", "meaning"), rows),
+        *_table(
+            ("setting", "kind", "default", "engines", "roles", "range / choices", "engine flag", "meaning"),
+            rows,
+        ),
     ]
 
 

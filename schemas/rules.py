@@ -175,6 +175,8 @@ def _settings_known_and_typed(ctx: Context):
 
 
 def _settings_fit_engine(ctx: Context):
+    """A setting means something to one engine only (GPU_MEMORY_UTILIZATION is vLLM's, DISABLE_CUDA_GRAPH
+    SGLang's): given to the other, it would be dropped or refused at launch, so lint refuses it."""
     engine = reg.engine_of(ctx.entry.framework)
     if engine is None:
         return
