@@ -46,10 +46,7 @@ class Sources:
 def sources() -> Sources:
     """Lint every config (strict) as `make render` does, keeping the keys without findings: an invalid
     entry loses its own page, not the others'."""
-    report = lint.Report()
-    runners = lint.lint_runners(lint.ROOT / lint.DEFAULT_RUNNERS, report)
-    issues = lint.lint_known_issues(lint.ROOT / lint.DEFAULT_KNOWN_ISSUES, report)
-    lint.lint_configs(lint.default_configs(), runners, "strict", report, issues)
+    report, runners, issues = lint.lint_repository()
     if runners is None:
         raise SystemExit("pages: configs/runners.yaml is invalid: run `make lint`")
     origin, skipped = {}, {}

@@ -74,13 +74,10 @@ class RenderError(Exception):
         self.findings = findings
 
 
-def load(key: str | None, known_issues: Path | None = None) -> Loaded:
-    """Lint every config (strict) against the runners and the known-issue registry (default: the
-    repository's); return what passed, or raise RenderError with what is wrong."""
-    report = lint.Report()
-    runners = lint.lint_runners(lint.ROOT / lint.DEFAULT_RUNNERS, report)
-    issues = lint.lint_known_issues(known_issues or lint.ROOT / lint.DEFAULT_KNOWN_ISSUES, report)
-    lint.lint_configs(lint.default_configs(), runners, "strict", report, issues)
+def load(key: str | None) -> Loaded:
+    """Lint every config (strict) against the runners and the known-issue registry; return what passed,
+    or raise RenderError with what is wrong."""
+    report, runners, issues = lint.lint_repository()
     if (
         key is not None
         and key not in report.entries

@@ -7,10 +7,8 @@ from schemas import settings as reg
 
 from .models import model_recipe
 from .plan import Ports, Service, Timeouts
-from .target import NODE_ADDR, Target, Unsupported
+from .target import NODE_ADDR, SIM_KV_WAIT_S, Target, Unsupported
 from .words import argv, word
-
-SIM_KV_WAIT_S = 30  # a lost KV transfer ends the simulated decode's wait in seconds
 
 
 def check(t: Target) -> None:
@@ -52,7 +50,7 @@ def _sglang_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> S
     ):
         if s[name] is not None:
             args += [flag, s[name]]
-    args += flag_args(s)
+    args += [x for flag, value in reg.flag_values(s) for x in ((flag,) if value is True else (flag, value))]
     args.append("--enable-metrics")  # the KV proof and the report read them
     if role in reg.ROLES:
         args += ["--disaggregation-mode", role, "--disaggregation-transfer-backend", "mooncake"]
@@ -66,17 +64,6 @@ def _sglang_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> S
         ready_url=word("http://", NODE_ADDR, f":{ports.vllm}/health"),
         ready_timeout=timeouts.engine_ready,
     )
-
-
-def flag_args(resolved: dict) -> list:
-    """Settings that stand for engine flags, in registry order: `--switch`, or `--flag value`."""
-    out: list = []
-    for name, value in resolved.items():
-        flag = reg.REGISTRY[name].flag
-        if not flag or value is None or value is False:
-            continue
-        out += [flag] if value is True else [flag, value]
-    return out
 
 
 def engine_env(t: Target, ports: Ports) -> dict:

@@ -12,6 +12,8 @@ from schemas.runners import Hardware
 from .words import Ref, word
 
 NODE_ADDR, LOCAL_ADDR = Ref("NODE_ADDR"), Ref("LOCAL_ADDR")
+# A lost KV transfer ends a simulated decode's wait in seconds, not in the engines' real minutes.
+SIM_KV_WAIT_S = 30
 
 
 class Unsupported(ValueError):

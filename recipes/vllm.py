@@ -8,12 +8,10 @@ from schemas.rules import l1_size_gb
 
 from .models import model_recipe
 from .plan import Ports, Service, Timeouts
-from .target import LOCAL_ADDR, NODE_ADDR, Target, Unsupported
+from .target import LOCAL_ADDR, NODE_ADDR, SIM_KV_WAIT_S, Target, Unsupported
 from .words import Ref, argv, json_word, word
 
 MOONCAKE_ABORT_TIMEOUT_S = 480
-# A lost KV transfer ends the simulated decode's wait in seconds, not in Mooncake's real 480 s.
-SIM_KV_WAIT_S = 30
 # A small simulated HBM prefix cache: on a short trace the host-DRAM L2 (LMCache) must serve reuse too.
 SIM_HBM_CACHE_TOKENS = 16384
 

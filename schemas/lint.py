@@ -87,6 +87,16 @@ def lint_configs(paths, runners, profile: str, report: Report, issues: tuple | N
         report.findings += findings
 
 
+def lint_repository() -> tuple[Report, object, tuple]:
+    """(report, runners, known issues) of the repository's own configs under the strict profile: what
+    `make render` and `make docs` build from."""
+    report = Report()
+    runners = lint_runners(ROOT / DEFAULT_RUNNERS, report)
+    issues = lint_known_issues(ROOT / DEFAULT_KNOWN_ISSUES, report)
+    lint_configs(default_configs(), runners, "strict", report, issues)
+    return report, runners, issues
+
+
 def base_entries(path: Path, base: str) -> list:
     """The changelog's entries at git ref `base` ([] when the file did not exist there)."""
     where = path.resolve().parent

@@ -298,14 +298,20 @@ def resolve(role: str, parsed: dict) -> dict:
     }
 
 
-def engine_flags(resolved: dict) -> frozenset[str]:
-    """Engine flags a role's resolved settings stand for: `--name` for a true switch, else `--name=value`."""
-    out = set()
+def flag_values(resolved: dict) -> list[tuple[str, object]]:
+    """(flag, value) of every set setting that stands for an engine flag, in registry order; value True
+    is a switch. The renderer turns them into argv, lint into engine_flags."""
+    out = []
     for name, value in resolved.items():
         flag = REGISTRY[name].flag
         if flag and value is not None and value is not False:
-            out.add(flag if value is True else f"{flag}={value}")
-    return frozenset(out)
+            out.append((flag, value))
+    return out
+
+
+def engine_flags(resolved: dict) -> frozenset[str]:
+    """Engine flags a role's resolved settings stand for: `--name` for a true switch, else `--name=value`."""
+    return frozenset(flag if value is True else f"{flag}={value}" for flag, value in flag_values(resolved))
 
 
 def flag_setting(flag: str) -> str:

@@ -63,24 +63,20 @@ def _get(url: str) -> str:
         raise ProofError(f"{url}: {getattr(err, 'reason', err)}") from None
 
 
-def _kv_tokens(urls: list[str]) -> float:
+def _sum(urls: list[str], name: str, label: str = "", *, required: bool = True) -> float:
+    """The metric summed over engines; one that does not export it fails the proof unless not required."""
     total = 0.0
     for url in urls:
-        value = metric_sum(_get(url), *KV_TRANSFER)
-        if value is None:
-            raise ProofError(f"{url} exports no {KV_TRANSFER[0]}{{{KV_TRANSFER[1]}}}")
-        total += value
-    return total
-
-
-def _sum(urls: list[str], name: str, *, required: bool = True) -> float:
-    total = 0.0
-    for url in urls:
-        value = metric_sum(_get(url), name, "")
+        value = metric_sum(_get(url), name, label)
         if value is None and required:
-            raise ProofError(f"{url} exports no {name} (is the engine started with --enable-metrics?)")
+            shown = f"{name}{{{label}}}" if label else name
+            raise ProofError(f"{url} exports no {shown} (is the engine started with --enable-metrics?)")
         total += value or 0.0
     return total
+
+
+def _kv_tokens(urls: list[str]) -> float:
+    return _sum(urls, *KV_TRANSFER)
 
 
 def _sglang_counts(args: argparse.Namespace) -> tuple[float, float, float]:
@@ -89,6 +85,15 @@ def _sglang_counts(args: argparse.Namespace) -> tuple[float, float, float]:
 
 
 def _smoke_request(router: str, model: str) -> tuple[int, dict]:
+    """(HTTP status, answer) of one chat request through the router; an error or empty answer fails."""
+    status, answer = _post_smoke(router, model)
+    problem = _answer_problem(answer)
+    if problem:
+        raise ProofError(f"smoke request: {problem}")
+    return status, answer
+
+
+def _post_smoke(router: str, model: str) -> tuple[int, dict]:
     tag = uuid.uuid4().hex
     words = " ".join(f"w{tag[i % 32]}{i}" for i in range(SMOKE_WORDS))
     body = {
@@ -128,9 +133,6 @@ def _answer_problem(answer: dict) -> str | None:
 def smoke(args: argparse.Namespace) -> str:
     if not args.decode_metrics:  # a single-node job: nothing moves between engines, the answer is the proof
         status, answer = _smoke_request(args.router, args.model)
-        problem = _answer_problem(answer)
-        if problem:
-            raise ProofError(f"smoke request: {problem}")
         return (
             f"smoke: HTTP {status}, {answer['usage']['completion_tokens']} tokens (one server: no KV to move)"
         )
@@ -138,9 +140,6 @@ def smoke(args: argparse.Namespace) -> str:
         return _smoke_sglang(args)
     before = _kv_tokens(args.decode_metrics)
     status, answer = _smoke_request(args.router, args.model)
-    problem = _answer_problem(answer)
-    if problem:
-        raise ProofError(f"smoke request: {problem}")
     moved = _kv_tokens(args.decode_metrics) - before
     if moved <= 0:
         raise ProofError(
@@ -154,9 +153,6 @@ def smoke(args: argparse.Namespace) -> str:
 def _smoke_sglang(args: argparse.Namespace) -> str:
     prompt_before, generated_before, failed_before = _sglang_counts(args)
     status, answer = _smoke_request(args.router, args.model)
-    problem = _answer_problem(answer)
-    if problem:
-        raise ProofError(f"smoke request: {problem}")
     prompt_after, generated_after, failed_after = _sglang_counts(args)
     prompt, tokens = answer["usage"].get("prompt_tokens"), answer["usage"]["completion_tokens"]
     computed, generated = prompt_after - prompt_before, generated_after - generated_before
