@@ -8,9 +8,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-# make lint [CONFIGS="a.yaml b.yaml"] [RUNNERS=r.yaml] [CHANGELOG=c.yaml] [PROFILE=strict|inferencex]
-#           [BASE=<git ref>] [REPO=org/repo]
+# make lint [CONFIGS="a.yaml b.yaml"] [RUNNERS=r.yaml] [LAUNCH=l.yaml] [CHANGELOG=c.yaml]
+#           [PROFILE=strict|inferencex] [BASE=<git ref>] [REPO=org/repo]
 LINT_ARGS = $(if $(PROFILE),--profile $(PROFILE)) $(if $(RUNNERS),--runners $(RUNNERS)) \
+	$(if $(LAUNCH),--launch $(LAUNCH)) \
 	$(if $(CHANGELOG),--changelog $(CHANGELOG)) $(if $(BASE),--base $(BASE)) $(if $(REPO),--repo $(REPO)) \
 	$(CONFIGS)
 
@@ -20,7 +21,7 @@ help:
 	@echo "make render [CONFIG=<key>] [OUT=out]   render launch files for every variant"
 	@echo "make submit CONFIG=<key> [VARIANT=<v>] [DRY_RUN=1]   sbatch one variant"
 	@echo "              [SOAK=2h]: soak instead of the sweep (render too): varied load, engines watched"
-	@echo "make lint       validate configs/*-master.yaml, configs/runners.yaml, perf-changelog.yaml"
+	@echo "make lint       validate configs/*-master.yaml, runners.yaml, launch.yaml, known-issues.yaml, perf-changelog.yaml"
 	@echo "make test       the whole test suite"
 	@echo "make schema     regenerate the JSON Schemas under schemas/json/"
 	@echo "make docs [RUN=<run folder>]   docs/recipes/<key>.md + docs/config-reference.md (RUN: record its result first)"
@@ -66,7 +67,7 @@ schema: $(STAMP)
 # they are stale. RUN=<run folder> records that verified run's result in docs/results/ first.
 docs: $(STAMP)
 	@$(PY) -m recipes.pages $(if $(RUN),--run $(RUN))
-	@$(PY) -m schemas.reference
+	@$(PY) -m recipes.pages.reference
 
 bench-lint: $(STAMP)
 	$(PY) tests/bench/bench_lint.py

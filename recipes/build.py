@@ -9,19 +9,19 @@ from __future__ import annotations
 import hashlib
 
 from schemas import known_issues as ki
+from schemas.entries import role_gpus
 from schemas.images import engine_version
-from schemas.rules import role_gpus
+from schemas.routers import PD_PROXY
 
 from . import sglang, vllm
-from .plan import Benchmark, Container, Node, Pinned, Plan, Ports, Role, Service, Slurm, Timeouts
+from .benchmark import check_soak_fits, concurrencies, entry_url, parse_duration, seconds_of, soak, sweep
+from .plan import Container, Node, Pinned, Plan, Ports, Role, Service, Slurm, Timeouts
 from .target import NODE_ADDR, Target, Unsupported, peer_url, program
 from .words import Ref, argv, word
 
 __all__ = ["Target", "Unsupported", "build_plan", "concurrencies", "parse_duration"]
 
 ENGINES = {"vllm": vllm, "sglang": sglang}
-SIM_TIMEOUTS = dict(barrier=60, lmcache_ready=120, engine_ready=120, router_ready=60)
-REAL_TIMEOUTS = dict(barrier=600, lmcache_ready=300, engine_ready=3600, router_ready=300)
 AMD_DEVICES = ("--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video")
 NODE_ENV = (
     "RUN_DIR",
@@ -32,10 +32,6 @@ NODE_ENV = (
     "SLURMD_NODENAME",
     "SLURM_JOB_ID",
 )
-MAX_ERROR_RATE = "0.10"  # AIPerf's --failed-request-threshold, and the result gate's (scripts/results.py)
-BENCH_SECONDS = {"none": 10, "real": 600}  # per concurrency (and per soak phase): short on the simulator
-SOAK_LENGTHS = (4, 2, 1)  # soak phases cycle the prompt through isl/4, isl/2 and isl
-TEARDOWN_MARGIN_S = 600  # what a soak leaves of the time limit for start-up, proofs and teardown
 
 
 def build_plan(
@@ -45,26 +41,28 @@ def build_plan(
     timeouts: Timeouts | None = None,
     soak_seconds: int | None = None,
 ) -> Plan:
-    """timeouts: by default from the runner (simulated engines start at once, real ones load weights).
-    soak_seconds: instead of the sweep, phases of varied concurrency and prompt length for that long."""
+    """timeouts: by default the runner's launch profile's. soak_seconds: instead of the sweep, phases of
+    varied concurrency and prompt length for that long."""
     _check_supported(t)
     engine = ENGINES[t.engine]
     ports = ports or Ports()
-    time_limit = t.hardware.time_limit or "04:00:00"
-    timeouts = timeouts or Timeouts(done=_seconds(time_limit), **(SIM_TIMEOUTS if t.sim else REAL_TIMEOUTS))
+    profile = t.launch
+    timeouts = timeouts or Timeouts(
+        done=seconds_of(profile.time_limit), **profile.timeouts.model_dump(by_alias=False)
+    )
     if soak_seconds is not None:
-        _check_soak_fits(soak_seconds, time_limit)
+        check_soak_fits(soak_seconds, profile.time_limit)
     nodes = _nodes(t)
     signatures = _log_signatures(t)
     router = _router_service(t, nodes, ports, timeouts) if t.disagg else None
     container = Container(
-        runtime=t.hardware.container_runtime,
+        runtime=profile.container_runtime,
         image=t.entry.image,
-        gpu_vendor=t.hardware.gpu_vendor,
-        mounts=(t.hardware.model_root,),
+        gpu_vendor=profile.gpu_vendor,
+        mounts=(profile.model_root,),
     )
     variant = t.variant if soak_seconds is None else f"{t.variant}_soak"
-    benchmarks = _benchmarks(t, ports) if soak_seconds is None else _soak(t, ports, soak_seconds)
+    benchmarks = sweep(t, ports) if soak_seconds is None else soak(t, ports, soak_seconds)
     return Plan(
         config_key=t.key,
         variant=variant,
@@ -72,6 +70,7 @@ def build_plan(
         model=t.entry.model,
         framework=t.entry.framework,
         engine=t.engine,
+        engine_build=profile.engine_build,
         mode="sweep" if soak_seconds is None else "soak",
         router_name=t.router.name if t.disagg else None,
         gpus_per_node=t.hardware.gpus_per_node,
@@ -80,18 +79,18 @@ def build_plan(
         runner=t.runner_label,
         slurm=Slurm(
             job_name=f"{t.key}_{variant}",
-            partition=t.hardware.partition,
-            account=t.hardware.account,
-            time_limit=time_limit,
+            partition=profile.partition,
+            account=profile.account,
+            time_limit=profile.time_limit,
             nodes=len(nodes),
         ),
         container=container,
         ports=ports,
         timeouts=timeouts,
         address_args=_address_args(t),
-        node_local_addr=(NODE_ADDR if t.sim else "127.0.0.1") if t.uses_lmcache else None,
-        env_exported=tuple(sorted((k, str(v)) for k, v in engine.engine_env(t, ports).items())),
-        env_shell=vllm.lmcache_env(t, ports),
+        node_local_addr=_private_addr(t) if t.uses_lmcache else None,
+        env_exported=tuple(sorted((k, str(v)) for k, v in _engine_env(t, engine, ports).items())),
+        env_shell=engine.shell_env(t),
         nodes=nodes,
         roles=_roles(t, engine, ports, timeouts, signatures),
         router=router,
@@ -101,6 +100,7 @@ def build_plan(
         metrics=_metrics_endpoints(t, engine, nodes, ports),
         smoke=_smoke(t, nodes, ports),
         l2_proof=_l2_proof(t, benchmarks),
+        shipped=_shipped(t),
         workarounds=ki.recorded_workarounds(t.entry, t.issues),
         log_signatures=signatures,
     )
@@ -125,11 +125,41 @@ def _check_supported(t: Target) -> None:
 
 
 def _address_args(t: Target) -> tuple:
-    """Simulated nodes share lo, each on its own 127.0.0.x that SLURM knows as its NodeAddr; real
-    nodes advertise the address of their data-plane interface (never a loopback one)."""
-    if t.hardware.data_plane_interface == "lo":
-        return argv("--slurm-nodeaddr", "--allow-loopback")
-    return argv("--interface", t.hardware.data_plane_interface)
+    """How a node finds the address it advertises: its data-plane interface's (never a loopback one on a
+    real cluster), or the NodeAddr SLURM knows it by (local nodes: each its own 127.0.0.x)."""
+    p = t.launch
+    args = (
+        ["--slurm-nodeaddr"]
+        if p.node_address == "slurm-nodeaddr"
+        else ["--interface", p.data_plane_interface]
+    )
+    return argv(*args, *(["--allow-loopback"] if p.loopback else []))
+
+
+def _private_addr(t: Target) -> tuple:
+    """Where node-private services (LMCache) listen: loopback, or the node's own address when several
+    nodes share one host's loopback."""
+    return word(NODE_ADDR) if t.launch.private_bind == "node-address" else word("127.0.0.1")
+
+
+def _engine_env(t: Target, engine, ports: Ports) -> dict:
+    """What the engines read: the engine's own (Mooncake, model) and the runner's platform knobs."""
+    env = engine.engine_env(t, ports)
+    env.update(t.launch.engine_env.get(t.engine, {}))
+    for name, setting in t.launch.engine_env_from_settings.get(t.engine, {}).items():
+        value = next(
+            (t.settings(r)[setting] for r in t.roles if t.settings(r).get(setting) is not None), None
+        )
+        if value is not None:
+            env[name] = value
+    return env
+
+
+def _shipped(t: Target) -> tuple:
+    """Repository folders the job reads, copied into its run folder: the node tools, our proxy when it is
+    the router, and what the runner's launch profile ships (a trace set)."""
+    proxy = (("proxy", "proxy"),) if t.disagg and t.router.name == PD_PROXY else ()
+    return (("scripts", "scripts"), *proxy, *sorted(t.launch.ship.items()))
 
 
 def _components(t: Target) -> tuple:
@@ -143,36 +173,6 @@ def _components(t: Target) -> tuple:
     if t.disagg:
         out.append((t.router.name, t.router.version))
     return tuple(out)
-
-
-def _seconds(hms: str) -> int:
-    h, m, s = (int(x) for x in hms.split(":"))
-    return h * 3600 + m * 60 + s
-
-
-def parse_duration(text: str) -> int:
-    """Seconds of '90m', '2h', '600s', '600' or 'HH:MM:SS' (the soak option); ValueError otherwise."""
-    text = text.strip()
-    if text.count(":") == 2 and all(p.isdigit() for p in text.split(":")):
-        seconds = _seconds(text)
-    else:
-        scale = {"s": 1, "m": 60, "h": 3600}.get(text[-1:], 1)
-        number = text[:-1] if text[-1:] in "smh" else text
-        if not number.isdigit():
-            raise ValueError(f"{text!r} is not a duration (e.g. 90m, 2h, 600s, 01:30:00)")
-        seconds = int(number) * scale
-    if seconds <= 0:
-        raise ValueError(f"{text!r} is not a positive duration")
-    return seconds
-
-
-def _check_soak_fits(seconds: int, time_limit: str) -> None:
-    room = _seconds(time_limit) - TEARDOWN_MARGIN_S
-    if seconds > room:
-        raise Unsupported(
-            f"a soak of {seconds} s does not fit the runner's time-limit {time_limit} (at most "
-            f"{max(room, 0)} s leaves {TEARDOWN_MARGIN_S} s for start-up, proofs and teardown)"
-        )
 
 
 def _nodes(t: Target) -> tuple:
@@ -279,11 +279,6 @@ def _router_service(t: Target, nodes: tuple, ports: Ports, timeouts: Timeouts) -
     return ENGINES[t.engine].router_service(t, backends, ports, timeouts, counts)
 
 
-def _entry_url(t: Target, ports: Ports):
-    """Where requests go: the router of a PD job, the one server of a single-node job."""
-    return word("http://", NODE_ADDR, f":{ports.router if t.disagg else ports.vllm}")
-
-
 def _metrics_endpoints(t: Target, engine, nodes: tuple, ports: Ports) -> tuple:
     """NAME=URL per engine (prefill0, decode0, server0) and the router, for the end-of-run snapshot."""
     engines = [word(f"{n.role}{n.index}=", *peer_url(n.rank, ports.vllm), "/metrics") for n in nodes]
@@ -310,7 +305,7 @@ def _smoke(t: Target, nodes: tuple, ports: Ports) -> tuple:
         "--engine",
         t.engine,
         "--router",
-        _entry_url(t, ports),
+        entry_url(t, ports),
         "--model",
         t.entry.model,
         *metrics,
@@ -329,113 +324,3 @@ def _l2_proof(t: Target, benchmarks: tuple) -> tuple | None:
         "--metrics-dir",
         word(Ref("RESULTS_DIR"), f"/metrics/{last}"),
     )
-
-
-def concurrencies(t: Target) -> tuple:
-    sp = t.point.space
-    if sp.conc_list is not None:
-        return tuple(sp.conc_list)
-    out, c = [], sp.conc_start
-    while c <= sp.conc_end:  # InferenceX ranges double from start to end
-        out.append(c)
-        c *= 2
-    return tuple(out)
-
-
-def _benchmarks(t: Target, ports: Ports) -> tuple:
-    seconds = BENCH_SECONDS["none" if t.sim else "real"]
-    return tuple(
-        _benchmark(t, ports, f"conc{c}", c, seconds, _workload_args(t, t.scenario_params.get("isl")))
-        for c in concurrencies(t)
-    )
-
-
-def _soak(t: Target, ports: Ports, total: int) -> tuple:
-    """Phases of one benchmark duration each, cycling concurrency and (fixed-seq-len) prompt length so
-    the engine keeps changing batch shapes: late-onset bugs (CUDA-graph replay, buffer reuse) need that."""
-    seconds = BENCH_SECONDS["none" if t.sim else "real"]
-    concs = concurrencies(t)
-    isl = t.scenario_params.get("isl")
-    lengths = tuple(max(1, isl // d) for d in SOAK_LENGTHS) if isl else (None,)
-    out = []
-    for i in range(max(1, total // seconds)):
-        c, length = concs[i % len(concs)], lengths[(i // len(concs) + i) % len(lengths)]
-        name = f"soak{i + 1:03d}"
-        out.append(_benchmark(t, ports, name, c, seconds, _workload_args(t, length)))
-    return tuple(out)
-
-
-def _benchmark(t: Target, ports: Ports, name: str, c: int, seconds: int, workload: list) -> Benchmark:
-    # Offline, AIPerf's "builtin" tokenizer still downloads; the simulator's word tokenizer ships with
-    # the trace set (sim/traces/), and real runs use the model's own.
-    tokenizer = (
-        word(Ref("RECIPE_DIR"), "/traces/tokenizer") if t.sim else f"{t.hardware.model_root}/{t.entry.model}"
-    )
-    args = [
-        "aiperf",
-        "profile",
-        "--url",
-        _entry_url(t, ports),
-        "--endpoint",
-        "/v1/chat/completions",
-        "--endpoint-type",
-        "chat",
-        "--streaming",
-        "--model",
-        t.entry.model,
-        "--tokenizer",
-        tokenizer,
-        "--concurrency",
-        c,
-        "--benchmark-duration",
-        seconds,
-        "--random-seed",
-        42,
-        "--failed-request-threshold",
-        MAX_ERROR_RATE,
-        "--use-server-token-count",
-        # output lengths are sent as max_completion_tokens, a cap: without this, answers end early
-        "--extra-inputs",
-        "ignore_eos:true",
-        "--output-artifact-dir",
-        word(Ref("RESULTS_DIR"), f"/{name}"),
-        *workload,
-    ]
-    return Benchmark(
-        concurrency=c,
-        result=f"{t.key}_{t.variant}_{name}.json",
-        argv=argv(*args),
-        max_error_rate=MAX_ERROR_RATE,
-        min_duration=seconds // 2,
-        name=name,
-    )
-
-
-def _workload_args(t: Target, isl: int | None) -> list:
-    if t.point.scenario == "agentic-coding":
-        session = ["--session-header", "X-Session-ID"]  # lets the router keep a session on one prefill
-        if t.sim:  # nothing can be downloaded here: a small trace set shipped with the recipe
-            return [
-                *session,
-                "--input-file",
-                word(Ref("RECIPE_DIR"), "/traces/agentic-sim.jsonl"),
-                "--custom-dataset-type",
-                "multi_turn",
-            ]
-        trace_set = t.settings(t.roles[0])["WEKA_LOADER_OVERRIDE"]
-        if trace_set is None:
-            raise Unsupported("agentic-coding on a real cluster needs WEKA_LOADER_OVERRIDE=<trace set>")
-        return [*session, "--public-dataset", trace_set]
-    osl = t.scenario_params["osl"]
-    return [
-        "--synthetic-input-tokens-mean",
-        isl,
-        "--synthetic-input-tokens-stddev",
-        0,
-        "--output-tokens-mean",
-        osl,
-        "--output-tokens-stddev",
-        0,
-        # with the simulator's word tokenizer the default corpus decodes to one repeated unknown word
-        *(["--prompt-corpus", "random"] if t.sim else []),
-    ]

@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, field, fields, is_dataclass
 
-from .words import Ref
+from .words import Ref, shown
+
+
+def _argv(**kw):
+    """A field holding an argv (a tuple of Words): plan.json shows it as a list of strings."""
+    return field(metadata={"json": "argv"}, **kw)
+
+
+def _word(**kw):
+    """A field holding one Word (or None): plan.json shows it as one string."""
+    return field(metadata={"json": "word"}, **kw)
+
+
+def _pairs(**kw):
+    """A field holding (NAME, value) pairs: plan.json shows them as an object."""
+    return field(metadata={"json": "pairs"}, **kw)
 
 
 @dataclass(frozen=True)
@@ -22,7 +37,7 @@ class Ports:
 
 @dataclass(frozen=True)
 class Timeouts:
-    """Seconds. Real engines load ~557 GB of weights; simulated ones start at once."""
+    """Seconds, from the runner's launch profile (real engines load ~557 GB of weights)."""
 
     barrier: int
     done: int  # non-leaders wait this long for rank 0 to finish the benchmark: the job's time limit
@@ -37,8 +52,8 @@ class Service:
     """A long-running process on a node: started, waited healthy, watched until teardown."""
 
     name: str
-    argv: tuple  # of Words
-    ready_url: tuple | None  # a Word; None: nothing to wait for (a watcher), only kept alive
+    argv: tuple = _argv()
+    ready_url: tuple | None = _word()  # None: nothing to wait for (a watcher), only kept alive
     ready_timeout: int
     ready_expect: tuple = ()  # KEY=VALUE checks on the health JSON
 
@@ -65,7 +80,7 @@ class Role:
 
     name: str
     services: tuple  # of Service
-    commands: tuple  # programs its services need on PATH (checked at preflight)
+    commands: tuple = _argv()  # programs its services need on PATH (checked at preflight)
     pinned: tuple = ()  # of Pinned: components whose exact version preflight checks
 
 
@@ -73,7 +88,7 @@ class Role:
 class Benchmark:
     concurrency: int
     result: str  # <config>_<variant>_<name>.json
-    argv: tuple  # of Words
+    argv: tuple = _argv()
     max_error_rate: str  # a result with more failed requests fails the step
     min_duration: int  # seconds: a result that measured less is no measurement (half the requested)
     name: str = ""  # conc<C> in a sweep, soak<NNN> in a soak: its step, artifact and metrics folder
@@ -104,6 +119,7 @@ class Plan:
     model: str
     framework: str
     engine: str  # vllm | sglang: the node script is server_<engine>.sh
+    engine_build: str  # image | simulator: which engines run (the runner's launch profile)
     mode: str  # sweep (one result per concurrency) | soak (varied phases while watching the engines)
     router_name: str | None  # None: a single-node job, requests go to its one server
     runner: str
@@ -111,21 +127,22 @@ class Plan:
     container: Container
     ports: Ports
     timeouts: Timeouts
-    address_args: tuple  # sync.py addr options that find a node's data-plane address
-    node_local_addr: Ref | str | None  # where node-private services (LMCache) bind; None: there are none
-    env_exported: tuple  # (NAME, value): read by engines
-    env_shell: tuple  # (NAME, value): knobs the node script expands
+    address_args: tuple = _argv()  # sync.py addr options that find a node's data-plane address
+    node_local_addr: tuple | None = _word()  # where node-private services (LMCache) bind; None: none
+    env_exported: tuple = _pairs()  # (NAME, value): read by engines
+    env_shell: tuple = _pairs()  # (NAME, value): knobs the node script expands
     nodes: tuple  # of Node, by rank
     roles: tuple  # of Role
     router: Service | None
-    leader_commands: tuple  # what rank 0 needs on PATH besides its role's: router, benchmark client
-    launch: tuple  # the srun argv (Words) that starts one node script per node
+    leader_commands: tuple = _argv()  # what rank 0 needs on PATH besides its role's: router, benchmark
+    launch: tuple = _argv()  # srun, one node script per node
     benchmarks: tuple  # of Benchmark
-    metrics: tuple  # NAME=URL Words: every engine's and the router's /metrics, saved after the benchmarks
-    smoke: tuple  # argv: a request through the router, and proof its KV moved prefill -> decode
-    l2_proof: tuple | None  # argv: LMCache served hits during the sweep (agentic runs with LMCache)
+    metrics: tuple = _argv()  # NAME=URL: every engine's and the router's /metrics, saved after each run
+    smoke: tuple = _argv()  # a request through the router, and proof its KV moved prefill -> decode
+    l2_proof: tuple | None = _argv()  # LMCache served hits during the sweep (agentic runs with LMCache)
+    shipped: tuple = _pairs()  # (name, repository folder): copied into the run's recipe/<name>/
     gpus_per_node: int = 0
-    components: tuple = ()  # (name, version) of what the run's numbers depend on, for the lock file
+    components: tuple = _pairs(default=())  # what the run's numbers depend on, for the lock file
     config_sha256: str = ""  # of the validated config entry, for the lock file
     workarounds: tuple = ()  # known-issue workarounds the config records (they change performance)
     log_signatures: tuple = ()  # {issue, title, regex, fix} the node-side watcher fails the job on
@@ -135,8 +152,10 @@ class Plan:
         return f"server_{self.engine}.sh"
 
     def to_json(self) -> dict:
-        """plan.json: the typed hand-off to node-side tools; Refs appear as {"ref": VAR}."""
-        return _jsonable(asdict(self))
+        """plan.json: the whole Plan as data for reviewers and node-side tools. Command lines are lists of
+        strings; `${NAME}` in them is a bash variable known only on the node (its address, a peer's), `$$`
+        a literal `$`."""
+        return {"format": PLAN_FORMAT, **_data(self)}
 
     @property
     def prefill_ranks(self) -> tuple:
@@ -147,13 +166,27 @@ class Plan:
         return tuple(n.rank for n in self.nodes if n.role == "decode")
 
 
-def _jsonable(value):
+PLAN_FORMAT = "plan.json v2: argv as strings; ${NAME} = a node's bash variable, $$ = a literal $"
+
+
+def _data(value):
+    if is_dataclass(value):
+        return {f.name: _field_data(f, getattr(value, f.name)) for f in fields(value)}
     if isinstance(value, Ref):
-        return {"ref": value.var}
-    if isinstance(value, dict):
-        if set(value) == {f.name for f in fields(Ref)}:
-            return {"ref": value["var"]}
-        return {k: _jsonable(v) for k, v in value.items()}
+        return shown((value,))
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [_data(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _data(v) for k, v in value.items()}
     return value
+
+
+def _field_data(f, value):
+    kind = f.metadata.get("json")
+    if value is None or kind is None:
+        return _data(value)
+    if kind == "argv":
+        return [shown(w) for w in value]
+    if kind == "word":
+        return shown(value)
+    return {name: _data(v) for name, v in value}  # pairs

@@ -17,7 +17,8 @@ import jinja2
 from schemas import lint
 from schemas.findings import Finding, did_you_mean
 
-from .build import Unsupported, build_plan, parse_duration
+from .benchmark import parse_duration
+from .build import Unsupported, build_plan
 from .plan import Plan
 from .variants import targets
 from .words import bash_argv, bash_word, word
@@ -55,17 +56,22 @@ def render_plan(plan: Plan, env: jinja2.Environment | None = None) -> Rendered:
     # One node runtime for every engine: the engine lives in the Plan's commands, not in the template.
     templates = {**TEMPLATES_OF, plan.script: "server.sh.j2"}
     files = {name: env.get_template(t).render(plan=plan, header=header) for name, t in templates.items()}
-    files["plan.json"] = json.dumps(plan.to_json(), indent=2, sort_keys=True) + "\n"
+    files["plan.json"] = json.dumps(plan.to_json(), indent=2) + "\n"  # in the Plan's own order
     return Rendered(plan, files)
 
 
 @dataclass(frozen=True)
 class Loaded:
-    """What lint accepted: entries by key, the runners, and the known-issue registry it checked them by."""
+    """What lint accepted: entries by key, and the runners, launch profiles and known-issue registry it
+    checked them against."""
 
     entries: dict
     runners: object
+    launch: object
     issues: tuple
+
+    def targets(self, key: str) -> list:
+        return targets(key, self.entries[key], runners=self.runners, launch=self.launch, issues=self.issues)
 
 
 class RenderError(Exception):
@@ -75,9 +81,10 @@ class RenderError(Exception):
 
 
 def load(key: str | None) -> Loaded:
-    """Lint every config (strict) against the runners and the known-issue registry; return what passed,
-    or raise RenderError with what is wrong."""
-    report, runners, issues = lint.lint_repository()
+    """Lint every config (strict) against the runners, launch profiles and the known-issue registry; return
+    what passed, or raise RenderError with what is wrong."""
+    repo = lint.lint_repository()
+    report = repo.report
     if (
         key is not None
         and key not in report.entries
@@ -88,16 +95,16 @@ def load(key: str | None) -> Loaded:
     relevant = [
         f
         for f in report.findings
-        if key is None or f.path[:1] == (key,) or f.file.endswith(("runners.yaml", "known-issues.yaml"))
+        if key is None or f.path[:1] == (key,) or not f.file.endswith("-master.yaml")
     ]
     if relevant:
         raise RenderError(relevant)
-    return Loaded(report.entries, runners, issues)
+    return Loaded(report.entries, repo.runners, repo.launch, repo.issues)
 
 
 def render_config(key: str, loaded: Loaded, *, soak_seconds: int | None = None) -> list[Rendered]:
     out = []
-    for target in targets(key, loaded.entries[key], loaded.runners, loaded.issues):
+    for target in loaded.targets(key):
         try:
             out.append(render_plan(build_plan(target, soak_seconds=soak_seconds)))
         except Unsupported as exc:

@@ -8,39 +8,26 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 
+from scripts import promtext
+
 PERCENTILES = ("p50", "p90", "p99")
 LATENCIES = {"ttft_ms": "time_to_first_token", "itl_ms": "inter_token_latency", "e2e_ms": "request_latency"}
-_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
 
 
 class ReportError(Exception):
     """The run folder lacks what a summary needs."""
 
 
-def prom_samples(text: str, name: str, *labels: str) -> list[float]:
-    """Values of a Prometheus metric's samples whose labels contain every `labels` item (`k="v"`)."""
-    out = []
-    for line in text.splitlines():
-        sample = _SAMPLE.match(line)
-        if sample and sample[1] == name and all(label in (sample[2] or "") for label in labels):
-            out.append(float(sample[3]))
-    return out
+def _role_sum(snapshot: Path, role: str, name: str, *labels: str) -> float:
+    files = sorted(snapshot.glob(f"{role}*.prom"))
+    return sum(promtext.total(p.read_text(), name, *labels) or 0.0 for p in files)
 
 
-def prom_sum(text: str, name: str, *labels: str) -> float:
-    return sum(prom_samples(text, name, *labels))
-
-
-def _role_sum(snapshot: Path, role: str, name: str, label: str = "") -> float:
-    return sum(prom_sum(p.read_text(), name, label) for p in sorted(snapshot.glob(f"{role}*.prom")))
-
-
-def _delta(after: Path, before: Path, role: str, name: str, label: str = "") -> float:
-    return _role_sum(after, role, name, label) - _role_sum(before, role, name, label)
+def _delta(after: Path, before: Path, role: str, name: str, *labels: str) -> float:
+    return _role_sum(after, role, name, *labels) - _role_sum(before, role, name, *labels)
 
 
 def _rate(hits: float, queries: float) -> float | None:

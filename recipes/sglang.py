@@ -7,7 +7,7 @@ from schemas import settings as reg
 
 from .models import model_recipe
 from .plan import Ports, Service, Timeouts
-from .target import NODE_ADDR, SIM_KV_WAIT_S, Target, Unsupported
+from .target import NODE_ADDR, Target, Unsupported
 from .words import argv, word
 
 
@@ -33,7 +33,7 @@ def _sglang_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> S
         "-m",
         "sglang.launch_server",
         "--model-path",
-        f"{t.hardware.model_root}/{t.entry.model}",
+        t.model_path,
         "--served-model-name",
         t.entry.model,
         "--host",
@@ -56,8 +56,8 @@ def _sglang_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> S
         args += ["--disaggregation-mode", role, "--disaggregation-transfer-backend", "mooncake"]
         if role == "prefill":
             args += ["--disaggregation-bootstrap-port", ports.mooncake_bootstrap]
-        if t.hardware.nic_devices:
-            args += ["--disaggregation-ib-device", ",".join(t.hardware.nic_devices)]
+        if t.launch.nic_devices:
+            args += ["--disaggregation-ib-device", ",".join(t.launch.nic_devices)]
     return Service(
         name="sglang",
         argv=argv(*args),
@@ -67,7 +67,13 @@ def _sglang_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> S
 
 
 def engine_env(t: Target, ports: Ports) -> dict:
-    return {"SIM_KV_WAIT_S": SIM_KV_WAIT_S} if t.sim else {}
+    """SGLang reads its PD settings from flags, not the environment."""
+    return {}
+
+
+def shell_env(t: Target) -> tuple:
+    """No LMCache on SGLang (check() refuses an offload backend): nothing for env.sh's shell section."""
+    return ()
 
 
 def router_service(t: Target, backends: list, ports: Ports, timeouts: Timeouts, counts: dict) -> Service:

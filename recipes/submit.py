@@ -19,11 +19,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .pins import pinned_version
-from .render import ROOT_DIR, Rendered, RenderError, add_soak_option, load, render_config, write
+from schemas.findings import Finding
+from schemas.pins import pinned_version
 
-# checkout folder -> its place in the run's recipe/ folder
-SNAPSHOT_DIRS = {"scripts": "scripts", "proxy": "proxy", "sim/traces": "traces"}
+from .render import ROOT_DIR, Rendered, RenderError, add_soak_option, load, render_config, write
 
 
 @dataclass(frozen=True)
@@ -58,9 +57,8 @@ def snapshot(rendered: Rendered, run_dir: Path) -> None:
     write(rendered, run_dir / "rendered")  # out/<key>/<variant>/ layout, then flattened into recipe/
     shutil.move(str(run_dir / "rendered" / rendered.plan.config_key / rendered.plan.variant), recipe)
     shutil.rmtree(run_dir / "rendered")
-    for source, target in SNAPSHOT_DIRS.items():
-        if (ROOT_DIR / source).is_dir():
-            shutil.copytree(ROOT_DIR / source, recipe / target, ignore=shutil.ignore_patterns("__pycache__"))
+    for name, source in rendered.plan.shipped:  # only what the job reads: node tools, proxy, traces
+        shutil.copytree(ROOT_DIR / source, recipe / name, ignore=shutil.ignore_patterns("__pycache__"))
     (run_dir / "lock.json").write_text(json.dumps(lock(rendered), indent=2, sort_keys=True) + "\n")
 
 
@@ -122,9 +120,7 @@ def pick(variants: list[Rendered], wanted: str | None) -> Rendered:
     )
 
 
-def _finding(key: str, message: str):
-    from schemas.findings import Finding
-
+def _finding(key: str, message: str) -> Finding:
     return Finding("configs", 0, (key,), message)
 
 

@@ -6,14 +6,13 @@ from dataclasses import dataclass
 
 from schemas import settings as reg
 from schemas.config import MasterEntry
-from schemas.rules import Point, parsed_settings, server_worker
+from schemas.entries import Point, parsed_settings, server_worker
+from schemas.launch import LaunchProfile
 from schemas.runners import Hardware
 
 from .words import Ref, word
 
 NODE_ADDR, LOCAL_ADDR = Ref("NODE_ADDR"), Ref("LOCAL_ADDR")
-# A lost KV transfer ends a simulated decode's wait in seconds, not in the engines' real minutes.
-SIM_KV_WAIT_S = 30
 
 
 class Unsupported(ValueError):
@@ -22,7 +21,7 @@ class Unsupported(ValueError):
 
 @dataclass(frozen=True)
 class Target:
-    """What one variant is built from."""
+    """What one variant is built from: the entry's point, the runner's node shape and launch profile."""
 
     key: str
     variant: str
@@ -31,6 +30,7 @@ class Target:
     scenario_params: dict  # isl/osl for fixed-seq-len; {} for agentic
     runner_label: str
     hardware: Hardware
+    launch: LaunchProfile
     issues: tuple = ()  # the known-issue registry lint checked the entry against
 
     @property
@@ -48,10 +48,6 @@ class Target:
     @property
     def roles(self) -> tuple:
         return reg.ROLES if self.disagg else (reg.SERVER,)
-
-    @property
-    def sim(self) -> bool:
-        return self.hardware.gpu_vendor == "none"
 
     def worker(self, role: str):
         return server_worker(self.point.space) if role == reg.SERVER else getattr(self.point.space, role)
@@ -72,6 +68,10 @@ class Target:
     def uses_lmcache(self) -> bool:
         backend = self.point.space.kv_offload_backend
         return backend is not None and backend.name == "lmcache"
+
+    @property
+    def model_path(self) -> str:
+        return f"{self.launch.model_root}/{self.entry.model}"
 
 
 def peer_url(rank: int, port: int):

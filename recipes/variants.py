@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from schemas.rules import Context, points
+from schemas.entries import points
 
 from .target import Target
 
@@ -29,20 +29,20 @@ def variant_name(t_point, params: dict, entry) -> str:
     return name
 
 
-def targets(key: str, entry, runners, issues: tuple) -> list[Target]:
-    """Every variant of a config, uniquely named in search-space order. issues: the known-issue registry
-    lint checked the entry against (its workarounds and log signatures go into each Plan)."""
+def targets(key: str, entry, *, runners, launch, issues: tuple) -> list[Target]:
+    """Every variant of a config, uniquely named in search-space order. runners, launch, issues: what lint
+    checked the entry against (node shape, launch profile, the known-issue registry whose workarounds and
+    log signatures go into each Plan)."""
     out, seen = [], {}
-    groups = {"fixed-seq-len": entry.scenarios.fixed_seq_len or (), "agentic-coding": ()}
-    for pt in points(Context(key, entry, runners)):
+    groups = entry.scenarios.fixed_seq_len or ()
+    for pt in points(entry, (key,)):
         params = {}
         if pt.scenario == "fixed-seq-len":
-            group = groups["fixed-seq-len"][pt.path[3]]
-            params = {"isl": group.isl, "osl": group.osl}
+            params = {"isl": groups[pt.group].isl, "osl": groups[pt.group].osl}
         name = variant_name(pt, params, entry)
         seen[name] = seen.get(name, 0) + 1
         if seen[name] > 1:
             name = f"{name}_{seen[name]}"
-        hardware = runners.hardware[entry.runner]
-        out.append(Target(key, name, entry, pt, params, entry.runner, hardware, tuple(issues)))
+        hardware, profile = runners.hardware[entry.runner], launch.profiles[entry.runner]
+        out.append(Target(key, name, entry, pt, params, entry.runner, hardware, profile, tuple(issues)))
     return out

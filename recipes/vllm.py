@@ -4,16 +4,14 @@ prefill nodes, and the two PD routers that front vLLM (our proxy, vllm-router)."
 from __future__ import annotations
 
 from schemas import settings as reg
-from schemas.rules import l1_size_gb
+from schemas.entries import l1_size_gb
 
 from .models import model_recipe
 from .plan import Ports, Service, Timeouts
-from .target import LOCAL_ADDR, NODE_ADDR, SIM_KV_WAIT_S, Target, Unsupported
+from .target import LOCAL_ADDR, NODE_ADDR, Target, Unsupported
 from .words import Ref, argv, json_word, word
 
 MOONCAKE_ABORT_TIMEOUT_S = 480
-# A small simulated HBM prefix cache: on a short trace the host-DRAM L2 (LMCache) must serve reuse too.
-SIM_HBM_CACHE_TOKENS = 16384
 
 
 def check(t: Target) -> None:
@@ -23,11 +21,11 @@ def check(t: Target) -> None:
 
 def services(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> list[Service]:
     """What a node of `role` starts, in order: LMCache first where it is the prefill's L2."""
-    lmcache = [_lmcache_service(timeouts)] if role == "prefill" and t.uses_lmcache else []
+    lmcache = [_lmcache_service(ports, timeouts)] if role == "prefill" and t.uses_lmcache else []
     return [*lmcache, _vllm_service(t, role, ports, timeouts)]
 
 
-def _lmcache_service(timeouts: Timeouts) -> Service:
+def _lmcache_service(ports: Ports, timeouts: Timeouts) -> Service:
     s = {name: Ref(name) for name in _LMCACHE_FLAGS.values()}
     args = [
         "lmcache",
@@ -35,11 +33,11 @@ def _lmcache_service(timeouts: Timeouts) -> Service:
         "--host",
         LOCAL_ADDR,
         "--port",
-        s["LMCACHE_PORT"],
+        ports.lmcache,
         "--http-host",
         LOCAL_ADDR,
         "--http-port",
-        s["LMCACHE_HTTP_PORT"],
+        ports.lmcache_http,
         "--l1-size-gb",
         s["LMCACHE_L1_SIZE_GB"],
         "--eviction-policy",
@@ -52,15 +50,13 @@ def _lmcache_service(timeouts: Timeouts) -> Service:
     return Service(
         name="lmcache",
         argv=argv(*args),
-        ready_url=word("http://", LOCAL_ADDR, ":", Ref("LMCACHE_HTTP_PORT"), "/healthcheck"),
+        ready_url=word("http://", LOCAL_ADDR, f":{ports.lmcache_http}/healthcheck"),
         ready_timeout=timeouts.lmcache_ready,
     )
 
 
 # lmcache server flag -> the env.sh variable that holds its value (optional ones only when set)
 _LMCACHE_FLAGS = {
-    "port": "LMCACHE_PORT",
-    "http-port": "LMCACHE_HTTP_PORT",
     "l1-size-gb": "LMCACHE_L1_SIZE_GB",
     "eviction-policy": "LMCACHE_EVICTION_POLICY",
     "l1-init-size-gb": "LMCACHE_L1_INIT_SIZE_GB",
@@ -72,13 +68,13 @@ _LMCACHE_OPTIONAL = {
 }
 
 
-def lmcache_env(t: Target, ports: Ports) -> tuple:
+def shell_env(t: Target) -> tuple:
+    """env.sh's LMCache values, which the node script expands into the server's flags and the connector
+    config (L1 = runner DRAM x dram-utilization, per node)."""
     if not t.uses_lmcache:
         return ()
     s = t.settings("prefill")
     values = {
-        "LMCACHE_PORT": ports.lmcache,
-        "LMCACHE_HTTP_PORT": ports.lmcache_http,
         "LMCACHE_L1_SIZE_GB": l1_size_gb(t.hardware, t.point.dram_utilization),
         "LMCACHE_MP_MQ_TIMEOUT": s["LMCACHE_MP_MQ_TIMEOUT"],
     }
@@ -102,7 +98,7 @@ def _vllm_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> Ser
         word("VLLM_HOST_IP=", NODE_ADDR),
         "vllm",
         "serve",
-        f"{t.hardware.model_root}/{t.entry.model}",
+        t.model_path,
         "--served-model-name",
         t.entry.model,
         "--host",
@@ -124,7 +120,7 @@ def _vllm_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> Ser
         if s[name] is not None:
             args += [flag, s[name]]
     if role in reg.ROLES:
-        args += ["--kv-transfer-config", json_word(_kv_transfer_config(t, role, s))]
+        args += ["--kv-transfer-config", json_word(_kv_transfer_config(t, role, s, ports))]
     return Service(
         name="vllm",
         argv=argv(*args),
@@ -133,7 +129,7 @@ def _vllm_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> Ser
     )
 
 
-def _kv_transfer_config(t: Target, role: str, s: dict) -> dict:
+def _kv_transfer_config(t: Target, role: str, s: dict, ports: Ports) -> dict:
     """FACTS §1/§2: decode is a plain Mooncake consumer; prefill a Mooncake producer, joined by the
     LMCache MP connector under MultiConnector when LMCache is the offload backend."""
     mooncake_extra = {"mooncake_protocol": s["MC_PROTOCOL"], "num_workers": s["MC_NUM_WORKERS"]}
@@ -158,7 +154,7 @@ def _kv_transfer_config(t: Target, role: str, s: dict) -> dict:
         "kv_connector_module_path": "lmcache.integration.vllm.lmcache_mp_connector",
         "kv_connector_extra_config": {
             "lmcache.mp.host": word("tcp://", LOCAL_ADDR),
-            "lmcache.mp.port": Ref("LMCACHE_PORT"),
+            "lmcache.mp.port": ports.lmcache,
             "lmcache.mp.mq_timeout": Ref("LMCACHE_MP_MQ_TIMEOUT"),
         },
     }
@@ -172,16 +168,12 @@ def _kv_transfer_config(t: Target, role: str, s: dict) -> dict:
 
 
 def engine_env(t: Target, ports: Ports) -> dict:
+    """What vLLM reads from its environment: Mooncake's bootstrap port and abort timeout, the model's."""
     env = {}
     if t.disagg:
         env["VLLM_MOONCAKE_BOOTSTRAP_PORT"] = ports.mooncake_bootstrap
         env["VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT"] = MOONCAKE_ABORT_TIMEOUT_S
-    env.update(dict(model_recipe(t.entry.model, "vllm").env.get(t.hardware.gpu_vendor, ())))
-    if t.sim:  # the simulated platform's own knobs (sim/README.md)
-        env["SIM_KV_WAIT_S"] = SIM_KV_WAIT_S
-        env["SIM_HBM_CACHE_TOKENS"] = SIM_HBM_CACHE_TOKENS
-        if t.uses_lmcache:
-            env["SIM_L2_CHUNK_TOKENS"] = t.settings("prefill")["LMCACHE_CHUNK_SIZE"]
+    env.update(dict(model_recipe(t.entry.model, "vllm").env.get(t.launch.gpu_vendor, ())))
     return env
 
 

@@ -99,3 +99,8 @@ def bash_argv(words, indent: int = 0) -> str:
 def plain(w: Word) -> str:
     """Human/JSON view of a Word: Refs shown as ${VAR}."""
     return "".join(f"${{{p.var}}}" if isinstance(p, Ref) else p for p in w)
+
+
+def shown(w: Word) -> str:
+    """plan.json's view of a Word: Refs as ${VAR}, a literal `$` doubled, so the two never mix."""
+    return "".join(f"${{{p.var}}}" if isinstance(p, Ref) else p.replace("$", "$$") for p in w)

@@ -1,8 +1,11 @@
-"""The base every schema model shares: kebab-case keys, no extra keys, no silent type coercion."""
+"""The base every schema model shares (kebab-case keys, no extra keys, no silent type coercion), and the
+shapes of values that reach a launch: each one a pattern that no newline, quote or `$` can pass."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
 
 
 def kebab(name: str) -> str:
@@ -19,3 +22,17 @@ class Model(BaseModel):
         validate_by_name=False,
         serialize_by_alias=True,
     )
+
+
+PosInt = Annotated[int, Field(gt=0)]
+# A name: SLURM partition or account, a network interface, an RDMA device.
+Ident = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$", max_length=128)]
+# An absolute path with no component starting with `.` (so no `..`).
+AbsPath = Annotated[str, Field(pattern=r"^(/[A-Za-z0-9_+-][A-Za-z0-9._+-]*)+$", max_length=1024)]
+# A path below a folder: no leading `/`, and no component starting with `.` (so no `..`).
+RelPath = Annotated[
+    str, Field(pattern=r"^[A-Za-z0-9_+-][A-Za-z0-9._+-]*(/[A-Za-z0-9_+-][A-Za-z0-9._+-]*)*$", max_length=1024)
+]
+EnvName = Annotated[str, Field(pattern=r"^[A-Z_][A-Z0-9_]*$", max_length=128)]
+# A value exported to an engine: quoted when rendered; printable ASCII so it stays one line.
+EnvValue = Annotated[str, Field(pattern=r"^[ -~]*$", max_length=4096)]

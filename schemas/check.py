@@ -7,6 +7,7 @@ from pydantic import BaseModel, ValidationError
 from .config import MasterEntry
 from .findings import Finding, Problem, validation_problems
 from .known_issues import KnownIssue
+from .launch import LaunchProfiles
 from .rules import Context, check_entry
 from .runners import Runners
 from .yamlio import Document
@@ -36,6 +37,11 @@ def validate(doc: Document, model: type[BaseModel], data, base: tuple = ()):
 def check_runners(doc: Document) -> tuple[Runners | None, list[Finding]]:
     runners, findings = validate(doc, Runners, doc.data)
     return runners, duplicate_findings(doc) + findings
+
+
+def check_launch(doc: Document) -> tuple[LaunchProfiles | None, list[Finding]]:
+    profiles, findings = validate(doc, LaunchProfiles, doc.data)
+    return profiles, duplicate_findings(doc) + findings
 
 
 def check_known_issues(doc: Document) -> tuple[tuple[KnownIssue, ...], list[Finding]]:
@@ -70,10 +76,14 @@ def check_known_issues(doc: Document) -> tuple[tuple[KnownIssue, ...], list[Find
 
 
 def check_master(
-    doc: Document, runners: Runners | None, profile: str, issues: tuple = ()
+    doc: Document,
+    runners: Runners | None,
+    profile: str,
+    issues: tuple = (),
+    launch: LaunchProfiles | None = None,
 ) -> tuple[dict, list[Finding]]:
     """Valid entries by key, and every finding of the file (an invalid entry never hides another's);
-    `issues`: the known-issue registry the strict profile checks entries against."""
+    `issues` and `launch`: the known-issue registry and launch profiles strict rules check entries against."""
     findings = duplicate_findings(doc)
     if not isinstance(doc.data, dict):
         shape = type(doc.data).__name__ if doc.data is not None else "empty"
@@ -85,5 +95,7 @@ def check_master(
         findings += problems
         if entry is not None:
             entries[key] = entry
-            findings += [p.at(doc) for p in check_entry(Context(str(key), entry, runners, issues), profile)]
+            findings += [
+                p.at(doc) for p in check_entry(Context(str(key), entry, runners, issues, launch), profile)
+            ]
     return entries, findings

@@ -9,12 +9,14 @@ from pathlib import Path
 from .changelog import Changelog
 from .config import MasterConfig
 from .known_issues import KnownIssues
+from .launch import LaunchProfiles
 from .runners import Runners
 
 OUT = Path(__file__).resolve().parent / "json"
 SCHEMAS = {
     "master-config.schema.json": (MasterConfig, "Master config: config-key -> recipe entry"),
     "runners.schema.json": (Runners, "Runners: cluster labels and node hardware"),
+    "launch.schema.json": (LaunchProfiles, "Launch profiles: how a job launches on each runner"),
     "perf-changelog.schema.json": (Changelog, "perf-changelog.yaml: append-only list of perf changes"),
     "known-issues.schema.json": (KnownIssues, "known-issues.yaml: engine bugs, triggers, fixes, workarounds"),
 }

@@ -1,5 +1,5 @@
-"""`make lint`: validate master configs, runners, the known-issue registry and the changelog; print every
-finding, one per line.
+"""`make lint`: validate master configs, runners, launch profiles, the known-issue registry and the
+changelog; print every finding, one per line.
 
 Exit 0 when valid, 1 with findings, 2 on a usage error. Tracebacks only with RECIPES_DEBUG=1.
 """
@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .changelog import DEFAULT_REPO, check_changelog
-from .check import PROFILES, check_known_issues, check_master, check_runners
+from .check import PROFILES, check_known_issues, check_launch, check_master, check_runners
 from .findings import Finding, format_path
 from .yamlio import Document, YamlSyntaxError, load_file, load_text
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG_GLOB = "configs/*-master.yaml"
 DEFAULT_RUNNERS = "configs/runners.yaml"
+DEFAULT_LAUNCH = "configs/launch.yaml"
 DEFAULT_CHANGELOG = "perf-changelog.yaml"
 DEFAULT_KNOWN_ISSUES = "configs/known-issues.yaml"
 
@@ -56,6 +57,17 @@ def lint_runners(path, report: Report):
     return runners
 
 
+def lint_launch(path, report: Report):
+    """The launch profiles, or None when the file is invalid (its findings say why)."""
+    report.checked.append(str(path))
+    try:
+        profiles, findings = check_launch(read(path))
+    except YamlSyntaxError as exc:
+        profiles, findings = None, [Finding(exc.file, exc.line, (), exc.message)]
+    report.findings += findings
+    return profiles
+
+
 def lint_known_issues(path, report: Report) -> tuple:
     """The registry's valid issues (a malformed one is reported and left out, never fatal to the others)."""
     report.checked.append(str(path))
@@ -67,10 +79,16 @@ def lint_known_issues(path, report: Report) -> tuple:
     return issues
 
 
-def lint_configs(paths, runners, profile: str, report: Report, issues: tuple | None = None) -> None:
-    """issues: the known-issue registry; None under strict loads (and reports) the repository's own."""
-    if issues is None and profile == "strict":
-        issues = lint_known_issues(ROOT / DEFAULT_KNOWN_ISSUES, report)
+_SHIPPED = object()  # lint_configs' default: the repository's own file, loaded (and reported) under strict
+
+
+def lint_configs(paths, runners, profile: str, report: Report, issues=_SHIPPED, launch=_SHIPPED) -> None:
+    """issues, launch: the known-issue registry and launch profiles the strict rules check against (None:
+    not checked, an invalid file reported elsewhere); by default the repository's own."""
+    if issues is _SHIPPED:
+        issues = lint_known_issues(ROOT / DEFAULT_KNOWN_ISSUES, report) if profile == "strict" else ()
+    if launch is _SHIPPED:
+        launch = lint_launch(ROOT / DEFAULT_LAUNCH, report) if profile == "strict" else None
     for path in paths:
         report.checked.append(str(path))
         try:
@@ -78,7 +96,7 @@ def lint_configs(paths, runners, profile: str, report: Report, issues: tuple | N
         except YamlSyntaxError as exc:
             report.findings.append(Finding(exc.file, exc.line, (), exc.message))
             continue
-        entries, findings = check_master(doc, runners, profile, issues or ())
+        entries, findings = check_master(doc, runners, profile, issues or (), launch)
         for key in entries.keys() & report.entries.keys():
             findings.append(
                 Finding(str(path), doc.line_of((key,)), (key,), "config key defined in another file too")
@@ -87,14 +105,24 @@ def lint_configs(paths, runners, profile: str, report: Report, issues: tuple | N
         report.findings += findings
 
 
-def lint_repository() -> tuple[Report, object, tuple]:
-    """(report, runners, known issues) of the repository's own configs under the strict profile: what
-    `make render` and `make docs` build from."""
+@dataclass(frozen=True)
+class Repository:
+    """The repository's own configs linted under the strict profile, with what they were checked against:
+    what `make render` and `make docs` build from."""
+
+    report: Report
+    runners: object  # Runners, None when runners.yaml is invalid
+    launch: object  # LaunchProfiles, None when launch.yaml is invalid
+    issues: tuple
+
+
+def lint_repository() -> Repository:
     report = Report()
     runners = lint_runners(ROOT / DEFAULT_RUNNERS, report)
+    launch = lint_launch(ROOT / DEFAULT_LAUNCH, report)
     issues = lint_known_issues(ROOT / DEFAULT_KNOWN_ISSUES, report)
-    lint_configs(default_configs(), runners, "strict", report, issues)
-    return report, runners, issues
+    lint_configs(default_configs(), runners, "strict", report, issues, launch)
+    return Repository(report, runners, launch, issues)
 
 
 def base_entries(path: Path, base: str) -> list:
@@ -135,6 +163,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lint", description=__doc__.splitlines()[0])
     p.add_argument("configs", nargs="*", help="master config files (default: configs/*-master.yaml)")
     p.add_argument("--runners", help=f"runners file (default: {DEFAULT_RUNNERS})")
+    p.add_argument("--launch", help=f"launch profiles (default: {DEFAULT_LAUNCH})")
     p.add_argument("--changelog", help=f"changelog file (default: {DEFAULT_CHANGELOG})")
     p.add_argument("--known-issues", help=f"known-issue registry (default: {DEFAULT_KNOWN_ISSUES})")
     p.add_argument("--profile", choices=PROFILES, default="strict")
@@ -147,17 +176,21 @@ def parser() -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> Report:
     report = Report()
-    selected = bool(args.configs or args.runners or args.changelog or args.known_issues)
+    selected = bool(args.configs or args.runners or args.changelog or args.known_issues or args.launch)
     check_configs = bool(args.configs) or not selected
     runners_path = args.runners or ROOT / DEFAULT_RUNNERS
     runners = None
     if check_configs or args.runners:
         runners = lint_runners(runners_path, report)
-    issues = ()  # the inferencex profile has no known-issue rule: InferenceX has no registry
-    if (check_configs and args.profile == "strict") or args.known_issues:
+    # The inferencex profile has no known-issue or launch rule: InferenceX has neither file.
+    issues, launch = (), None
+    strict_configs = check_configs and args.profile == "strict"
+    if strict_configs or args.known_issues:
         issues = lint_known_issues(args.known_issues or ROOT / DEFAULT_KNOWN_ISSUES, report)
+    if strict_configs or args.launch:
+        launch = lint_launch(args.launch or ROOT / DEFAULT_LAUNCH, report)
     config_paths = [Path(c) for c in args.configs] or (default_configs() if check_configs else [])
-    lint_configs(config_paths, runners, args.profile, report, issues)
+    lint_configs(config_paths, runners, args.profile, report, issues, launch)
     if args.changelog or not selected:
         keys = report.entries.keys() if args.configs or not selected else _keys_of(default_configs())
         lint_changelog(

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# This repository's own proxy (proxy/) carries the repository's version.
+from .pins import project_version
+
+# This repository's own proxy (proxy/) carries the repository's version (pyproject.toml).
 PD_PROXY = "pd-proxy"
-PD_PROXY_VERSION = "0.1.0"
+PD_PROXY_VERSION = project_version()
 
 
 @dataclass(frozen=True)

@@ -10,16 +10,17 @@ from dataclasses import dataclass
 
 from . import known_issues as ki
 from . import settings as reg
-from .config import MasterEntry, SearchSpace, Worker
+from .config import MasterEntry, Worker
+from .entries import Point, l1_size_gb, parsed_settings, points, role_gpus, workers
 from .findings import Problem, did_you_mean, one_of
 from .images import engine_version, image_problems
+from .launch import LaunchProfiles
 from .routers import PD_PROXY, PD_PROXY_VERSION, ROUTERS
 from .runners import Hardware, Runners
 from .versions import VERSION_HINT, is_real_version
 
 KV_TRANSFERS = ("mooncake", "nixl", "mori", "moriio")
 MOONCAKE_MIN_VLLM = (0, 16)  # the bootstrap + transfer_id contract (FACTS §1)
-LAUNCH_KEYS = ("gpu-vendor", "partition", "container-runtime", "model-root", "data-plane-interface")
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,7 @@ class Context:
     entry: MasterEntry
     runners: Runners | None
     issues: tuple = ()  # of known_issues.KnownIssue: the registry strict rules check against
+    launch: LaunchProfiles | None = None  # configs/launch.yaml; None: launch facts are not checked
 
     @property
     def path(self) -> tuple:
@@ -36,63 +38,11 @@ class Context:
     def hardware(self, label: str) -> Hardware | None:
         return self.runners.hardware.get(label) if self.runners else None
 
+    def points(self) -> Iterator[Point]:
+        return points(self.entry, self.path)
 
-@dataclass(frozen=True)
-class Point:
-    """One search-space item with where it sits and the scenario it belongs to."""
-
-    path: tuple
-    scenario: str  # fixed-seq-len | agentic-coding
-    space: SearchSpace
-    dram_utilization: float | None
-
-
-def points(ctx: Context) -> Iterator[Point]:
-    sc = ctx.entry.scenarios
-    for name, groups in (("fixed-seq-len", sc.fixed_seq_len), ("agentic-coding", sc.agentic_coding)):
-        for gi, group in enumerate(groups or ()):
-            for si, space in enumerate(group.search_space):
-                path = ctx.path + ("scenarios", name, gi, "search-space", si)
-                yield Point(path, name, space, getattr(group, "dram_utilization", None))
-
-
-def workers(ctx: Context) -> Iterator[tuple[tuple, str, Worker, Point]]:
-    """Every engine of every point: prefill and decode of a multinode point, the server of a single-node
-    one (its settings sit on the point itself)."""
-    for pt in points(ctx):
-        if not ctx.entry.multinode:
-            if pt.space.tp is not None:
-                yield pt.path, reg.SERVER, server_worker(pt.space), pt
-            continue
-        for role in reg.ROLES:
-            worker = getattr(pt.space, role)
-            if worker is not None:
-                yield pt.path + (role,), role, worker, pt
-
-
-def server_worker(space: SearchSpace) -> Worker:
-    """The single engine of a single-node point, as a worker: one instance of tp GPUs."""
-    return Worker.model_validate(
-        {
-            "num-worker": 1,
-            "tp": space.tp,
-            "ep": space.ep,
-            "dp-attn": space.dp_attn,
-            "additional-settings": space.additional_settings,
-        }
-    )
-
-
-def parsed_settings(worker: Worker) -> dict:
-    """Known, well-formed settings of a worker as typed values (bad ones are reported by their rule)."""
-    out = {}
-    for item in worker.additional_settings:
-        try:
-            key, raw = reg.split_setting(item)
-            out[key] = reg.lookup(key).parse(raw)
-        except reg.SettingError:
-            continue
-    return out
+    def workers(self) -> Iterator[tuple[tuple, str, Worker, Point]]:
+        return workers(self.entry, self.path)
 
 
 # ---------------------------------------------------------------- structural (every profile)
@@ -105,7 +55,7 @@ def _has_a_scenario(ctx: Context):
 
 
 def _conc_list_xor_range(ctx: Context):
-    for pt in points(ctx):
+    for pt in ctx.points():
         sp = pt.space
         has_list, has_start, has_end = (
             sp.conc_list is not None,
@@ -125,7 +75,7 @@ def _conc_list_xor_range(ctx: Context):
 
 
 def _topology_matches_multinode(ctx: Context):
-    for pt in points(ctx):
+    for pt in ctx.points():
         sp = pt.space
         if ctx.entry.multinode and (sp.prefill is None or sp.decode is None):
             missing = " and ".join(r for r in reg.ROLES if getattr(sp, r) is None)
@@ -152,7 +102,7 @@ def _image_public_and_pinned(ctx: Context):
 
 
 def _settings_known_and_typed(ctx: Context):
-    for path, role, worker, _ in workers(ctx):
+    for path, role, worker, _ in ctx.workers():
         seen: dict[str, int] = {}
         for i, item in enumerate(worker.additional_settings):
             where = path + ("additional-settings", i)
@@ -180,7 +130,7 @@ def _settings_fit_engine(ctx: Context):
     engine = reg.engine_of(ctx.entry.framework)
     if engine is None:
         return
-    for path, _, worker, _ in workers(ctx):
+    for path, _, worker, _ in ctx.workers():
         for i, item in enumerate(worker.additional_settings):
             try:
                 key, _raw = reg.split_setting(item)
@@ -201,7 +151,7 @@ def _engine_settings(engine: str) -> list[str]:
 
 
 def _shared_settings_agree(ctx: Context):
-    for pt in points(ctx):
+    for pt in ctx.points():
         if pt.space.prefill is None or pt.space.decode is None:
             continue
         values = {r: reg.resolve(r, parsed_settings(getattr(pt.space, r))) for r in reg.ROLES}
@@ -218,7 +168,7 @@ def _shared_settings_agree(ctx: Context):
 def _routers(ctx: Context) -> Iterator[tuple[tuple, object]]:
     if ctx.entry.router is not None:
         yield ctx.path + ("router",), ctx.entry.router
-    for pt in points(ctx):
+    for pt in ctx.points():
         if pt.space.router is not None:
             yield pt.path + ("router",), pt.space.router
 
@@ -244,7 +194,7 @@ def _router_known_and_versioned(ctx: Context):
 
 def _router_fits_topology(ctx: Context):
     entry_router = ctx.entry.router
-    for pt in points(ctx):
+    for pt in ctx.points():
         router = pt.space.router or entry_router
         spec = ROUTERS.get(router.name) if router else None
         if spec is None or not ctx.entry.multinode:
@@ -283,7 +233,7 @@ def _disagg_is_complete(ctx: Context):
             f"unknown kv-p2p-transfer {e.kv_p2p_transfer!r}",
             did_you_mean(e.kv_p2p_transfer, KV_TRANSFERS) or one_of(KV_TRANSFERS),
         )
-    if e.router is None and any(pt.space.router is None for pt in points(ctx)):
+    if e.router is None and any(pt.space.router is None for pt in ctx.points()):
         yield Problem(ctx.path, "disagg entry without router", 'router: {name: pd-proxy, version: "0.1.0"}')
     if not e.multinode:
         yield Problem(
@@ -294,7 +244,7 @@ def _disagg_is_complete(ctx: Context):
 
 
 def _kv_offloading_consistent(ctx: Context):
-    for pt in points(ctx):
+    for pt in ctx.points():
         sp = pt.space
         if sp.kv_offloading == "dram" and sp.kv_offload_backend is None:
             yield Problem(
@@ -317,7 +267,7 @@ def _kv_offloading_consistent(ctx: Context):
 
 
 def _offload_backend_versioned(ctx: Context):
-    for pt in points(ctx):
+    for pt in ctx.points():
         backend = pt.space.kv_offload_backend
         if backend is None:
             continue
@@ -337,7 +287,7 @@ def _runner_exists(ctx: Context):
         return
     known = set(ctx.runners.labels) | set(ctx.runners.hardware)
     labels = [(ctx.path + ("runner",), ctx.entry.runner)]
-    labels += [(path + ("hardware",), w.hardware) for path, _, w, _ in workers(ctx) if w.hardware]
+    labels += [(path + ("hardware",), w.hardware) for path, _, w, _ in ctx.workers() if w.hardware]
     for path, label in labels:
         if label not in known:
             yield Problem(path, f"runner {label!r} is not in runners.yaml", did_you_mean(label, known))
@@ -350,26 +300,21 @@ def _runner_exists(ctx: Context):
 
 
 def _runner_launchable(ctx: Context):
-    hw = ctx.hardware(ctx.entry.runner)
-    if hw is None:
+    """A runner a config uses needs its launch facts (configs/launch.yaml): nothing else says how a job
+    starts there."""
+    label = ctx.entry.runner
+    if ctx.launch is None or ctx.hardware(label) is None or label in ctx.launch.profiles:
         return
-    given = hw.model_dump(by_alias=True)
-    missing = [k for k in LAUNCH_KEYS if given.get(k) is None]
-    if missing:
-        yield Problem(
-            ctx.path + ("runner",),
-            f"runner {ctx.entry.runner!r} lacks launch facts: {', '.join(missing)}",
-            "add them under hardware in runners.yaml",
-        )
-
-
-def role_gpus(worker: Worker) -> int:
-    """GPUs one engine instance of this role spans."""
-    return worker.tp * (worker.pp or 1)
+    yield Problem(
+        ctx.path + ("runner",),
+        f"runner {label!r} has no launch profile in configs/launch.yaml",
+        did_you_mean(label, ctx.launch.profiles)
+        or "add profiles.<label> with gpu-vendor, partition, container-runtime and model-root",
+    )
 
 
 def _topology_fits_runner(ctx: Context):
-    for path, role, worker, _ in workers(ctx):
+    for path, role, worker, _ in ctx.workers():
         hw = ctx.hardware(worker.hardware or ctx.entry.runner)
         if hw is None:
             continue
@@ -405,13 +350,8 @@ def _topology_fits_runner(ctx: Context):
             )
 
 
-def l1_size_gb(hw: Hardware, dram_utilization: float) -> int:
-    """LMCache L1 pool per node, whole GiB: the node's DRAM share (one pool per node, not per rank)."""
-    return int(hw.available_cpu_dram_mib * dram_utilization // 1024)
-
-
 def _lmcache_l1_fits(ctx: Context):
-    for path, role, worker, pt in workers(ctx):
+    for path, role, worker, pt in ctx.workers():
         backend = pt.space.kv_offload_backend
         hw = ctx.hardware(worker.hardware or ctx.entry.runner)
         if role != "prefill" or backend is None or backend.name != "lmcache" or hw is None:
@@ -445,7 +385,7 @@ def _mooncake_needs_vllm_016(ctx: Context):
 def _known_issues_handled(ctx: Context):
     """An engine bug a worker's flags walk into on an image without the fix needs a recorded, applied
     workaround (it changes performance, so results must say so); a record nothing needs is an error too."""
-    launches = [ki.Launch(path, reg.resolve(role, parsed_settings(w))) for path, role, w, _ in workers(ctx)]
+    launches = [ki.Launch(path, reg.resolve(role, parsed_settings(w))) for path, role, w, _ in ctx.workers()]
     yield from ki.entry_problems(ctx.path, ctx.entry, launches, ctx.issues)
 
 

@@ -17,8 +17,9 @@ import re
 import sys
 import time
 
-EXIT_KNOWN_ISSUE = 12
-EXIT_USAGE = 2
+import failures
+from failures import EXIT_KNOWN_ISSUE, EXIT_USAGE
+
 CHUNK = 1 << 20
 
 
@@ -57,10 +58,10 @@ def match(signatures, line: str):
     return None
 
 
-def report(sig: dict, path: str, line_no: int, line: str) -> str:
+def report(sig: dict, path: str, line_no: int, text: str) -> str:
     return (
-        f"KNOWN ISSUE {sig['issue']}: its log signature appeared in {os.path.basename(path)} line {line_no}\n"
-        f"  {line.strip()[:400]}\n"
+        failures.line("known-issue", issue=sig["issue"], log=os.path.basename(path), line=line_no) + "\n"
+        f"  {text.strip()[:400]}\n"
         f"  issue: {sig['title']}\n"
         f"  what to do: {sig['fix']}\n"
         f"  (configs/known-issues.yaml; the engine is not trusted past this point)"

@@ -12,6 +12,8 @@ import os
 import sys
 from dataclasses import dataclass
 
+from failures import line
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -41,16 +43,12 @@ def verdict(outcomes: dict[str, Outcome | None], srun_rc: int) -> tuple[int, str
     missing = [node for node, o in outcomes.items() if o is None]
     if causes:
         first = causes[0]
-        return (
-            first.rc,
-            f"job failed: first failure on {first.node} in step '{first.step}' (exit code {first.rc})",
-        )
+        return first.rc, line("verdict", node=first.node, step=first.step, code=first.rc)
     if missing:
-        code = srun_rc or 1
-        return code, f"job failed: no outcome from {', '.join(missing)} (killed before it could report?)"
+        return srun_rc or 1, line("verdict-missing", nodes=", ".join(missing))
     if srun_rc != 0:
-        return srun_rc, f"job failed: srun exited {srun_rc} although every node ended cleanly"
-    return 0, "job succeeded: every node ended cleanly"
+        return srun_rc, line("verdict-srun", code=srun_rc)
+    return 0, line("verdict-ok")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,37 +18,27 @@ import argparse
 import glob
 import json
 import os
-import re
 import sys
 import urllib.error
 import urllib.request
 import uuid
 
-EXIT_PROOF = 11
+import promtext
+from failures import EXIT_PROOF, WORDS, line
+
 KV_TRANSFER = ("vllm:prompt_tokens_by_source_total", 'source="external_kv_transfer"')
-L2_HITS = ("vllm:external_prefix_cache_hits_total", "")
+L2_HITS = "vllm:external_prefix_cache_hits_total"
 SGLANG_PROMPT = "sglang:prompt_tokens_total"
 SGLANG_GENERATED = "sglang:generation_tokens_total"
 # Counted by SGLang's decode when a handshake or a transfer fails (sglang/srt/metrics/collector.py); builds
 # older than these counters lack them, so an absent series counts as 0.
 SGLANG_FAILURES = ("sglang:num_transfer_failed_reqs_total", "sglang:num_bootstrap_failed_reqs_total")
-_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
 # Long enough to span several KV blocks, different every run so no cache already holds it.
 SMOKE_WORDS = 600
 
 
 class ProofError(Exception):
     """What the proof found missing."""
-
-
-def metric_sum(text: str, name: str, label: str) -> float | None:
-    """Sum of the samples of `name` whose labels contain `label`; None if there is none."""
-    total = None
-    for line in text.splitlines():
-        sample = _SAMPLE.match(line)
-        if sample and sample[1] == name and label in (sample[2] or ""):
-            total = (total or 0.0) + float(sample[3])
-    return total
 
 
 def _opener() -> urllib.request.OpenerDirector:
@@ -67,7 +57,7 @@ def _sum(urls: list[str], name: str, label: str = "", *, required: bool = True) 
     """The metric summed over engines; one that does not export it fails the proof unless not required."""
     total = 0.0
     for url in urls:
-        value = metric_sum(_get(url), name, label)
+        value = promtext.total(_get(url), name, *([label] if label else []))
         if value is None and required:
             shown = f"{name}{{{label}}}" if label else name
             raise ProofError(f"{url} exports no {shown} (is the engine started with --enable-metrics?)")
@@ -142,10 +132,7 @@ def smoke(args: argparse.Namespace) -> str:
     status, answer = _smoke_request(args.router, args.model)
     moved = _kv_tokens(args.decode_metrics) - before
     if moved <= 0:
-        raise ProofError(
-            "the answer came back but no KV moved prefill -> decode (decode external_kv_transfer tokens "
-            "did not rise): decode recomputed the prompt; is the router speaking the vLLM >= 0.16 contract?"
-        )
+        raise ProofError(WORDS["no-kv-moved"])
     tokens = answer["usage"]["completion_tokens"]
     return f"smoke: HTTP {status}, {tokens} tokens; KV moved: {moved:g} prompt tokens prefill -> decode"
 
@@ -184,11 +171,9 @@ def l2(args: argparse.Namespace) -> str:
     hits = {}
     for path in files:
         with open(path, encoding="utf-8") as handle:
-            hits[os.path.basename(path)] = metric_sum(handle.read(), *L2_HITS) or 0.0
+            hits[os.path.basename(path)] = promtext.total(handle.read(), L2_HITS) or 0.0
     if not any(hits.values()):
-        raise ProofError(
-            f"LMCache served no prefix hit on any prefill node ({L2_HITS[0]} = 0): is its server alive?"
-        )
+        raise ProofError(line("no-l2-hits", metric=L2_HITS))
     return "LMCache hits: " + ", ".join(
         f"{name.removesuffix('.prom')} {value:g} tokens" for name, value in hits.items()
     )
@@ -226,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         print(args.func(args))
     except ProofError as err:
-        print(f"proof failed: {err}", file=sys.stderr)
+        print(line("proof-failed", reason=err), file=sys.stderr)
         return EXIT_PROOF
     return 0
 

@@ -16,7 +16,8 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-EXIT_INVALID = 10
+from failures import EXIT_INVALID_RESULT as EXIT_INVALID
+from failures import line
 
 
 def _metric(doc: dict[str, Any], name: str, default: float | None = None) -> float | None:
@@ -83,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="command", required=True)
     check = sub.add_parser("check", help="exit 10 unless the result is valid")
     check.add_argument("file")
-    check.add_argument("--max-error-rate", type=float, default=0.10)
+    # No default: the Plan decides the threshold (recipes/benchmark.py), the node script passes it.
+    check.add_argument("--max-error-rate", type=float, required=True)
     check.add_argument("--min-duration", type=float, default=0.0, help="seconds; half the requested duration")
     snap = sub.add_parser("scrape", help="save Prometheus metrics of each NAME=URL to <out>/NAME.prom")
     snap.add_argument("--out", required=True)
@@ -99,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INVALID
     found = problems(doc, max_error_rate=args.max_error_rate, min_duration=args.min_duration)
     if found:
-        print(f"result {args.file} is not valid: {'; '.join(found)}", file=sys.stderr)
+        print(line("result-invalid", file=args.file, problems="; ".join(found)), file=sys.stderr)
         return EXIT_INVALID
     requests, tokens = _metric(doc, "request_count"), _metric(doc, "total_output_tokens")
     print(f"result {args.file}: {requests:g} requests, {tokens:g} output tokens")

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from recipes.render import RenderError, add_soak_option, load, render_config
-from recipes.report import prom_sum
 from recipes.submit import Submission, SubmitError, pick, submit
+from scripts import promtext
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = "local-sim-vllm-disagg-agentic"
@@ -174,7 +174,7 @@ def requests_done(urls: list[str], metric: str = REQUESTS_DONE["vllm"]) -> int |
                 text = response.read().decode()
         except (OSError, ValueError):
             continue  # not up yet, or gone: progress is best effort, the job's outcome is what counts
-        total = (total or 0) + int(prom_sum(text, metric))
+        total = (total or 0) + int(promtext.total(text, metric) or 0)
     return total
 
 
@@ -220,9 +220,10 @@ def tail(path: Path, lines: int = 40) -> str:
 def run(config: str, variant: str | None, out: Path, timeout: float, soak: int | None = None) -> int:
     variants = render_config(config, load(config), soak_seconds=soak)
     rendered = pick(variants, variant or variants[0].plan.variant)  # default: the config's first
-    if rendered.plan.container.gpu_vendor != "none":
+    if rendered.plan.engine_build == "image":
         raise DemoError(
-            f"{config} runs on real GPUs (runner {rendered.plan.runner}); the demo needs a local one"
+            f"{config} runs its image's engines on real GPUs (runner {rendered.plan.runner}); the demo "
+            "needs a local runner (configs/launch.yaml engine-build: simulator)"
         )
     env = job_env()
     simulated_weights(rendered.plan)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sim import contract
-from sim.cli import ServeConfig
+from sim.config import ServeConfig
 from sim.lmcache import L2
 from sim.metrics import Metrics
 from sim.mooncake import Puller, PullFailed, Transfers

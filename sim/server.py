@@ -23,7 +23,7 @@ import msgspec
 import uvicorn
 
 from sim import lmcache, mooncake, openai, settings
-from sim.cli import VERSION, ServeConfig
+from sim.config import VERSION, ServeConfig
 from sim.engine import CHAT, Engine, HTTPError, Job, announce_fault
 from sim.metrics import Metrics
 

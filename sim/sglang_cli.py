@@ -14,21 +14,16 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from sim import settings
-from sim.cli import StartupError, model_dir, read_hf_config
+from sim.config import StartupError, model_dir, read_hf_config
+from sim.sglang_config import FAKE_BOOTSTRAP_HOST, VERSION, SGLangConfig
 
-VERSION = "0.5.6"  # the upstream release line the fork's server_args.py matches (no tag seen: see README)
+__all__ = ["FAKE_BOOTSTRAP_HOST", "VERSION", "SGLangConfig", "main"]
+
 PROG = "launch_server.py"  # argparse's prog under `python3 -m sglang.launch_server`
 SIMULATED_TRANSFER = "mooncake"
-FAKE_BOOTSTRAP_HOST = "2.2.2.2"  # sglang/srt/disaggregation/utils.py: a fake transfer (warmup, testing)
-# Only this build's minicpm_flashinfer backend with --dense-as-sparse replays CUDA graphs into the
-# kv_indptr crash (FACTS.md section 8).
-BUGGY_BACKEND = "minicpm_flashinfer"
-
 ATTENTION_BACKENDS = (
     "triton",
     "torch_native",
@@ -91,37 +86,6 @@ LOAD_FORMATS = (
     "private",
 )
 CONTEXT_LENGTH_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length")
-
-
-@dataclass(frozen=True)
-class SGLangConfig:
-    model: str
-    model_path: Path
-    served_names: tuple[str, ...]  # one name (SGLang serves a single --served-model-name)
-    host: str
-    port: int
-    tensor_parallel: int
-    pipeline_parallel: int
-    page_size: int
-    max_model_len: int  # the context length
-    max_running: int
-    radix_cache: bool
-    prompt_tokens_details: bool  # --enable-cache-report
-    api_key: str | None
-    mode: str  # null | prefill | decode
-    bootstrap_port: int
-    ib_devices: tuple[str, ...]
-    attention_backend: str | None
-    dense_as_sparse: bool
-    cuda_graph: bool  # after SGLang's own adjustments (a prefill server runs without)
-    enable_metrics: bool
-    skip_warmup: bool
-    server_args: dict[str, Any]  # /get_server_info, with ServerArgs' field names
-
-    @property
-    def kv_indptr_bug(self) -> bool:
-        """Whether this engine walks into the MiniCPM-SALA kv_indptr crash (FACTS.md section 8)."""
-        return self.dense_as_sparse and self.attention_backend == BUGGY_BACKEND and self.cuda_graph
 
 
 def _flag(p: argparse.ArgumentParser, *names: str, **kw: Any) -> None:

@@ -24,7 +24,7 @@ from sim.engine import CHAT, BaseEngine, HTTPError, Job, announce_fault
 from sim.metrics import Metrics, Schema
 from sim.mooncake import PullFailed
 from sim.settings import Settings
-from sim.sglang_cli import FAKE_BOOTSTRAP_HOST, SGLangConfig
+from sim.sglang_config import FAKE_BOOTSTRAP_HOST, SGLangConfig
 from sim.sglang_pd import Receiver, Rooms
 from sim.tokens import PrefixCache, PromptError, block_hashes, chat_tokens, completion_tokens, output_word
 

@@ -17,7 +17,7 @@ from sim import openai, settings, sglang_pd
 from sim.engine import HTTPError, Job, announce_fault
 from sim.metrics import Metrics
 from sim.server import METRICS, Api, bind, event_loop_runner, lifecycle, respond, uvicorn_server
-from sim.sglang_cli import VERSION, SGLangConfig
+from sim.sglang_config import VERSION, SGLangConfig
 from sim.sglang_engine import SCHEMA, SGLangEngine
 
 log = logging.getLogger("sim.sglang")

@@ -5,17 +5,24 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from sim.cluster.layout import client_env, default_layout
 from tests.cluster.harness import Cluster, make
+from tests.ports import free_port as _free_port
 
 
 def _slurm_obtainable() -> bool:
     installed = shutil.which("slurmctld", path=client_env(default_layout())["PATH"]) is not None
     return installed or os.geteuid() == 0  # cluster-up apt-get installs it when root
+
+
+@pytest.fixture
+def free_port() -> Callable[..., int]:
+    """tests.ports.free_port, as a fixture."""
+    return _free_port
 
 
 @pytest.fixture(scope="session")

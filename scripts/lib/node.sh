@@ -16,18 +16,23 @@
 #   require_version CMD DIST VERSION       preflight: CMD's package is exactly VERSION
 #   collect_result SRC DST MAX_ERR MIN_S   a valid result (scripts/results.py) copied to DST atomically
 #   fail MESSAGE
+# What it prints on a failure comes from scripts/failures.py, the job's one failure vocabulary.
 # Exit code: the first failure's — a failed command's status, a service's exit code (1 if it exited
 # 0), 4 for a readiness timeout, sync.py's code for a barrier, 128+N on signal N; 0 for a clean run.
 # The EXIT trap always tears down every service (TERM, grace, KILL) and the foreground command.
 
 _NODE_LIB=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 
+source "$_NODE_LIB/words.sh"
 source "$_NODE_LIB/report.sh"
 source "$_NODE_LIB/service.sh"
 source "$_NODE_LIB/sync.sh"
 source "$_NODE_LIB/supervise.sh"
 source "$_NODE_LIB/teardown.sh"
+source "$_NODE_LIB/preflight.sh"
 source "$_NODE_LIB/results.sh"
+
+_node_load_words || exit 1
 
 _NODE_STEP=init
 _NODE_RC=
@@ -88,7 +93,7 @@ _node_info() {
 }
 
 _node_say() {
-  printf 'FAILED %s on %s: %s\n' "$_NODE_STEP" "${NODE_NAME:-?}" "$1" >&2
+  _node_word headline "$_NODE_STEP" "${NODE_NAME:-?}" "$1" >&2
 }
 
 # One failure report is enough: once failing, a late TERM from the watcher is ignored.
@@ -126,7 +131,7 @@ _node_on_err() {
   if [[ $command == "return \"\$run_cmd_rc\"" ]]; then  # run_cmd's own return: see run_cmd
     command=$_NODE_RETURNED
   fi
-  _node_say "command '$command' exited (code $code) at line $line"
+  _node_say "$(_node_word command-exit "$command" "$code" "$line")"
   _node_exit "$code"
 }
 
@@ -171,7 +176,7 @@ _node_on_signal() {
     cat -- "$report" >&2
     _node_exit "$(< "$report.code")"
   fi
-  _node_say "received SIG$1"
+  _node_say "$(_node_word signal "$1")"
   _node_exit $((128 + $(kill -l "$1"))) signal
 }
 

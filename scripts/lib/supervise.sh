@@ -49,7 +49,7 @@ _node_find_exited() {
 
 _node_flag_failure() {
   local report="$STATE_DIR/failure"
-  _node_report "$1" "$1 exited (code $2)" "$2" > "$report.tmp"
+  _node_report "$1" "$(_node_word service-exit "$1" "$2")" "$2" > "$report.tmp"
   _node_failure_code "$2" > "$report.code"
   mv -f -- "$report.tmp" "$report"  # complete before the node script reads it
   kill -TERM "$_NODE_MAIN_PID"
@@ -70,8 +70,8 @@ _node_watch_exit() {
     kill -TERM "$_NODE_MAIN_PID" 2> /dev/null || :  # the node script may have exited already
   elif (($1 != 0)); then
     echo 1 > "$STATE_DIR/failure.code"
-    printf 'FAILED %s on %s: the service watcher stopped with code %s\n' \
-      "$(_node_step_now)" "$NODE_NAME" "$1" > "$STATE_DIR/failure"
+    _node_word headline "$(_node_step_now)" "$NODE_NAME" "$(_node_word watcher-stopped "$1")" \
+      > "$STATE_DIR/failure"
     kill -TERM "$_NODE_MAIN_PID"
   fi
 }

@@ -62,6 +62,6 @@ _node_last_line() {
 _node_service_gone() {
   _node_exited "$1" || _NODE_CODE=unknown
   local code=$_NODE_CODE
-  _node_report "$1" "$1 exited (code $code)" "$code" >&2
+  _node_report "$1" "$(_node_word service-exit "$1" "$code")" "$code" >&2
   _node_exit "$(_node_failure_code "$code")"
 }

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from recipes.pins import requirements
+from schemas.pins import requirements
 
 
 def main() -> int:

@@ -2,7 +2,7 @@
 how long from the fault to the end of the whole SLURM job, does the main output name the failing step,
 service and node with its log tail, is anything left running, did finished results survive.
 
-What the job prints per failure class is recipes/failures.py's (recipe pages show the same catalog);
+What the job prints per failure class is scripts/failures.py's (recipe pages show the same catalog);
 fault instant and job end are defined in tests/bench/failfast_faults.py and failfast_job.py. A hang can
 only be told from slowness by a configured timeout: its detection is measured from the instant that
 timeout expired, and the timeout is reported beside it (column `bound`). Target: every fault detected,

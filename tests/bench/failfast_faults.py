@@ -1,4 +1,4 @@
-"""The faults of `make bench-failfast`: how each failure class of recipes/failures.py (the one catalog of
+"""The faults of `make bench-failfast`: how each failure class of scripts/failures.py (the one catalog of
 what the job prints) is injected into the demo job, and where its fault instant is read from.
 
 Injection uses only knobs the job already has -- its environment (the simulator's SIM_FAULT*, passed
@@ -22,8 +22,9 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from recipes.failures import BY_NAME as CLASSES
-from recipes.failures import FailureClass, text
+from scripts.failures import BY_NAME as CLASSES
+from scripts.failures import FailureClass
+from scripts.failures import fill as text
 
 LEADER, PREFILL2, DECODE = "sim1", "sim2", "sim3"  # ranks 0 (prefill + router + benchmark), 1, 2
 ADDR = {"sim1": "127.0.0.11", "sim2": "127.0.0.12", "sim3": "127.0.0.13"}
@@ -70,7 +71,7 @@ class Expect:
 
 @dataclass(frozen=True)
 class Fault:
-    """A failure class of recipes/failures.py (what the job prints) made to happen on the demo job."""
+    """A failure class of scripts/failures.py (what the job prints) made to happen on the demo job."""
 
     failure: FailureClass
     how: str  # one line: the knob that injects it

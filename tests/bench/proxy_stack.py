@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterable, Sequence
@@ -14,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 VLLM = ROOT / "sim" / "bin" / "vllm"
@@ -35,12 +36,6 @@ KV_DECODE = {
     "kv_load_failure_policy": "fail",
     "kv_connector_extra_config": {"mooncake_protocol": "tcp"},
 }
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from recipes import pages
+from recipes.pages import site as pages
 
 
 @pytest.fixture(scope="session")

@@ -7,10 +7,10 @@ import re
 
 import pytest
 
+from recipes.pages.reference import render, sections
 from schemas import export, rules
 from schemas import settings as reg
 from schemas.config import MasterConfig, MasterEntry
-from schemas.reference import render, sections
 
 
 @pytest.fixture(scope="module")

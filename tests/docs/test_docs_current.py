@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from recipes import pages
-from schemas import reference
+from recipes.pages import reference
+from recipes.pages import site as pages
 
 
 def test_recipe_pages_are_current(src):

@@ -1,16 +1,20 @@
-"""The failure catalog (recipes/failures.py): what recipe pages say the job prints is what the node
-scripts print, and make bench-failfast checks its faults against the same entries."""
+"""The failure vocabulary and catalog (scripts/failures.py): what recipe pages say the job prints is
+what the node scripts print, and make bench-failfast checks its faults against the same entries."""
 
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from recipes import failures
-from recipes.failures import CLASSES, HEADLINE, VERDICT, pattern, text
+from scripts import failures
+from scripts.failures import CLASSES, WORDS, fill, pattern
+
+HEADLINE, VERDICT = WORDS["headline"], WORDS["verdict"]
+text = fill
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 
@@ -59,10 +63,17 @@ def test_names_are_unique_and_kebab_case():
 
 
 def test_headline_is_the_node_library_s():
-    node_sh = (SCRIPTS / "lib" / "node.sh").read_text()
-    assert (
-        "'" + HEADLINE.replace("<step>", "%s").replace("<node>", "%s").replace("<message>", "%s") in node_sh
-    )
+    """The node library prints the vocabulary's own headline (it loads its words from failures.py)."""
+    script = f'set -Eeuo pipefail; source {SCRIPTS}/lib/node.sh; _node_word headline "a b" sim1 "x %s y"'
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30, check=False)
+    assert done.stdout == text(HEADLINE, step="a b", node="sim1", message="x %s y") + "\n", done.stderr
+
+
+def test_every_word_the_node_library_prints_is_in_the_vocabulary():
+    used = set()
+    for path in sorted((SCRIPTS / "lib").glob("*.sh")):
+        used |= set(re.findall(r"_node_word ([a-z][a-z-]*)", path.read_text()))
+    assert used and used <= set(WORDS), used - set(WORDS)
 
 
 def test_verdict_is_outcome_py_s(monkeypatch):

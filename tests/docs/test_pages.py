@@ -7,8 +7,10 @@ import re
 
 import pytest
 
-from recipes import page_views, pages, verified
 from recipes.build import build_plan
+from recipes.pages import site as pages
+from recipes.pages import verified
+from recipes.pages import views as page_views
 from recipes.render import render_plan
 from recipes.variants import targets
 from recipes.words import bash_argv
@@ -31,7 +33,10 @@ BASH_BLOCK = re.compile(r"^( *)```bash\n(.*?)^\1```$", re.M | re.S)
 
 def rendered_of(src, key):
     entry = src.entries[key]
-    return [render_plan(build_plan(t)) for t in targets(key, entry, src.runners, src.issues)]
+    return [
+        render_plan(build_plan(t))
+        for t in targets(key, entry, runners=src.runners, launch=src.launch, issues=src.issues)
+    ]
 
 
 def bash_blocks(page: str) -> list[str]:
@@ -106,7 +111,7 @@ def test_pages_are_deterministic(src, rendered_pages):
 
 
 def test_failure_classes_shown_are_the_catalogs(src, rendered_pages):
-    from recipes.failures import CLASSES
+    from scripts.failures import CLASSES
 
     for key in keys(src):
         page = rendered_pages[f"{key}.md"]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from recipes.report import prom_samples
+from scripts.promtext import samples as prom_samples
 from sim.cluster.layout import ROOT
 
 CONFIG = "local-sim-vllm-disagg-agentic"

@@ -21,9 +21,8 @@ import pytest
 
 from recipes.build import build_plan
 from recipes.render import load, render_plan
-from recipes.report import prom_samples
 from recipes.submit import submit
-from recipes.variants import targets
+from scripts.promtext import samples as prom_samples
 from sim.cluster.layout import ROOT
 from sim.demo import follow, job_env, simulated_weights
 
@@ -104,7 +103,7 @@ def test_a_single_node_sglang_soak_serves_varied_load_without_a_router(cluster, 
 
 def test_the_log_watcher_ends_the_job_when_an_engine_prints_a_known_issue_signature(cluster, tools, tmp_path):
     loaded = load(PD)
-    target = targets(PD, loaded.entries[PD], loaded.runners, loaded.issues)[0]
+    target = loaded.targets(PD)[0]
     # What a registry that wrongly lists the image as fixed would let through: the triggering flags,
     # no workaround. Built past lint on purpose; the watcher is the last line of defence.
     space = target.point.space

@@ -16,6 +16,7 @@ import uvicorn
 
 from proxy.app import App
 from proxy.config import Config, Prefill, Timeouts
+from tests.ports import free_port
 from tests.proxy.fakes import FakeBootstrap, FakeEngine, World
 
 LOOPBACK = "127.0.0.1"
@@ -62,12 +63,6 @@ class Server:
             self._server.should_exit, self._server.force_exit = True, self.lifespan == "off"
             await self._task
             self._server = None
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((LOOPBACK, 0))
-        return sock.getsockname()[1]
 
 
 async def until(condition: Any, what: str) -> None:

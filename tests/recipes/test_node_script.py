@@ -27,7 +27,6 @@ from recipes.build import build_plan
 from recipes.plan import Timeouts
 from recipes.render import render_plan
 from recipes.submit import snapshot
-from recipes.variants import targets
 
 FAKE = Path(__file__).resolve().parent / "fakes" / "fake_tool.py"
 LOCAL = "local-sim-vllm-disagg-agentic"
@@ -58,14 +57,14 @@ class Job:
 class Cluster:
     """Plays srun: one node script per rank, the rest terminated once one fails."""
 
-    def __init__(self, root: Path, marker: str, configs, hardware: dict | None = None) -> None:
+    def __init__(self, root: Path, marker: str, configs, launch: dict | None = None) -> None:
         self.marker = marker
         self.root = root / marker  # every process's command line carries the marker
         base = f"127.{random.randint(100, 250)}.{random.randint(1, 250)}"
         self.addrs = {node: f"{base}.{i + 1}" for i, node in enumerate(NODES)}
-        target = targets(LOCAL, configs.entries[LOCAL], configs.runners, configs.issues)[0]
-        if hardware:  # past validation on purpose: quoting must hold even for what lint would refuse
-            target = dataclasses.replace(target, hardware=target.hardware.model_copy(update=hardware))
+        target = configs.targets(LOCAL)[0]
+        if launch:  # past validation on purpose: quoting must hold even for what lint would refuse
+            target = dataclasses.replace(target, launch=target.launch.model_copy(update=launch))
         self.plan = build_plan(target, timeouts=FAST)
         self.run_dir = self.root / "run"
         self.recipe = self.run_dir / "recipe"
@@ -331,7 +330,7 @@ def test_hostile_config_values_reach_programs_verbatim_and_execute_nothing(tmp_p
     pwned = tmp_path / "pwned"
     hostile = f'/opt/m o\'d"e"ls/$(touch {pwned})/`touch {pwned}`;touch {pwned}'
     marker = f"mk{uuid.uuid4().hex[:12]}"
-    job = Cluster(tmp_path, marker, configs, hardware={"model_root": hostile}).run()
+    job = Cluster(tmp_path, marker, configs, launch={"model_root": hostile}).run()
     try:
         assert {r: n.rc for r, n in job.nodes.items()} == {0: 0, 1: 0, 2: 0}, job.nodes[0].text
         argv = json.loads(job.log("sim3", "vllm").splitlines()[0].split("argv ", 1)[1])

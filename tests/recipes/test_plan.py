@@ -16,7 +16,7 @@ LOCAL = ("local-sim-vllm-disagg-agentic", "agentic_p2x8_d1x8")
 SGLANG_PD = ("local-sim-sglang-disagg", "fsl1k64_p2x8_d1x8")
 SGLANG_ONE = ("local-sim-sglang", "fsl1k64_tp8")
 MINICPM = ("minicpm-sala-bf16-h200-sglang", "fsl8k1k_tp1")
-RUNTIME = {"LOCAL_ADDR": "127.0.0.1", "LMCACHE_PORT": "5555", "LMCACHE_MP_MQ_TIMEOUT": "1200"}
+RUNTIME = {"LOCAL_ADDR": "127.0.0.1", "LMCACHE_MP_MQ_TIMEOUT": "1200"}
 
 
 def flat(argv) -> list[str]:
@@ -97,7 +97,8 @@ def test_lmcache_server_command_has_every_required_flag(rendered):
     assert args[:2] == ["lmcache", "server"]
     for flag in ("--l1-size-gb", "--eviction-policy", "--host", "--port", "--http-host", "--http-port"):
         assert flag in args
-    assert flat([lmcache.ready_url]) == ["http://${LOCAL_ADDR}:${LMCACHE_HTTP_PORT}/healthcheck"]
+    # ports are literal everywhere (the Plan's Ports are their one definition; env.sh holds none)
+    assert flat([lmcache.ready_url]) == ["http://${LOCAL_ADDR}:8080/healthcheck"]
 
 
 def test_decode_nodes_run_no_lmcache(rendered):
@@ -239,9 +240,8 @@ def test_recorded_workarounds_reach_the_plan_and_log_signatures_are_watched_befo
 
 def test_soak_cycles_concurrency_and_prompt_length_and_must_fit_the_time_limit(configs):
     from recipes.build import Unsupported, build_plan, parse_duration
-    from recipes.variants import targets
 
-    target = targets(MINICPM[0], configs.entries[MINICPM[0]], configs.runners, configs.issues)[0]
+    target = configs.targets(MINICPM[0])[0]
     plan = build_plan(target, soak_seconds=parse_duration("2h"))
     assert plan.mode == "soak" and plan.variant == "fsl8k1k_tp1_soak" and len(plan.benchmarks) == 12
     shapes = []

@@ -112,3 +112,22 @@ def test_a_recorded_known_issue_workaround_reaches_the_lock_file(configs, tmp_pa
     plain_run = submit.submit(render_config(LOCAL, configs)[0], tmp_path, env=env).run_dir
     plain = json.loads((plain_run / "lock.json").read_text())
     assert plain["workarounds"] == []
+
+
+def test_submit_copies_only_what_the_plan_ships(configs, tmp_path, fake_sbatch):
+    """A real cluster's run folder holds no simulator trace set; our proxy only where it is the router."""
+    env, _ = fake_sbatch
+    keys = (LOCAL, "kimik2.5-fp4-mi355x-vllm-disagg-agentic", "kimik2.5-fp4-mi355x-vllm-disagg")
+    rendered_configs = {
+        (r.plan.config_key, r.plan.variant): r for k in keys for r in render_config(k, configs)
+    }
+    for key, variant, expected in (
+        (LOCAL, "agentic_p2x8_d1x8", {"scripts", "proxy", "traces"}),
+        (LOCAL, "agentic_p2x8_d1x8_vllm-router", {"scripts", "traces"}),
+        ("kimik2.5-fp4-mi355x-vllm-disagg-agentic", "agentic_p1x8_d1x8", {"scripts", "proxy"}),
+        ("kimik2.5-fp4-mi355x-vllm-disagg", "fsl8k1k_p2x8_d2x8", {"scripts"}),
+    ):
+        r = rendered_configs[(key, variant)]
+        assert {name for name, _ in r.plan.shipped} == expected, (key, variant)
+        recipe = submit.submit(r, tmp_path / variant, env=env).run_dir / "recipe"
+        assert {p.name for p in recipe.iterdir() if p.is_dir()} == expected, (key, variant)

@@ -14,6 +14,7 @@ import yaml
 from schemas import lint
 from schemas.check import check_known_issues, check_master
 from schemas.findings import Finding, format_path
+from schemas.launch import LaunchProfiles
 from schemas.runners import Runners
 from schemas.yamlio import load_file, load_text
 
@@ -21,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 MASTER = ROOT / "configs" / "amd-master.yaml"
 RUNNERS = ROOT / "configs" / "runners.yaml"
+LAUNCH = ROOT / "configs" / "launch.yaml"
 KNOWN_ISSUES = ROOT / "configs" / "known-issues.yaml"
 KEY = "kimik2.5-fp4-mi355x-vllm-disagg-agentic"  # the baseline every mutation starts from
 
@@ -47,6 +49,15 @@ def _runners_data() -> dict:
 
 def runners_data() -> dict:
     return copy.deepcopy(_runners_data())
+
+
+@cache
+def _launch_data() -> dict:
+    return load_file(LAUNCH).data
+
+
+def launch_data() -> dict:
+    return copy.deepcopy(_launch_data())
 
 
 @cache
@@ -105,13 +116,21 @@ def dump(data) -> str:
 
 
 def lint_entry(
-    entry, *, profile="strict", runners: dict | None = None, key=KEY, issues: tuple | None = None
+    entry,
+    *,
+    profile="strict",
+    runners: dict | None = None,
+    key=KEY,
+    issues: tuple | None = None,
+    launch: dict | None = None,
 ) -> list[Finding]:
     """Findings of a one-entry master config, linted in process through the YAML loader (against the
-    shipped known-issue registry unless `issues` is given)."""
+    shipped runners, launch profiles and known-issue registry unless given)."""
     doc = load_text(dump({key: entry}), file="master.yaml")
     hardware = Runners.model_validate(runners if runners is not None else _runners_data())
-    return check_master(doc, hardware, profile, known_issues() if issues is None else issues)[1]
+    profiles = LaunchProfiles.model_validate(launch if launch is not None else _launch_data())
+    registry = known_issues() if issues is None else issues
+    return check_master(doc, hardware, profile, registry, profiles)[1]
 
 
 def rel(finding: Finding) -> str:

@@ -18,7 +18,13 @@ FIX = f"{CANON}<number>"
 LATER = f"open the pull request first, then {FIX}"
 KEYS_HINT = "config keys are the top-level keys of configs/*-master.yaml"
 KEYS = {"fixture-agentic", "fixture-fixed"}  # the keys of fixtures/good-master.yaml
-FIXTURE_CONFIGS = ("--runners", FIXTURES / "runners.yaml", FIXTURES / "good-master.yaml")
+FIXTURE_CONFIGS = (
+    "--runners",
+    FIXTURES / "runners.yaml",
+    "--launch",
+    FIXTURES / "launch.yaml",
+    FIXTURES / "good-master.yaml",
+)
 
 
 def entry(link=f"{CANON}7", keys=("fixture-agentic",), **extra) -> dict:
@@ -268,7 +274,11 @@ def test_bad_base_ref_is_a_usage_error(repo):
 
 def test_make_lint_with_base(repo):
     changelog = write(repo, "perf-changelog.yaml", dump([OLD_GOOD, OLD_BAD, NEW_BAD]))
-    configs = [f"CONFIGS={FIXTURES / 'good-master.yaml'}", f"RUNNERS={FIXTURES / 'runners.yaml'}"]
+    configs = [
+        f"CONFIGS={FIXTURES / 'good-master.yaml'}",
+        f"RUNNERS={FIXTURES / 'runners.yaml'}",
+        f"LAUNCH={FIXTURES / 'launch.yaml'}",
+    ]
     argv = ["make", "-s", "-C", str(ROOT), "lint", f"CHANGELOG={changelog}", "BASE=HEAD", *configs]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     line = changelog.read_text().split("\n").index(f"  pr-link: {CANON}4/changes") + 1

@@ -18,21 +18,27 @@ from .conftest import FIXTURES, ROOT, rows, run_lint, write
 GOOD = FIXTURES / "good-master.yaml"
 THREE = FIXTURES / "three-errors.yaml"
 FIX_RUNNERS = FIXTURES / "runners.yaml"
+FIX_LAUNCH = FIXTURES / "launch.yaml"
 
 
 def test_valid_config_exits_0_and_prints_nothing():
-    assert run_lint("--runners", FIX_RUNNERS, GOOD) == (0, "", "lint: ok, 3 files (strict)\n")
+    # GOOD, its runners and launch profiles, and the known-issue registry strict checks against
+    assert run_lint("--runners", FIX_RUNNERS, "--launch", FIX_LAUNCH, GOOD) == (
+        0,
+        "",
+        "lint: ok, 4 files (strict)\n",
+    )
 
 
 def test_three_errors_in_two_entries_all_reported_on_their_lines():
-    code, out, err = run_lint("--runners", FIX_RUNNERS, THREE)
+    code, out, err = run_lint("--runners", FIX_RUNNERS, "--launch", FIX_LAUNCH, THREE)
     assert code == 1
     assert [(line, path, hint[:19]) for line, path, _, hint in rows(out, THREE)] == [
         (3, "fixture-a.image", "use one of vllm/, r"),
         (9, "fixture-a.router.version", "a release such as 0"),
         (41, "fixture-b.scenarios.fixed-seq-len[0].search-space[0].decode.tp", ""),
     ]
-    assert err == "lint: 3 findings in 3 files (strict)\n"
+    assert err == "lint: 3 findings in 4 files (strict)\n"
 
 
 # fmt: off
@@ -50,7 +56,7 @@ def test_three_errors_in_two_entries_all_reported_on_their_lines():
 # fmt: on
 def test_line_and_path_of_a_finding(tmp_path, text, line, path, fragment):
     file = write(tmp_path, "master.yaml", text)
-    code, out, _ = run_lint("--runners", FIX_RUNNERS, file)
+    code, out, _ = run_lint("--runners", FIX_RUNNERS, "--launch", FIX_LAUNCH, file)
     assert code == 1
     assert any(r[:2] == (line, path) and fragment in r[2] for r in rows(out, file)), out
 
@@ -58,7 +64,7 @@ def test_line_and_path_of_a_finding(tmp_path, text, line, path, fragment):
 def test_duplicate_key_in_an_entry_names_the_first_line(tmp_path):
     text = GOOD.read_text().replace("  model-prefix: kimik2.5\n", "  model-prefix: kimik2.5\n  model: x\n", 1)
     file = write(tmp_path, "master.yaml", text)
-    code, out, _ = run_lint("--runners", FIX_RUNNERS, file)
+    code, out, _ = run_lint("--runners", FIX_RUNNERS, "--launch", FIX_LAUNCH, file)
     assert code == 1
     assert out == f"{file}:6: fixture-agentic.model: duplicate key 'model' (first defined on line 4)\n"
 
@@ -66,7 +72,7 @@ def test_duplicate_key_in_an_entry_names_the_first_line(tmp_path):
 def test_duplicate_key_in_runners(tmp_path):
     text = FIX_RUNNERS.read_text().replace("gpus-per-node: 8\n", "gpus-per-node: 8\n    gpus-per-node: 4\n")
     runners = write(tmp_path, "runners.yaml", text)
-    code, out, _ = run_lint("--runners", runners, GOOD)
+    code, out, _ = run_lint("--runners", runners, "--launch", FIX_LAUNCH, GOOD)
     assert code == 1
     assert rows(out, runners) == [(8, "hardware.test:mi355x.gpus-per-node", "duplicate key 'gpus-per-node'",
                                    "first defined on line 7")]
@@ -83,7 +89,7 @@ def test_unknown_key_in_runners_did_you_mean(tmp_path):
 
 def test_config_key_defined_in_two_files(tmp_path):
     copy = write(tmp_path, "copy.yaml", GOOD.read_text())
-    code, out, _ = run_lint("--runners", FIX_RUNNERS, GOOD, copy)
+    code, out, _ = run_lint("--runners", FIX_RUNNERS, "--launch", FIX_LAUNCH, GOOD, copy)
     assert code == 1
     again = "config key defined in another file too"
     assert [r[:3] for r in rows(out, copy)] == [(2, "fixture-agentic", again), (28, "fixture-fixed", again)]
@@ -91,14 +97,14 @@ def test_config_key_defined_in_two_files(tmp_path):
 
 def test_a_key_with_a_line_break_stays_on_one_line(tmp_path):
     file = write(tmp_path, "master.yaml", '"a\\nb": 1\n')
-    code, out, _ = run_lint("--runners", FIX_RUNNERS, file)
+    code, out, _ = run_lint("--runners", FIX_RUNNERS, "--launch", FIX_LAUNCH, file)
     assert code == 1 and out.count("\n") == 1
     assert rows(out, file)[0][:2] == (1, "a\\nb")
 
 
 def test_mixed_key_types_on_one_line_are_sorted_without_error(tmp_path):
     file = write(tmp_path, "master.yaml", "{a: 1, 1: 2, null: 3}\n")
-    code, out, _ = run_lint("--runners", FIX_RUNNERS, file)
+    code, out, _ = run_lint("--runners", FIX_RUNNERS, "--launch", FIX_LAUNCH, file)
     assert code == 1
     assert [r[1] for r in rows(out, file)] == ["None", "[1]", "a"]
 
@@ -145,7 +151,7 @@ def _cli(*argv) -> subprocess.CompletedProcess:
 def test_subprocess_never_a_traceback(tmp_path, content, argv, code):
     file = tmp_path / "bad.yaml"
     file.write_bytes(content)
-    done = _cli("--runners", FIX_RUNNERS, *argv, file)
+    done = _cli("--runners", FIX_RUNNERS, "--launch", FIX_LAUNCH, *argv, file)
     assert done.returncode == code, done.stderr
     assert "Traceback" not in done.stderr and "internal error" not in done.stderr
     assert len(rows(done.stdout, file)) == done.stdout.count("\n")

@@ -31,6 +31,7 @@ from .test_properties import SETTINGS, YAMLISH
 
 FIX = FIXTURES / "minicpm-sala-master.yaml"
 NVIDIA = FIXTURES / "runners-nvidia.yaml"
+LAUNCH = FIXTURES / "launch.yaml"
 KEY = "minicpm-sala-bf16-nvidia-sglang-disagg"
 ISSUE = "minicpm-sala-kv-indptr"
 SS = "scenarios.fixed-seq-len[0].search-space[0]"
@@ -197,8 +198,8 @@ def test_rule_is_strict_only():
 
 
 def test_finding_is_one_line_at_the_image_line():
-    code, out, err = run_lint("--runners", NVIDIA, "--known-issues", KNOWN_ISSUES, FIX)
-    assert (code, err) == (1, "lint: 1 finding in 3 files (strict)\n")
+    code, out, err = run_lint("--runners", NVIDIA, "--launch", LAUNCH, "--known-issues", KNOWN_ISSUES, FIX)
+    assert (code, err) == (1, "lint: 1 finding in 4 files (strict)\n")
     [(line, path, message, hint)] = rows(out, FIX)
     assert (line, path) == (6, f"{KEY}.image")
     assert FIX.read_text().splitlines()[line - 1] == "  image: lmsysorg/sglang:v0.5.9-minicpm-sala"
@@ -208,7 +209,7 @@ def test_finding_is_one_line_at_the_image_line():
 
 def test_make_lint_checks_against_the_shipped_registry():
     done = subprocess.run(
-        ["make", "-s", "-C", str(ROOT), "lint", f"CONFIGS={FIX}", f"RUNNERS={NVIDIA}"],
+        ["make", "-s", "-C", str(ROOT), "lint", f"CONFIGS={FIX}", f"RUNNERS={NVIDIA}", f"LAUNCH={LAUNCH}"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -218,9 +219,9 @@ def test_make_lint_checks_against_the_shipped_registry():
 
 
 def test_render_path_loads_the_registry_itself():
-    """recipes/render.py calls lint_configs without a registry: strict loads (and reports) the shipped one."""
+    """lint_configs without a registry: strict loads (and reports) the shipped one."""
     report = lint.Report()
-    lint.lint_configs([FIX], Runners.model_validate(load_file(NVIDIA).data), "strict", report)
+    lint.lint_configs([FIX], Runners.model_validate(load_file(NVIDIA).data), "strict", report, launch=None)
     assert report.checked == [str(KNOWN_ISSUES), str(FIX)]
     assert [rel(f) for f in report.findings] == ["image"]
 
@@ -346,7 +347,7 @@ def test_a_malformed_issue_does_not_hide_the_others(tmp_path):
     """The bad issue is reported; the good one still rejects the fixture config."""
     bad = ISSUE_TEXT.format(id="a").replace("log-signature: boom", f"log-signature: '{BAD_RE}'")
     file = write(tmp_path, "known-issues.yaml", bad + dump(registry_data()))
-    code, out, _ = run_lint("--runners", NVIDIA, "--known-issues", file, FIX)
+    code, out, _ = run_lint("--runners", NVIDIA, "--launch", LAUNCH, "--known-issues", file, FIX)
     assert code == 1
     assert [r[1] for r in rows(of(out, file), file)] == ["[0].log-signature"]
     assert [r[1] for r in rows(of(out, FIX), FIX)] == [f"{KEY}.image"]

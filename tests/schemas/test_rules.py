@@ -14,6 +14,7 @@ import pytest
 from schemas import rules
 from schemas.config import MasterEntry
 from schemas.findings import format_path
+from schemas.launch import LaunchProfiles
 from schemas.runners import Runners
 from schemas.yamlio import load_text
 
@@ -27,6 +28,7 @@ from .conftest import (
     dump,
     expect,
     known_issues,
+    launch_data,
     lint_entry,
     rel,
     runners_data,
@@ -59,6 +61,7 @@ class Case:
     hint: str | None = None
     profile: str = "strict"
     runner_ops: tuple = ()  # mutations of configs/runners.yaml
+    launch_ops: tuple = ()  # mutations of configs/launch.yaml
 
 
 def cases(rule: str, *rows) -> list:
@@ -300,9 +303,12 @@ REJECT = [
          {"runner_ops": (s("labels.cluster:new", ["n0", "n1"]),)}),
     ),
     *cases("_runner_launchable",
-        ("missing-launch-facts", [], "runner", f"runner '{AMDS}' lacks launch facts: partition, model-root",
-         "add them under hardware in runners.yaml",
-         {"runner_ops": (d(f"hardware.{AMDS}.partition"), d(f"hardware.{AMDS}.model-root"))}),
+        ("no-launch-profile", [], "runner", f"runner '{AMDS}' has no launch profile in configs/launch.yaml",
+         "add profiles.<label> with gpu-vendor, partition, container-runtime and model-root",
+         {"launch_ops": (d(f"profiles.{AMDS}"),)}),
+        ("launch-profile-did-you-mean", [], "runner", f"runner '{AMDS}' has no launch profile",
+         "did you mean 'cluster:mi355x-amdz'?",
+         {"launch_ops": (("rename", f"profiles.{AMDS}", "cluster:mi355x-amdz"),)}),
     ),
     *cases("_topology_fits_runner",
         ("tp4-x1-on-8-gpu-nodes", [s(f"{P}.tp", 4), s(f"{P}.ep", 4)], P,
@@ -417,8 +423,9 @@ ACCEPT = [
         ("unchecked-under-inferencex", [s("runner", "cluster:nowhere")], IX),
     ),
     *cases("_runner_launchable",
-        ("optional-facts-absent", [], {"runner_ops": (d(f"hardware.{AMDS}.nic-devices"),
-                                                      d(f"hardware.{AMDS}.time-limit"))}),
+        ("optional-facts-absent", [], {"launch_ops": (d(f"profiles.{AMDS}.nic-devices"),
+                                                      d(f"profiles.{AMDS}.time-limit"))}),
+        ("unchecked-under-inferencex", [], IX | {"launch_ops": (d(f"profiles.{AMDS}"),)}),
     ),
     *cases("_topology_fits_runner",
         ("2x-tp4-fill-a-node", [s(f"{P}.tp", 4), s(f"{P}.num-worker", 2), s(f"{P}.ep", 4)]),
@@ -453,8 +460,9 @@ PINNED = (
 )
 
 
-def _build(case: Case) -> tuple[dict, dict]:
-    return apply(baseline(), case.ops), apply(runners_data(), PINNED + case.runner_ops)
+def _build(case: Case) -> tuple[dict, dict, dict]:
+    launch = apply(launch_data(), case.launch_ops)
+    return apply(baseline(), case.ops), apply(runners_data(), PINNED + case.runner_ops), launch
 
 
 def test_baseline_is_valid_in_both_profiles():
@@ -464,19 +472,21 @@ def test_baseline_is_valid_in_both_profiles():
 
 @pytest.mark.parametrize("case", REJECT)
 def test_reject(case: Case):
-    entry, runners = _build(case)
-    expect(lint_entry(entry, profile=case.profile, runners=runners), case.path, case.fragment, case.hint)
+    entry, runners, launch = _build(case)
+    findings = lint_entry(entry, profile=case.profile, runners=runners, launch=launch)
+    expect(findings, case.path, case.fragment, case.hint)
     if case.rule != "model":  # the named rule says it itself (not some other rule with similar words)
         validated = MasterEntry.model_validate(load_text(dump(entry)).data)
-        ctx = rules.Context(KEY, validated, Runners.model_validate(runners), known_issues())
+        profiles = LaunchProfiles.model_validate(launch)
+        ctx = rules.Context(KEY, validated, Runners.model_validate(runners), known_issues(), profiles)
         own = [format_path(p.path[1:]) for p in getattr(rules, case.rule)(ctx) if case.fragment in p.message]
         assert own == [case.path]
 
 
 @pytest.mark.parametrize("case", ACCEPT)
 def test_accept(case: Case):
-    entry, runners = _build(case)
-    findings = lint_entry(entry, profile=case.profile, runners=runners)
+    entry, runners, launch = _build(case)
+    findings = lint_entry(entry, profile=case.profile, runners=runners, launch=launch)
     assert findings == [], shown(findings)
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -30,17 +29,6 @@ source "$SCRIPTS_DIR/lib/node.sh"
 node_init
 svc() { start_service "$1" "$PYTHON" "$STUB" --marker "$MARKER" "${@:2}"; }
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@pytest.fixture
-def free_port() -> Callable[[], int]:
-    return _free_port
 
 
 @pytest.fixture

@@ -16,8 +16,8 @@ from conftest import SCRIPTS
 
 PROOF = SCRIPTS / "proof.py"
 sys.path.insert(0, str(SCRIPTS))
+from promtext import total  # noqa: E402
 from proof import main as proof_main  # noqa: E402 (scripts/ is not a package: it runs on the nodes)
-from proof import metric_sum  # noqa: E402
 
 SNAPSHOT = """\
 # HELP vllm:prompt_tokens_by_source_total Prompt tokens by source.
@@ -27,10 +27,10 @@ vllm:external_prefix_cache_hits_total{model_name="m",engine="0"} 512.0
 """
 
 
-def test_metric_sum_reads_only_the_labelled_samples():
-    assert metric_sum(SNAPSHOT, "vllm:prompt_tokens_by_source_total", 'source="external_kv_transfer"') == 608
-    assert metric_sum(SNAPSHOT, "vllm:external_prefix_cache_hits_total", "") == 512
-    assert metric_sum(SNAPSHOT, "vllm:nothing", "") is None
+def test_metric_total_reads_only_the_labelled_samples():
+    assert total(SNAPSHOT, "vllm:prompt_tokens_by_source_total", 'source="external_kv_transfer"') == 608
+    assert total(SNAPSHOT, "vllm:external_prefix_cache_hits_total") == 512
+    assert total(SNAPSHOT, "vllm:nothing") is None
 
 
 def l2(tmp_path: Path, **snapshots: str) -> subprocess.CompletedProcess:

@@ -18,18 +18,14 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.ports import free_port
+
 REPO = Path(__file__).resolve().parents[2]
 VLLM = REPO / "sim" / "bin" / "vllm"
 SGLANG = REPO / "sim" / "bin" / "sglang"
 VENV_BIN = REPO / ".venv" / "bin"
 GOLDEN = REPO / "tests" / "golden"
 ZMTP_SIGNATURE = b"\xff" + b"\x00" * 8 + b"\x7f"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def make_model(root: Path, name: str = "model", **config) -> Path:

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 
 from sim import kvconfig, mooncake
-from sim.cli import ServeConfig
+from sim.config import ServeConfig
 from sim.engine import Engine
 from sim.lmcache import L2
 from sim.metrics import Metrics, parse

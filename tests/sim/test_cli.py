@@ -53,7 +53,7 @@ def test_golden_scripts_exist():
 
 @pytest.mark.parametrize("script", GOLDEN_SCRIPTS, ids=lambda p: p.parent.parent.name)
 def test_golden_command_lines_are_accepted(script: Path, tmp_path: Path):
-    commands = golden_commands(script, LMCACHE_PORT="5555", LMCACHE_MP_MQ_TIMEOUT="30")
+    commands = golden_commands(script, LMCACHE_MP_MQ_TIMEOUT="30")
     roles = []
     for argv in commands:
         assert argv[0] == "env" and argv[1].startswith("VLLM_HOST_IP=")

@@ -3,6 +3,7 @@ the LMCache start-up check, signals and injected faults. Every process is killed
 
 from __future__ import annotations
 
+import json
 import re
 import time
 
@@ -25,10 +26,22 @@ def as_node(argv: list[str], *, port: int) -> list[str]:
     return out
 
 
+def with_lmcache_port(argv: list[str], port: int) -> list[str]:
+    """The golden prefill's LMCache connector pointed at the fake server's free port (the rendered line
+    names the Plan's fixed port, 5555)."""
+    out = list(argv)
+    at = out.index("--kv-transfer-config") + 1
+    config = json.loads(out[at])
+    for child in config["kv_connector_extra_config"]["connectors"]:
+        if child["kv_connector"] == "LMCacheMPConnector":
+            child["kv_connector_extra_config"]["lmcache.mp.port"] = port
+    out[at] = json.dumps(config)
+    return out
+
+
 def start_golden_pair(launcher, fake_lmcache):
-    prefill_argv, decode_argv = golden_commands(
-        LOCAL_SIM, LMCACHE_PORT=str(fake_lmcache.port), LMCACHE_MP_MQ_TIMEOUT="5"
-    )
+    prefill_argv, decode_argv = golden_commands(LOCAL_SIM, LMCACHE_MP_MQ_TIMEOUT="5")
+    prefill_argv = with_lmcache_port(prefill_argv, fake_lmcache.port)
     model = prefill_argv[prefill_argv.index("serve") + 1]  # the runner's model-root + the model
     make_model(launcher.tmp, model.lstrip("/"), max_position_embeddings=262144)
     boot = free_port()

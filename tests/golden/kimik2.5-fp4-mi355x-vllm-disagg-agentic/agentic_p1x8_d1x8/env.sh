@@ -3,7 +3,8 @@
 # The single home of this variant's Mooncake, ROCm and LMCache values. Sourcing it only sets
 # variables: engines read the exported ones; server_vllm.sh expands the others into commands.
 
-# Read by the engines: vllm, Mooncake and ROCm libraries (SIM_*: the simulator of local runners).
+# Read by the engines: vllm, Mooncake and ROCm libraries, and what the runner's launch
+# profile adds (configs/launch.yaml: a local runner's simulator knobs, SIM_*).
 export VLLM_ENGINE_READY_TIMEOUT_S=3600
 export VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT=480
 export VLLM_MOONCAKE_BOOTSTRAP_PORT=8998
@@ -15,11 +16,9 @@ export VLLM_ROCM_USE_AITER_RMSNORM=1
 # LMCache MP server on prefill nodes (L1 = runner DRAM x dram-utilization, per node).
 LMCACHE_CHUNK_SIZE=256
 LMCACHE_EVICTION_POLICY=LRU
-LMCACHE_HTTP_PORT=8080
 LMCACHE_L1_INIT_SIZE_GB=20
 LMCACHE_L1_READ_TTL_SECONDS=7200
 LMCACHE_L1_SIZE_GB=2418
 LMCACHE_MAX_WORKERS=8
 LMCACHE_MP_MQ_TIMEOUT=1200
-LMCACHE_PORT=5555
 

@@ -3,6 +3,7 @@
 # The single home of this variant's Mooncake, ROCm and LMCache values. Sourcing it only sets
 # variables: engines read the exported ones; server_sglang.sh expands the others into commands.
 
-# Read by the engines: sglang, Mooncake and ROCm libraries (SIM_*: the simulator of local runners).
+# Read by the engines: sglang, Mooncake and ROCm libraries, and what the runner's launch
+# profile adds (configs/launch.yaml: a local runner's simulator knobs, SIM_*).
 export SIM_KV_WAIT_S=30
 

@@ -3,7 +3,8 @@
 # The single home of this variant's Mooncake, ROCm and LMCache values. Sourcing it only sets
 # variables: engines read the exported ones; server_vllm.sh expands the others into commands.
 
-# Read by the engines: vllm, Mooncake and ROCm libraries (SIM_*: the simulator of local runners).
+# Read by the engines: vllm, Mooncake and ROCm libraries, and what the runner's launch
+# profile adds (configs/launch.yaml: a local runner's simulator knobs, SIM_*).
 export SIM_HBM_CACHE_TOKENS=16384
 export SIM_KV_WAIT_S=30
 export SIM_L2_CHUNK_TOKENS=256
@@ -13,9 +14,7 @@ export VLLM_MOONCAKE_BOOTSTRAP_PORT=8998
 # LMCache MP server on prefill nodes (L1 = runner DRAM x dram-utilization, per node).
 LMCACHE_CHUNK_SIZE=256
 LMCACHE_EVICTION_POLICY=LRU
-LMCACHE_HTTP_PORT=8080
 LMCACHE_L1_INIT_SIZE_GB=1
 LMCACHE_L1_SIZE_GB=2
 LMCACHE_MP_MQ_TIMEOUT=30
-LMCACHE_PORT=5555
 

@@ -58,14 +58,14 @@ start_prefill() {
   step "prefill lmcache"
   start_service lmcache lmcache server \
     --host "${LOCAL_ADDR}" \
-    --port "${LMCACHE_PORT}" \
+    --port 5555 \
     --http-host "${LOCAL_ADDR}" \
-    --http-port "${LMCACHE_HTTP_PORT}" \
+    --http-port 8080 \
     --l1-size-gb "${LMCACHE_L1_SIZE_GB}" \
     --eviction-policy "${LMCACHE_EVICTION_POLICY}" \
     --l1-init-size-gb "${LMCACHE_L1_INIT_SIZE_GB}" \
     --chunk-size "${LMCACHE_CHUNK_SIZE}"
-  wait_http lmcache http://"${LOCAL_ADDR}":"${LMCACHE_HTTP_PORT}"/healthcheck 120
+  wait_http lmcache http://"${LOCAL_ADDR}":8080/healthcheck 120
   step "prefill vllm"
   start_service vllm env VLLM_HOST_IP="${NODE_ADDR}" vllm serve /tmp/disagg-recipes-sim/models/amd/Kimi-K2.5-MXFP4 \
     --served-model-name amd/Kimi-K2.5-MXFP4 \
@@ -79,7 +79,7 @@ start_prefill() {
     --gpu-memory-utilization 0.9 \
     --enable-prefix-caching \
     --max-model-len 32768 \
-    --kv-transfer-config '{"kv_connector":"MultiConnector","kv_connector_extra_config":{"connectors":[{"kv_connector":"MooncakeConnector","kv_connector_extra_config":{"mooncake_protocol":"tcp","num_workers":10},"kv_role":"kv_producer"},{"kv_connector":"LMCacheMPConnector","kv_connector_extra_config":{"lmcache.mp.host":"tcp://'"${LOCAL_ADDR}"'","lmcache.mp.mq_timeout":'"${LMCACHE_MP_MQ_TIMEOUT}"',"lmcache.mp.port":'"${LMCACHE_PORT}"'},"kv_connector_module_path":"lmcache.integration.vllm.lmcache_mp_connector","kv_role":"kv_both"}]},"kv_load_failure_policy":"recompute","kv_role":"kv_producer"}'
+    --kv-transfer-config '{"kv_connector":"MultiConnector","kv_connector_extra_config":{"connectors":[{"kv_connector":"MooncakeConnector","kv_connector_extra_config":{"mooncake_protocol":"tcp","num_workers":10},"kv_role":"kv_producer"},{"kv_connector":"LMCacheMPConnector","kv_connector_extra_config":{"lmcache.mp.host":"tcp://'"${LOCAL_ADDR}"'","lmcache.mp.mq_timeout":'"${LMCACHE_MP_MQ_TIMEOUT}"',"lmcache.mp.port":5555},"kv_connector_module_path":"lmcache.integration.vllm.lmcache_mp_connector","kv_role":"kv_both"}]},"kv_load_failure_policy":"recompute","kv_role":"kv_producer"}'
   wait_http vllm http://"${NODE_ADDR}":8000/health 120
 }
 

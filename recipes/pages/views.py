@@ -1,14 +1,15 @@
 """What a recipe page shows of its Plans, as plain data for recipes/templates/docs/: commands quoted and
 wrapped exactly as the rendered files have them, the bash variables they use explained, what differs
-between variants and concurrencies, and the failure classes (recipes/failures.py) that apply."""
+between variants and concurrencies, and the failure classes (scripts/failures.py) that apply."""
 
 from __future__ import annotations
 
 import re
 
-from . import failures
-from .submit import lock
-from .words import Ref, bash_argv, bash_word, plain
+from scripts import failures
+
+from ..submit import lock
+from ..words import Ref, bash_argv, bash_word, plain
 
 # The templates wrap these argvs so (server.sh.j2: services, router, proofs, benchmarks; job.sbatch.j2:
 # srun): with the same indent a page's command is character for character a part of the rendered file.
@@ -284,7 +285,7 @@ def _intro(entry, engine: str, plans: list) -> str:
 
 def overview(entry, rendered: list, targets: list, runners) -> dict:
     plans = [r.plan for r in rendered]
-    p0, hw = plans[0], targets[0].hardware
+    p0, hw, lp = plans[0], targets[0].hardware, targets[0].launch
     engine = f"{ENGINES.get(p0.engine, p0.engine)} {dict(p0.components).get(p0.engine, '')}".strip()
     bench = next((p.benchmarks[0] for p in plans if p.benchmarks), None)
     labels: dict = {}
@@ -294,12 +295,12 @@ def overview(entry, rendered: list, targets: list, runners) -> dict:
     return {
         "intro": _intro(entry, engine, plans),
         "engine": engine,
-        "simulated": p0.container.gpu_vendor == "none",
-        "hw": hw,
-        "gpus": f"{hw.gpus_per_node} {GPU_VENDORS.get(hw.gpu_vendor, hw.gpu_vendor)} GPUs per node",
+        "simulated": p0.engine_build == "simulator",
+        "gpus": f"{hw.gpus_per_node} {GPU_VENDORS.get(lp.gpu_vendor, lp.gpu_vendor)} GPUs per node",
+        "network": _network(lp),
         "p0": p0,
         "nodes": (runners.labels or {}).get(entry.runner, []),
-        "model_path": f"{hw.model_root}/{entry.model}",
+        "model_path": targets[0].model_path,
         "container": _container(p0.container),
         "components": _components(rendered),
         "pinned": sorted({x.dist for p in plans for role in p.roles for x in role.pinned}),
@@ -317,6 +318,12 @@ def overview(entry, rendered: list, targets: list, runners) -> dict:
         "refs": ref_rows(plans),
         "workarounds": [f"{w['issue']}: {w['workaround']}" for w in p0.workarounds],
     }
+
+
+def _network(lp) -> str:
+    if lp.node_address == "interface":
+        return f"nodes reach each other at the address of their `{lp.data_plane_interface}` interface"
+    return "nodes reach each other at the NodeAddr SLURM knows each by (one host: 127.0.0.x per node)"
 
 
 def _workload_sentence(plans: list) -> str:
@@ -361,18 +368,19 @@ def failure_rows(plan) -> list[dict]:
             values.update(url=plain(svc.ready_url), timeout=str(svc.ready_timeout))
         if fc.step == "start barrier":
             values["timeout"] = str(plan.timeouts.barrier)
-        step = failures.text(fc.step, **values) if fc.step else "<step>"
+        step = failures.fill(fc.step, **values) if fc.step else "<step>"
         lines = [
-            failures.text(failures.HEADLINE, step=step, message=failures.text(m, **values)) for m in fc.prints
+            failures.fill(failures.WORDS["headline"], step=step, message=failures.fill(m, **values))
+            for m in fc.prints
         ]
         out.append(
             {
                 "fc": fc,
-                "title": failures.text(fc.title, **values),
+                "title": failures.fill(fc.title, **values),
                 "lines": lines,
                 "service": values.get("service"),
-                "cause": failures.text(fc.cause, **values),
-                "detail": failures.text(fc.detail, **values),
+                "cause": failures.fill(fc.cause, **values),
+                "detail": failures.fill(fc.detail, **values),
                 "any_step": fc.step is None,
                 "log_tail": fc.service is not None,
             }

@@ -13,9 +13,9 @@ import json
 import re
 from pathlib import Path
 
-from .report import COLUMNS
+from ..report import COLUMNS
 
-RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
 SUCCESS = re.compile(r"^job succeeded: .*$", re.M)  # scripts/outcome.py's verdict of a clean run
 HEADLINE = tuple(key for _, key, _ in COLUMNS)  # the numbers `make report` prints, no more
 

@@ -21,13 +21,15 @@ from schemas import known_issues as ki
 from schemas import lint
 from schemas.yamlio import YamlSyntaxError, load_file
 
+from ..build import Unsupported, build_plan
+from ..render import ROOT_DIR, render_plan
+from ..report import table
+from ..variants import targets
 from . import verified
-from .build import Unsupported, build_plan
-from .page_views import grouped, launch_lines, merged_failures, overview, variant_view
-from .render import ROOT_DIR, TEMPLATES, render_plan
-from .variants import targets
+from .views import grouped, launch_lines, merged_failures, overview, variant_view
 
 PAGES = ROOT_DIR / "docs" / "recipes"
+TEMPLATES = Path(__file__).resolve().parent / "templates"
 UP = "../../"  # from docs/recipes/ to the repository root
 
 
@@ -37,6 +39,7 @@ class Sources:
 
     entries: dict  # key -> MasterEntry, only keys without findings
     runners: object
+    launch: object
     issues: tuple
     origin: dict  # key -> (repository-relative file, line)
     skipped: dict  # key -> number of lint findings (no page)
@@ -46,9 +49,10 @@ class Sources:
 def sources() -> Sources:
     """Lint every config (strict) as `make render` does, keeping the keys without findings: an invalid
     entry loses its own page, not the others'."""
-    report, runners, issues = lint.lint_repository()
-    if runners is None:
-        raise SystemExit("pages: configs/runners.yaml is invalid: run `make lint`")
+    repo = lint.lint_repository()
+    report = repo.report
+    if repo.runners is None or repo.launch is None:
+        raise SystemExit("pages: configs/runners.yaml or configs/launch.yaml is invalid: run `make lint`")
     origin, skipped = {}, {}
     for path in lint.default_configs():
         try:
@@ -61,7 +65,7 @@ def sources() -> Sources:
         if f.path and f.path[0] in origin and f.file.endswith(origin[f.path[0]][0]):
             skipped[f.path[0]] = skipped.get(f.path[0], 0) + 1
     entries = {k: e for k, e in report.entries.items() if k not in skipped}
-    return Sources(entries, runners, tuple(issues), origin, skipped, _changelog())
+    return Sources(entries, repo.runners, repo.launch, tuple(repo.issues), origin, skipped, _changelog())
 
 
 def _changelog() -> list:
@@ -74,7 +78,7 @@ def _changelog() -> list:
 
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES / "docs"),
+        loader=jinja2.FileSystemLoader(TEMPLATES),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,
@@ -92,7 +96,7 @@ def page(key: str, src: Sources, results: dict, env: jinja2.Environment | None =
     common = _common(key, entry, src)
     ts, rendered = [], []
     try:
-        ts = targets(key, entry, src.runners, src.issues)
+        ts = targets(key, entry, runners=src.runners, launch=src.launch, issues=src.issues)
         for t in ts:
             rendered.append(render_plan(build_plan(t)))
     except Unsupported as exc:  # `make render` refuses the whole config: the page says why instead
@@ -158,10 +162,8 @@ def issue_views(entry, issues: tuple) -> list[dict]:
 
 def verified_views(results: dict, rendered: list) -> list[dict]:
     """Recorded runs by variant, each flagged when the config changed since (another sha256)."""
-    from .report import table
-
     current = {r.plan.variant: r.plan.config_sha256 for r in rendered}
-    simulated = rendered[0].plan.container.gpu_vendor == "none"
+    simulated = rendered[0].plan.engine_build == "simulator"
     out = []
     for variant in sorted(results):
         rec = results[variant]

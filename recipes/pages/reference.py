@@ -14,16 +14,17 @@ from pathlib import Path
 
 import yaml
 
-from . import export, rules
-from . import settings as reg
-from .yamlio import YamlSyntaxError, load_file
+from schemas import export, rules
+from schemas import settings as reg
+from schemas.yamlio import YamlSyntaxError, load_file
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "docs" / "config-reference.md"
 # schema file -> the repository files whose values serve as its examples
 EXAMPLES = {
     "master-config.schema.json": "configs/*-master.yaml",
     "runners.schema.json": "configs/runners.yaml",
+    "launch.schema.json": "configs/launch.yaml",
     "perf-changelog.schema.json": "perf-changelog.yaml",
     "known-issues.schema.json": "configs/known-issues.yaml",
 }

@@ -1,18 +1,24 @@
-"""The versions pyproject.toml pins, read from the one place they live (stdlib only: the Makefile reads
-them before any virtualenv exists)."""
+"""The versions pyproject.toml pins, read from the one place they live. Stdlib only: the Makefile reads
+them (sim/cluster/extras.py) before any virtualenv exists, and submit writes them into lock files."""
 
 from __future__ import annotations
 
 import re
 import tomllib
+from functools import cache
 from pathlib import Path
 
 PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
 
 
+@cache
+def _project() -> dict:
+    return tomllib.loads(PYPROJECT.read_text())["project"]
+
+
 def requirements(extra: str, only: str | None = None) -> list[str]:
     """An extra's requirements, or just `only`'s (KeyError for an unknown extra)."""
-    reqs = tomllib.loads(PYPROJECT.read_text())["project"]["optional-dependencies"][extra]
+    reqs = _project()["optional-dependencies"][extra]
     if only is not None:
         reqs = [r for r in reqs if re.split(r"[\s<>=!~;\[]", r, maxsplit=1)[0] == only]
     return reqs
@@ -22,3 +28,8 @@ def pinned_version(extra: str, package: str) -> str:
     """`aiperf==0.13.0` in extra `bench` -> '0.13.0'."""
     (pin,) = requirements(extra, only=package)
     return pin.split("==", 1)[1]
+
+
+def project_version() -> str:
+    """This repository's version: its proxy (pd-proxy) is released with it."""
+    return _project()["version"]

@@ -1,0 +1,162 @@
+"""The load of a variant: AIPerf per concurrency (a sweep) or phases of varied load (a soak), with the
+result gate's thresholds. Lengths, tokenizer and traces come from the runner's launch profile."""
+
+from __future__ import annotations
+
+from .plan import Benchmark, Ports
+from .target import NODE_ADDR, Target, Unsupported
+from .words import Ref, argv, word
+
+MAX_ERROR_RATE = "0.10"  # AIPerf's --failed-request-threshold, and the result gate's (scripts/results.py)
+SOAK_LENGTHS = (4, 2, 1)  # soak phases cycle the prompt through isl/4, isl/2 and isl
+TEARDOWN_MARGIN_S = 600  # what a soak leaves of the time limit for start-up, proofs and teardown
+
+
+def entry_url(t: Target, ports: Ports):
+    """Where requests go: the router of a PD job, the one server of a single-node job."""
+    return word("http://", NODE_ADDR, f":{ports.router if t.disagg else ports.vllm}")
+
+
+def concurrencies(t: Target) -> tuple:
+    sp = t.point.space
+    if sp.conc_list is not None:
+        return tuple(sp.conc_list)
+    out, c = [], sp.conc_start
+    while c <= sp.conc_end:  # InferenceX ranges double from start to end
+        out.append(c)
+        c *= 2
+    return tuple(out)
+
+
+def seconds_of(hms: str) -> int:
+    h, m, s = (int(x) for x in hms.split(":"))
+    return h * 3600 + m * 60 + s
+
+
+def parse_duration(text: str) -> int:
+    """Seconds of '90m', '2h', '600s', '600' or 'HH:MM:SS' (the soak option); ValueError otherwise."""
+    text = text.strip()
+    if text.count(":") == 2 and all(p.isdigit() for p in text.split(":")):
+        seconds = seconds_of(text)
+    else:
+        scale = {"s": 1, "m": 60, "h": 3600}.get(text[-1:], 1)
+        number = text[:-1] if text[-1:] in "smh" else text
+        if not number.isdigit():
+            raise ValueError(f"{text!r} is not a duration (e.g. 90m, 2h, 600s, 01:30:00)")
+        seconds = int(number) * scale
+    if seconds <= 0:
+        raise ValueError(f"{text!r} is not a positive duration")
+    return seconds
+
+
+def check_soak_fits(seconds: int, time_limit: str) -> None:
+    room = seconds_of(time_limit) - TEARDOWN_MARGIN_S
+    if seconds > room:
+        raise Unsupported(
+            f"a soak of {seconds} s does not fit the runner's time-limit {time_limit} (at most "
+            f"{max(room, 0)} s leaves {TEARDOWN_MARGIN_S} s for start-up, proofs and teardown)"
+        )
+
+
+def sweep(t: Target, ports: Ports) -> tuple:
+    seconds = t.launch.benchmark.seconds
+    return tuple(
+        _benchmark(t, ports, f"conc{c}", c, seconds, _workload_args(t, t.scenario_params.get("isl")))
+        for c in concurrencies(t)
+    )
+
+
+def soak(t: Target, ports: Ports, total: int) -> tuple:
+    """Phases of one benchmark duration each, cycling concurrency and (fixed-seq-len) prompt length so
+    the engine keeps changing batch shapes: late-onset bugs (CUDA-graph replay, buffer reuse) need that."""
+    seconds = t.launch.benchmark.seconds
+    concs = concurrencies(t)
+    isl = t.scenario_params.get("isl")
+    lengths = tuple(max(1, isl // d) for d in SOAK_LENGTHS) if isl else (None,)
+    out = []
+    for i in range(max(1, total // seconds)):
+        c, length = concs[i % len(concs)], lengths[(i // len(concs) + i) % len(lengths)]
+        name = f"soak{i + 1:03d}"
+        out.append(_benchmark(t, ports, name, c, seconds, _workload_args(t, length)))
+    return tuple(out)
+
+
+def _shipped(path: str):
+    return word(Ref("RECIPE_DIR"), f"/{path}")
+
+
+def _benchmark(t: Target, ports: Ports, name: str, c: int, seconds: int, workload: list) -> Benchmark:
+    # Offline, AIPerf's "builtin" tokenizer still downloads: a shipped one, or the model's own.
+    shipped = t.launch.benchmark.tokenizer
+    tokenizer = _shipped(shipped) if shipped else t.model_path
+    args = [
+        "aiperf",
+        "profile",
+        "--url",
+        entry_url(t, ports),
+        "--endpoint",
+        "/v1/chat/completions",
+        "--endpoint-type",
+        "chat",
+        "--streaming",
+        "--model",
+        t.entry.model,
+        "--tokenizer",
+        tokenizer,
+        "--concurrency",
+        c,
+        "--benchmark-duration",
+        seconds,
+        "--random-seed",
+        42,
+        "--failed-request-threshold",
+        MAX_ERROR_RATE,
+        "--use-server-token-count",
+        # output lengths are sent as max_completion_tokens, a cap: without this, answers end early
+        "--extra-inputs",
+        "ignore_eos:true",
+        "--output-artifact-dir",
+        word(Ref("RESULTS_DIR"), f"/{name}"),
+        *workload,
+    ]
+    return Benchmark(
+        concurrency=c,
+        result=f"{t.key}_{t.variant}_{name}.json",
+        argv=argv(*args),
+        max_error_rate=MAX_ERROR_RATE,
+        min_duration=seconds // 2,
+        name=name,
+    )
+
+
+def _workload_args(t: Target, isl: int | None) -> list:
+    bench = t.launch.benchmark
+    if t.point.scenario == "agentic-coding":
+        session = ["--session-header", "X-Session-ID"]  # lets the router keep a session on one prefill
+        if bench.agentic_input:  # a trace file shipped with the run (nothing can be downloaded there)
+            return [
+                *session,
+                "--input-file",
+                _shipped(bench.agentic_input),
+                "--custom-dataset-type",
+                "multi_turn",
+            ]
+        trace_set = t.settings(t.roles[0])["WEKA_LOADER_OVERRIDE"]
+        if trace_set is None:
+            raise Unsupported(
+                f"agentic-coding on runner {t.runner_label} needs WEKA_LOADER_OVERRIDE=<trace set> (its "
+                "launch profile ships no trace file)"
+            )
+        return [*session, "--public-dataset", trace_set]
+    osl = t.scenario_params["osl"]
+    args = [
+        "--synthetic-input-tokens-mean",
+        isl,
+        "--synthetic-input-tokens-stddev",
+        0,
+        "--output-tokens-mean",
+        osl,
+        "--output-tokens-stddev",
+        0,
+    ]
+    return args + (["--prompt-corpus", bench.prompt_corpus] if bench.prompt_corpus else [])

@@ -1,0 +1,81 @@
+"""Walking a validated entry: its search-space points, their engines (workers) and typed settings, and
+the LMCache L1 size. Shared by the lint rules and the planner (recipes/)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from . import settings as reg
+from .config import MasterEntry, SearchSpace, Worker
+from .runners import Hardware
+
+
+@dataclass(frozen=True)
+class Point:
+    """One search-space item with where it sits and the scenario it belongs to."""
+
+    path: tuple
+    scenario: str  # fixed-seq-len | agentic-coding
+    space: SearchSpace
+    dram_utilization: float | None
+    group: int = 0  # index of its scenario group (fixed-seq-len: which isl/osl pair)
+
+
+def points(entry: MasterEntry, base: tuple) -> Iterator[Point]:
+    """Every search-space item of the entry, in file order; `base` is the entry's key path."""
+    sc = entry.scenarios
+    for name, groups in (("fixed-seq-len", sc.fixed_seq_len), ("agentic-coding", sc.agentic_coding)):
+        for gi, group in enumerate(groups or ()):
+            for si, space in enumerate(group.search_space):
+                path = base + ("scenarios", name, gi, "search-space", si)
+                yield Point(path, name, space, getattr(group, "dram_utilization", None), gi)
+
+
+def workers(entry: MasterEntry, base: tuple) -> Iterator[tuple[tuple, str, Worker, Point]]:
+    """Every engine of every point: prefill and decode of a multinode point, the server of a single-node
+    one (its settings sit on the point itself)."""
+    for pt in points(entry, base):
+        if not entry.multinode:
+            if pt.space.tp is not None:
+                yield pt.path, reg.SERVER, server_worker(pt.space), pt
+            continue
+        for role in reg.ROLES:
+            worker = getattr(pt.space, role)
+            if worker is not None:
+                yield pt.path + (role,), role, worker, pt
+
+
+def server_worker(space: SearchSpace) -> Worker:
+    """The single engine of a single-node point, as a worker: one instance of tp GPUs."""
+    return Worker.model_validate(
+        {
+            "num-worker": 1,
+            "tp": space.tp,
+            "ep": space.ep,
+            "dp-attn": space.dp_attn,
+            "additional-settings": space.additional_settings,
+        }
+    )
+
+
+def parsed_settings(worker: Worker) -> dict:
+    """Known, well-formed settings of a worker as typed values (bad ones are reported by their rule)."""
+    out = {}
+    for item in worker.additional_settings:
+        try:
+            key, raw = reg.split_setting(item)
+            out[key] = reg.lookup(key).parse(raw)
+        except reg.SettingError:
+            continue
+    return out
+
+
+def role_gpus(worker: Worker) -> int:
+    """GPUs one engine instance of this role spans."""
+    return worker.tp * (worker.pp or 1)
+
+
+def l1_size_gb(hw: Hardware, dram_utilization: float) -> int:
+    """LMCache L1 pool per node, whole GiB: the node's DRAM share (one pool per node, not per rank)."""
+    return int(hw.available_cpu_dram_mib * dram_utilization // 1024)

@@ -1,0 +1,5 @@
+"""What runs on the nodes: stdlib Python and bash only, each tool run as a file (`python3 sync.py ...`).
+
+Host-side code imports the two shared modules as `scripts.failures` (the failure vocabulary) and
+`scripts.promtext` (Prometheus text); the tools themselves import their siblings by plain name.
+"""

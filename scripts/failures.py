@@ -1,0 +1,438 @@
+#!/usr/bin/env python3
+"""The failure vocabulary of a job, defined once; stdlib only.
+
+What every node tool and node script prints when something fails (WORDS), the exit codes of the node
+tools (EXIT_*), the cause classifier for a service's log (cause()), and the catalog of failure classes
+(CLASSES) that recipe pages document and `make bench-failfast` injects. Bash gets its words from here
+(`failures.py printf-formats`, loaded by scripts/lib/node.sh); outcome.py, the other node tools, the
+renderer's docs and the bench import it.
+
+Templates: `<name>` stands for a value known only at run time (a node, an exit code, a URL); `<...>` for
+any text. fill() puts values in, pattern() turns a template into a regex for the job's output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import sys
+from dataclasses import dataclass
+from typing import NoReturn
+
+# Exit codes of the node tools (argparse's own is 2); README's "Exit codes of the node tools".
+EXIT_USAGE = 2
+EXIT_PROCESS_GONE = 3
+EXIT_NOT_READY = 4
+EXIT_BARRIER = 5
+EXIT_BIND = 6
+EXIT_ADDR = 7
+EXIT_PEERS = 8
+EXIT_VERSION = 9
+EXIT_INVALID_RESULT = 10
+EXIT_PROOF = 11
+EXIT_KNOWN_ISSUE = 12
+
+WORDS = {
+    # every failing node's line, and the job's last line (outcome.py)
+    "headline": "FAILED <step> on <node>: <message>",
+    "verdict": "job failed: first failure on <node> in step '<step>' (exit code <code>)",
+    "verdict-missing": "job failed: no outcome from <nodes> (killed before it could report?)",
+    "verdict-srun": "job failed: srun exited <code> although every node ended cleanly",
+    "verdict-ok": "job succeeded: every node ended cleanly",
+    # node scripts (scripts/lib/*.sh)
+    "service-exit": "<service> exited (code <code>)",
+    "command-exit": "command '<command>' exited (code <code>) at line <line>",
+    "signal": "received SIG<signal>",
+    "not-on-path": "not on PATH: <commands> (PATH=<path>)",
+    "watcher-stopped": "the service watcher stopped with code <code>",
+    "result-missing": "result <file> is missing or empty (the benchmark exited 0 without writing it)",
+    "cause": "cause: <cause>",
+    # node tools
+    "not-ready": "<service> not ready at <url> after <timeout> s (last: <last>)",
+    "barrier-timeout": "timed out after <timeout> s; missing rank(s) <missing>",
+    "version-mismatch": "dist-version <command>: <dist> <found> is installed (<python>), "
+    "the recipe pins <version>",
+    "result-invalid": "result <file> is not valid: <problems>",
+    "proof-failed": "proof failed: <reason>",
+    "no-kv-moved": "the answer came back but no KV moved prefill -> decode (decode external_kv_transfer "
+    "tokens did not rise): decode recomputed the prompt; is the router speaking the vLLM >= 0.16 contract?",
+    "no-l2-hits": "LMCache served no prefix hit on any prefill node (<metric> = 0): is its server alive?",
+    "known-issue": "KNOWN ISSUE <issue>: its log signature appeared in <log> line <line>",
+}
+
+_PLACEHOLDER = re.compile(r"<(\w+|\.\.\.)>")
+# How a value nobody filled in is matched; anything else is matched by ".*?".
+_LOOSE = {"code": "[1-9][0-9]*", "line": "[0-9]+", "timeout": "[0-9]+", "C": "[0-9]+"}
+
+
+def fill(template: str, **values) -> str:
+    """TEMPLATE with the VALUES given filled in; other placeholders stay."""
+    return _PLACEHOLDER.sub(lambda m: str(values.get(m[1], m[0])), template)
+
+
+def line(name: str, **values) -> str:
+    """WORDS[name] with every value given."""
+    return fill(WORDS[name], **values)
+
+
+def pattern(template: str, **values) -> str:
+    """A regex matching what TEMPLATE describes: VALUES literally, other placeholders loosely."""
+    out, at = [], 0
+    for m in _PLACEHOLDER.finditer(template):
+        out.append(re.escape(template[at : m.start()]))
+        given = values.get(m[1])
+        out.append(re.escape(str(given)) if given is not None else _LOOSE.get(m[1], ".*?"))
+        at = m.end()
+    out.append(re.escape(template[at:]))
+    return "".join(out)
+
+
+def printf_format(template: str) -> str:
+    """The template as a printf format for bash: each placeholder a %s, in order; a literal % doubled."""
+    return _PLACEHOLDER.sub("%s", template.replace("%", "%%"))
+
+
+def die(message: str, code: int) -> NoReturn:
+    """How a node tool fails: one line on stderr, its documented exit code."""
+    print(message, file=sys.stderr, flush=True)
+    sys.exit(code)
+
+
+# ---------------------------------------------------------------- causes
+
+# First match wins, in the order of the runbook. (regex, cause); matched against the log's last 200 lines.
+CAUSES = (
+    (re.compile(r"KNOWN ISSUE ([a-z0-9-]+):"), "known issue {0} (configs/known-issues.yaml)"),
+    (re.compile(r"address already in use", re.I), "port already in use"),
+    (re.compile(r"out of memory|outofmemory", re.I), "out of memory"),
+    (re.compile(r"connection refused|connectionerror", re.I), "a peer is unreachable"),
+    (re.compile(r"No module named ([A-Za-z0-9_.']+)"), "python module {0} is not installed in the image"),
+)
+TRACEBACK = "Traceback (most recent call last)"
+CAUSE_LINES = 200  # wider than the tail shown: the root cause is often further up
+
+
+def cause(log_text: str, code: str | None) -> str:
+    """The likely cause of a service's failure from its log's end and its exit code (None: still running)."""
+    for regex, text in CAUSES:
+        found = regex.search(log_text)
+        if found:
+            return text.format(*found.groups())
+    if TRACEBACK in log_text:
+        return f"python exception: {exception_line(log_text)}"
+    return cause_from_code(code)
+
+
+def cause_from_code(code: str | None) -> str:
+    if code is None or code == "":
+        return "not ready in time (the process is still running)"
+    if code == "0":
+        return "exited cleanly while it should keep serving"
+    if code == "127":
+        return "command not found"
+    if code.isdigit() and int(code) > 128:
+        try:
+            return f"killed by signal {signal.Signals(int(code) - 128).name}"
+        except ValueError:
+            pass
+    return "unknown (see log)"
+
+
+def exception_line(text: str) -> str:
+    """The exception line of the last traceback: the first unindented line after its header. Loggers
+    (vLLM workers, `ERROR ... [file.py:N]`) put the same prefix on every line, so it is removed first."""
+    lines = text.splitlines()
+    start = max(i for i, line in enumerate(lines) if TRACEBACK in line)
+    prefix = lines[start].split(TRACEBACK)[0]
+    last = ""
+    for raw in lines[start + 1 :]:
+        text_ = (raw[len(prefix) :] if raw.startswith(prefix) else raw).rstrip("\r")
+        if text_ and not text_[0].isspace():
+            return text_
+        if text_.strip():
+            last = text_.strip()
+    return last or "traceback cut off"  # the tail ended inside the traceback
+
+
+def tail(path: str, lines: int) -> str:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - 256 * 1024))  # a tail, not the whole log
+            text = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return "(no log file)"
+    kept = text.splitlines()[-lines:]
+    return "\n".join(kept) if kept else "(empty log)"
+
+
+def service_report(
+    *, step: str, node: str, service: str, headline: str, log: str, code: str | None, lines: int
+):
+    """What a node prints when a service fails: the headline, its log tail and the classified cause."""
+    return "\n".join(
+        (
+            line("headline", step=step, node=node, message=headline),
+            f"--- last {lines} lines of {log} ---",
+            tail(log, lines),
+            f"--- end of {service} log ---",
+            line("cause", cause=cause(tail(log, CAUSE_LINES), code)),
+        )
+    )
+
+
+# ---------------------------------------------------------------- the catalog
+
+
+@dataclass(frozen=True)
+class FailureClass:
+    """One way a job fails and what it prints: `FAILED <step> on <node>: <message>` (one of PRINTS),
+    with SERVICE the tail of that service's log and a classified `cause: <CAUSE>` line, then the verdict
+    `job failed: first failure on <node> in step '<step>' (exit code <EXIT_CODE>)`."""
+
+    name: str
+    title: str
+    step: str | None  # the step named; None: whichever step runs when it happens
+    prints: tuple[str, ...]  # the FAILED line's message, alternatives
+    exit_code: int  # the job's exit code (where make bench-failfast injects the class: as it measures)
+    exit_why: str
+    check: str  # what to look at first
+    service: str | None = None  # whose log tail is shown; None: a foreground command, output inline
+    cause: str = ""  # the `cause:` line after the log tail
+    detail: str = ""  # another line that names the root cause where the failing node is not it
+    needs: tuple[str, ...] = ()  # what a plan must have for the class to apply (pages filter on it)
+    # a line after the first FAILED one that names the root cause, {node} a regex of its node (the bench's)
+    root_regex: str = ""
+
+    def values(self, **given) -> dict:
+        """GIVEN plus <service>, this class's service with GIVEN filled in."""
+        if self.service and "service" not in given:
+            given["service"] = fill(self.service, **given)
+        return given
+
+    def message(self, **given) -> str:
+        """The FAILED line's message (the first alternative)."""
+        return fill(self.prints[0], **self.values(**given))
+
+    def prints_pattern(self, **given) -> str:
+        return "|".join(pattern(p, **self.values(**given)) for p in self.prints)
+
+
+_SERVICE_EXIT = WORDS["service-exit"]
+_AIPERF_EXIT = fill(WORDS["command-exit"], command="aiperf profile <...>").removesuffix(" at line <line>")
+_PROOF_EXIT = fill(WORDS["command-exit"], command="python3 <...>/proof.py {} <...>").removesuffix(
+    " at line <line>"
+)
+
+CLASSES: tuple[FailureClass, ...] = (
+    FailureClass(
+        "lmcache-exit-at-start",
+        "LMCache server exits at start",
+        "prefill lmcache",
+        (_SERVICE_EXIT,),
+        1,
+        "LMCache's own exit code",
+        "the LMCache log tail: its flags (env.sh values), the host DRAM it may take, the pinned build",
+        service="lmcache",
+        needs=("lmcache",),
+    ),
+    FailureClass(
+        "lmcache-never-healthy",
+        "LMCache never becomes healthy",
+        "prefill lmcache",
+        (fill(WORDS["not-ready"], last="<...>"),),
+        4,
+        "readiness timeout (sync.py wait-http)",
+        "the LMCache process is alive but not answering: a hung start, an L1 pool too large to allocate",
+        service="lmcache",
+        cause=cause_from_code(None),
+        needs=("lmcache",),
+    ),
+    FailureClass(
+        "lmcache-dies-mid-benchmark",
+        "LMCache dies mid-benchmark",
+        None,
+        (_SERVICE_EXIT,),
+        137,
+        "128 + 9: killed by SIGKILL (the out-of-memory killer, say)",
+        "kernel log (dmesg) for the OOM killer; the L1 size in env.sh against the node's free DRAM",
+        service="lmcache",
+        cause=cause_from_code("137"),
+        needs=("lmcache",),
+    ),
+    FailureClass(
+        "prefill-crash-during-load",
+        "an engine crashes during load",
+        "<role> <engine>",
+        (_SERVICE_EXIT,),
+        1,
+        "the engine's own exit code",
+        "the engine log tail: the exception, out of memory, a flag the engine build does not know",
+        service="<engine>",
+    ),
+    FailureClass(
+        "decode-crash-mid-stream",
+        "an engine crashes mid-stream",
+        None,
+        (_SERVICE_EXIT,),
+        1,
+        "the engine's own exit code",
+        "the engine log tail; results of the concurrencies finished before it stay in results/",
+        service="<engine>",
+    ),
+    FailureClass(
+        "service-exit0-mid-run",
+        "a service exits 0 mid-run",
+        None,
+        (fill(_SERVICE_EXIT, code="0"),),
+        1,
+        "a service that ends while the job runs is a failure, even with code 0",
+        "who stopped it: an engine that exits on its own after an idle or request limit, a stray kill",
+        service="<engine>",
+        cause=cause_from_code("0"),
+    ),
+    FailureClass(
+        "router-bind-fails",
+        "proxy/router fails to bind its port",
+        "router",
+        (_SERVICE_EXIT,),
+        3,
+        "the router's own exit code",
+        "another process on the router port of rank 0 (`ss -ltnp`): a leftover job, another user's",
+        service="router",
+        cause="port already in use",
+        needs=("router",),
+    ),
+    FailureClass(
+        "barrier-peer-missing",
+        "a node's barrier peer never arrives",
+        "start barrier",
+        ("barrier start: <...>" + fill(WORDS["barrier-timeout"], missing="<ranks> (<nodes>)") + " (code 5)",),
+        EXIT_BARRIER,
+        "barrier failed (sync.py)",
+        "the missing node's own lines in job.out (its last step): a hung preflight, a node never started",
+        needs=("multinode",),
+    ),
+    FailureClass(
+        "port-in-use",
+        "a port already in use on one node",
+        "<role> <engine>",
+        (_SERVICE_EXIT,),
+        1,
+        "the engine's own exit code",
+        "the process holding the port on that node (`ss -ltnp`); ports are listed in plan.json",
+        service="<engine>",
+        cause="port already in use",
+    ),
+    FailureClass(
+        "benchmark-client-fails",
+        "the benchmark client fails",
+        "benchmark conc<C>",
+        (_AIPERF_EXIT,),
+        137,
+        "the benchmark's own exit code (137: killed by SIGKILL)",
+        "AIPerf's output just above the FAILED line; earlier concurrencies' results stay in results/",
+    ),
+    FailureClass(
+        "prefill-errors",
+        "prefill returns errors for every request",
+        "benchmark conc<C>",
+        (_AIPERF_EXIT, fill(WORDS["result-invalid"], problems="<...>requests failed")),
+        1,
+        "the result gate (scripts/results.py) refused the result",
+        "AIPerf's error summary above the FAILED line: which backend answered which HTTP status",
+        needs=("prefill",),
+        root_regex=r"(?m)^(?!srun: ).*(?:{node}.*\b500\b|\b500\b.*{node})",
+    ),
+    # Not injected by make bench-failfast (yet): documented from the node scripts' own messages.
+    FailureClass(
+        "known-issue-signature",
+        "an engine log shows a known issue's signature",
+        None,
+        (_SERVICE_EXIT,),
+        EXIT_KNOWN_ISSUE,
+        "scripts/logwatch.py found the signature and ended the job",
+        "the issue's fix and workarounds (Known engine issues, below); the engine log around that line",
+        service="known-issues",
+        cause=CAUSES[0][1].format("<issue>"),
+        detail=WORDS["known-issue"],
+        needs=("log-signatures",),
+    ),
+    FailureClass(
+        "command-missing",
+        "a program the node needs is not in the image",
+        "preflight",
+        (fill(WORDS["not-on-path"], path="<...>"),),
+        1,
+        "preflight failed",
+        "the image: every program a role starts must be on its PATH (nothing is installed at run time)",
+    ),
+    FailureClass(
+        "component-version-mismatch",
+        "the image carries another build of a pinned component",
+        "preflight",
+        (fill(WORDS["version-mismatch"], python="<...>"),),
+        1,
+        "preflight failed",
+        "use an image with the pinned build, or pin the build the image has (and say so in the changelog)",
+    ),
+    FailureClass(
+        "kv-not-moved",
+        "the smoke request is answered but no KV moved",
+        "smoke and KV proof",
+        (_PROOF_EXIT.format("smoke"),),
+        1,
+        "the proof failed",
+        "a router speaking an old PD contract gets answers while decode recomputes: router and engine "
+        "versions",
+        detail=line("proof-failed", reason=WORDS["no-kv-moved"].split(" (")[0] + " <...>"),
+        needs=("smoke", "decode"),
+    ),
+    FailureClass(
+        "lmcache-no-hits",
+        "LMCache served no hit over the whole sweep",
+        "LMCache proof",
+        (_PROOF_EXIT.format("l2"),),
+        1,
+        "the proof failed",
+        "the LMCache logs and the prefill engines' connector lines: a dead or unreachable LMCache server "
+        "degrades to no cache silently",
+        detail=line("proof-failed", reason=WORDS["no-l2-hits"].split(" (")[0] + " <...>"),
+        needs=("l2-proof",),
+    ),
+)
+
+BY_NAME = {c.name: c for c in CLASSES}
+
+
+# ---------------------------------------------------------------- command line (for the bash library)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="failures.py", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("printf-formats", help="NAME<TAB>printf format, one line per word (scripts/lib/node.sh)")
+    c = sub.add_parser("cause", help="the classified cause of a service's failure")
+    c.add_argument("--log", required=True)
+    c.add_argument("--code", default=None, help="its exit code (none: it still runs)")
+    r = sub.add_parser("report", help="headline, log tail and cause of a failed service")
+    for name in ("step", "node", "service", "headline", "log"):
+        r.add_argument(f"--{name}", required=True)
+    r.add_argument("--code", default=None, help="its exit code (none: it still runs)")
+    r.add_argument("--lines", type=int, default=20, help="log lines shown")
+    args = p.parse_args(argv)
+    if args.command == "printf-formats":
+        for name, template in WORDS.items():
+            print(f"{name}\t{printf_format(template)}")
+    elif args.command == "cause":
+        print(cause(tail(args.log, CAUSE_LINES), args.code or None))
+    else:
+        values = {k: getattr(args, k) for k in ("step", "node", "service", "headline", "log", "lines")}
+        print(service_report(code=args.code or None, **values))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

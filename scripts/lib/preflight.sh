@@ -1,0 +1,21 @@
+# shellcheck shell=bash
+# Preflight: what a role runs must be on the node, in the pinned build, before anything starts.
+
+# require_commands CMD... — every program a role starts is on PATH, named all at once.
+require_commands() {
+  local cmd missing=()
+  for cmd in "$@"; do
+    command -v -- "$cmd" > /dev/null || missing+=("$cmd")
+  done
+  ((${#missing[@]} == 0)) || fail "$(_node_word not-on-path "${missing[*]}" "$PATH")"
+}
+
+# require_version COMMAND DIST VERSION — the package behind COMMAND is exactly the pinned version
+# (an image may lack a component, or carry another build of it).
+require_version() {
+  (($# == 3)) || fail "usage: require_version COMMAND DIST VERSION"
+  local out rc=0
+  out=$("${PYTHON:-python3}" "$SCRIPTS_DIR/sync.py" dist-version --command "$1" --dist "$2" --expect "$3" 2>&1) || rc=$?
+  ((rc == 0)) || fail "$out"
+  _node_info "$out"
+}

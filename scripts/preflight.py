@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""`sync.py dist-version`: the package behind a command is exactly the pinned version (an image may lack a
+component, or carry another build of it); stdlib only."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+from typing import Any
+
+from failures import EXIT_VERSION, die, line
+
+VERSION_PROBE = "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))"
+
+
+class VersionError(Exception):
+    """Why the installed version of a component could not be confirmed."""
+
+
+def _interpreter_of(script: str) -> str:
+    """The Python that runs a console script: its `#!/path/python` or `#!/usr/bin/env python3` line."""
+    try:
+        with open(script, "rb") as handle:
+            first = handle.readline(512).decode("utf-8", "replace").strip()
+        if not first.startswith("#!"):
+            raise VersionError(f"{script} is not a script with a #! line")
+    except OSError as err:
+        raise VersionError(f"cannot read {script}: {err.strerror}") from None
+    words = first[2:].split()
+    if words and os.path.basename(words[0]) == "env":
+        words = [w for w in words[1:] if not w.startswith("-")]
+        words[:1] = [shutil.which(words[0]) or words[0]] if words else []
+    if not words or not os.path.basename(words[0]).startswith("python"):
+        raise VersionError(f"cannot tell which Python runs {script} (first line: {first[:80]!r})")
+    return words[0]
+
+
+def cmd_dist_version(args: argparse.Namespace) -> int:
+    """The distribution behind a command must be exactly the pinned version (the image may lack it)."""
+    try:
+        script = shutil.which(args.command)
+        if script is None:
+            raise VersionError("not on PATH")
+        python = _interpreter_of(script)
+        try:
+            probe = subprocess.run(
+                [python, "-c", VERSION_PROBE, args.dist],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as err:
+            raise VersionError(f"{python}: {err}") from None
+        found = probe.stdout.strip()
+        if probe.returncode != 0 or not found:
+            raise VersionError(f"no {args.dist} distribution installed for {python}")
+        if found != args.expect:
+            die(
+                line(
+                    "version-mismatch",
+                    command=args.command,
+                    dist=args.dist,
+                    found=found,
+                    python=python,
+                    version=args.expect,
+                ),
+                EXIT_VERSION,
+            )
+    except VersionError as err:
+        die(f"dist-version {args.command}: {err}", EXIT_VERSION)
+    print(f"{args.command}: {args.dist} {found} ({python})")
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("dist-version", help="check the installed version of the package behind a command")
+    p.add_argument("--command", required=True, help="console script on PATH, e.g. lmcache")
+    p.add_argument("--dist", required=True, help="distribution name, e.g. lmcache")
+    p.add_argument("--expect", required=True, help="the exact version the recipe pins")
+    p.set_defaults(func=cmd_dist_version)

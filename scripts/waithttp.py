@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""`sync.py wait-http`: poll a URL until it answers 200 (and its JSON holds what --expect says), failing at
+once when the process that should answer is gone; stdlib only."""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+from failures import EXIT_NOT_READY, EXIT_PROCESS_GONE, die, line
+from nodeargs import key_value, positive_float, seconds_text
+
+
+def _process_gone(pid: int) -> bool:
+    """True once pid no longer runs; a zombie counts as gone (its parent has not reaped it yet)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as stat:
+            fields = stat.read().rsplit(")", 1)[-1].split()
+    except OSError:
+        return not os.path.isdir("/proc/self")  # no /proc: trust kill(); else it vanished meanwhile
+    return bool(fields) and fields[0] == "Z"
+
+
+def _lookup(body: Any, path: str) -> tuple[bool, Any]:
+    node = body
+    for part in path.split("."):
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return False, None
+    return True, node
+
+
+def _matches(actual: Any, expected: str) -> bool:
+    if isinstance(actual, bool) or actual is None or isinstance(actual, float):
+        return json.dumps(actual) == expected
+    if isinstance(actual, int):
+        try:
+            return actual == int(expected)
+        except ValueError:
+            return False
+    if isinstance(actual, str):
+        return actual == expected
+    return False  # objects and lists are not scalars
+
+
+def _unmet_expectation(body: bytes, expects: list[tuple[str, str]]) -> str | None:
+    """None when every KEY=VALUE holds against the JSON body, else what did not."""
+    if not expects:
+        return None
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return "body is not JSON"
+    for key, expected in expects:
+        found, actual = _lookup(doc, key)
+        if not found:
+            return f"{key} missing"
+        if not _matches(actual, expected):
+            return f"{key}={json.dumps(actual)}, expected {expected}"
+    return None
+
+
+def _probe(
+    opener: urllib.request.OpenerDirector, url: str, timeout: float, expects: list[tuple[str, str]]
+) -> str | None:
+    """One GET; None when ready, else a short description of why not."""
+    try:
+        with opener.open(url, timeout=timeout) as response:
+            status, body = response.status, response.read()
+    except urllib.error.HTTPError as err:
+        return f"HTTP {err.code}"
+    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as err:
+        reason = " ".join(str(getattr(err, "reason", err)).split())  # messages stay one line
+        return reason[:200] or type(err).__name__
+    if status != 200:
+        return f"HTTP {status}"
+    return _unmet_expectation(body, expects)
+
+
+def cmd_wait_http(args: argparse.Namespace) -> int:
+    name = args.name or args.url
+    # Proxies from the environment must not intercept node-local health checks.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    deadline = time.monotonic() + args.timeout
+    last = "no attempt"
+    while True:
+        if args.pid is not None and _process_gone(args.pid):
+            die(f"wait-http: {name} (pid {args.pid}) exited while waiting for {args.url}", EXIT_PROCESS_GONE)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        problem = _probe(opener, args.url, min(2.0, max(remaining, 0.05)), args.expect)
+        if problem is None:
+            return 0
+        last = problem
+        time.sleep(max(0.0, min(args.interval, deadline - time.monotonic())))
+    die(
+        "wait-http: "
+        + line("not-ready", service=name, url=args.url, timeout=seconds_text(args.timeout), last=last),
+        EXIT_NOT_READY,
+    )
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "wait-http", help="poll an HTTP endpoint until ready, failing at once if its process dies"
+    )
+    p.add_argument("--url", required=True)
+    p.add_argument("--timeout", required=True, type=positive_float, help="seconds")
+    p.add_argument("--pid", type=int, help="fail with exit 3 as soon as this process is gone")
+    p.add_argument("--name", help="service name for messages (default: the URL)")
+    p.add_argument("--interval", type=positive_float, default=0.25, help="seconds between polls")
+    p.add_argument(
+        "--expect",
+        type=key_value,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="dotted JSON path that must equal VALUE (repeatable)",
+    )
+    p.set_defaults(func=cmd_wait_http)

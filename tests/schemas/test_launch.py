@@ -1,0 +1,102 @@
+"""configs/launch.yaml: the launch profile of each runner. Accept/reject table of its model (each value a
+shape no newline, quote or `$` passes), and the shipped file."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from schemas.launch import LaunchProfile, LaunchProfiles
+from schemas.yamlio import load_file
+
+from .conftest import LAUNCH, run_lint
+
+REAL = {
+    "gpu-vendor": "amd",
+    "partition": "compute",
+    "container-runtime": "docker",
+    "model-root": "/models",
+    "data-plane-interface": "ens51np0",
+}
+LOCAL = {
+    **REAL,
+    "gpu-vendor": "none",
+    "engine-build": "simulator",
+    "container-runtime": "none",
+    "node-address": "slurm-nodeaddr",
+    "data-plane-interface": None,
+    "loopback": True,
+    "ship": {"traces": "sim/traces"},
+    "benchmark": {"tokenizer": "traces/tokenizer", "agentic-input": "traces/agentic-sim.jsonl"},
+}
+
+
+def profile(base: dict, **changes) -> dict:
+    out = {**base, **{k.replace("_", "-"): v for k, v in changes.items()}}
+    return {k: v for k, v in out.items() if v is not None}
+
+
+# fmt: off
+REJECT = [
+    pytest.param(profile(REAL, partition="sim\n#SBATCH --x"), "partition", id="newline-in-partition"),
+    pytest.param(profile(REAL, account="a b"), "account", id="space-in-account"),
+    pytest.param(profile(REAL, time_limit="4h"), "time-limit", id="time-limit-shape"),
+    pytest.param(profile(REAL, model_root="/models/../etc"), "model-root", id="model-root-dotdot"),
+    pytest.param(profile(REAL, model_root="models"), "model-root", id="model-root-relative"),
+    pytest.param(profile(REAL, model_root="/m$(id)"), "model-root", id="model-root-substitution"),
+    pytest.param(profile(REAL, data_plane_interface=None), "needs data-plane-interface", id="no-interface"),
+    pytest.param(profile(REAL, partition=None), "partition", id="partition-missing"),
+    pytest.param(profile(REAL, gpu_vendor="intel"), "gpu-vendor", id="unknown-vendor"),
+    pytest.param(profile(REAL, timeouts={"engine-ready": 0}), "engine-ready", id="zero-timeout"),
+    pytest.param(profile(REAL, timeouts={"engine_ready": 5}), "engine_ready", id="snake-case-key"),
+    pytest.param(profile(LOCAL, ship={"traces": "../outside"}), "ship", id="ship-outside"),
+    pytest.param(profile(LOCAL, ship={}), "not under a shipped folder", id="tokenizer-not-shipped"),
+    pytest.param(profile(REAL, engine_env={"vllm": {"bad-name": "1"}}), "engine-env", id="env-name"),
+    pytest.param(profile(REAL, engine_env={"vllm": {"X": "a\nb"}}), "engine-env", id="env-newline"),
+    pytest.param(profile(REAL, engine_env={"atom": {"X": "1"}}), "engine-env", id="env-unknown-engine"),
+    pytest.param(profile(REAL, nic_devices=["rdma0;id"]), "nic-devices", id="nic-device-shape"),
+]
+ACCEPT = [
+    pytest.param(REAL, id="real-defaults"),
+    pytest.param(LOCAL, id="local"),
+    pytest.param(profile(REAL, account="proj-42", time_limit="12:00:00"), id="account-time"),
+    pytest.param(profile(REAL, engine_env={"vllm": {"X": 30, "Y": "a b"}}), id="env-int-and-text"),
+]
+# fmt: on
+
+
+@pytest.mark.parametrize(("data", "fragment"), REJECT)
+def test_reject(data, fragment):
+    with pytest.raises(ValidationError) as error:
+        LaunchProfile.model_validate(data)
+    assert fragment in str(error.value)
+
+
+@pytest.mark.parametrize("data", ACCEPT)
+def test_accept(data):
+    LaunchProfile.model_validate(data)
+
+
+def test_defaults_are_a_real_clusters():
+    p = LaunchProfile.model_validate(REAL)
+    assert (p.engine_build, p.node_address, p.private_bind, p.loopback) == (
+        "image",
+        "interface",
+        "loopback",
+        False,
+    )
+    assert (p.time_limit, p.timeouts.engine_ready, p.benchmark.seconds) == ("04:00:00", 3600, 600)
+    assert p.benchmark.tokenizer is None and p.ship == {} and p.engine_env == {}
+
+
+def test_shipped_launch_file_lints_clean_and_covers_every_runner_a_config_uses():
+    profiles = LaunchProfiles.model_validate(load_file(LAUNCH).data).profiles
+    assert {"cluster:mi355x-amds", "cluster:h200-dgxc", "local"} <= set(profiles)
+    assert run_lint("--launch", LAUNCH) == (0, "", "lint: ok, 1 file (strict)\n")
+
+
+def test_a_broken_launch_file_is_reported_on_its_line(tmp_path):
+    bad = tmp_path / "launch.yaml"
+    bad.write_text("profiles:\n  x:\n    gpu-vendor: amd\n    partition: 'a b'\n")
+    code, out, _ = run_lint("--launch", bad)
+    assert code == 1 and f"{bad}:4: profiles.x.partition:" in out
