@@ -11,16 +11,21 @@ from collections.abc import Awaitable, Callable
 import httpx
 import msgspec
 
+from proxy import inbound
 from proxy.asgi import JSON, Message, Receive, Reply, Send
 from proxy.backends import Backends
 from proxy.config import Config
-from proxy.errors import NoBackend, classify, describe, envelope
-from proxy.relay import relay
-from proxy.runtime import Clients, Runtime
+from proxy.errors import BadAnswer, ProxyError, Unauthorized, classify, describe, envelope
+from proxy.relay import fail, relay
+from proxy.runtime import Clients, Runtime, read_whole
 
 log = logging.getLogger("proxy")
 Handler = Callable[[Runtime, Message, Receive, Send], Awaitable[None]]
-MODELS_TIMEOUT = httpx.Timeout(30.0, connect=5.0)  # a busy engine's API server may answer slowly
+MODELS_TIMEOUT = 30.0  # a deadline for /v1/models: a busy engine's API server may answer slowly
+_MODELS_READ = httpx.Timeout(MODELS_TIMEOUT, connect=5.0)  # the control client's own is the health one
+# Open without the API key: the job's health barrier and metrics scrape do not carry it, and neither
+# says more than engine addresses and load (vLLM leaves its own /health and /metrics open too).
+OPEN = frozenset({("GET", "/health"), ("GET", "/metrics")})
 
 
 class App:
@@ -30,6 +35,7 @@ class App:
     def __init__(self, config: Config, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.config = config
         self._transport = transport
+        self._key = config.api_key.encode() if config.api_key else None
         self.runtime: Runtime | None = None
         self._checks: asyncio.Task | None = None
 
@@ -40,15 +46,29 @@ class App:
             await self._lifespan(receive, send)
 
     async def _http(self, scope: Message, receive: Receive, send: Send) -> None:
+        assert self.runtime is not None, "requests arrive only after lifespan startup"
+        if self._key is not None and (scope["method"], scope["path"]) not in OPEN:
+            if not inbound.authorized(scope["headers"], self._key):  # nothing reaches an engine
+                refusal = Unauthorized("missing or wrong API key (send Authorization: Bearer <key>)")
+                return await fail(self.runtime, Reply(send, uuid.uuid4().hex.encode()), "client", refusal)
         route = ROUTES.get(scope["path"])
         if route is None or route[0] != scope["method"]:
             status, kind = (404, "not_found") if route is None else (405, "method_not_allowed")
             reply = Reply(send, uuid.uuid4().hex.encode())
             return await reply.whole(
-                status, envelope(status, kind, f"{scope['method']} {scope['path']}"), JSON
+                status, envelope(status, kind, f"{scope['method']} {scope['path']:.200}"), JSON
             )
-        assert self.runtime is not None, "requests arrive only after lifespan startup"
         await route[1](self.runtime, scope, receive, send)
+
+    def refused(self, kind: str, message: str) -> None:
+        """A client the server protocol turned away (a head too large or too slow, too many
+        connections): counted and logged like the app's own refusals."""
+        if self.runtime is None:
+            return
+        self.runtime.metrics.errors["client", kind] += 1
+        more = self.runtime.throttle.allow(("client", kind))
+        if more is not None:
+            log.warning("client refused: %s%s", message, more)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -66,15 +86,17 @@ class App:
         clients = Clients.create(self.config, self._transport)
         self.runtime = Runtime(self.config, clients, Backends.from_config(self.config))
         self._checks = asyncio.get_running_loop().create_task(
-            self.runtime.backends.check_forever(clients.control, self.config.health_interval)
+            self.runtime.backends.check_forever(
+                clients.control, self.config.health_interval, self.config.timeouts.health
+            )
         )
         c = self.config
         log.info(
-            "prefill %s; decode %s; policy %s; upstream API key %s",
+            "prefill %s; decode %s; policy %s; API key %s",
             ", ".join(f"{p.url} (bootstrap {p.bootstrap_addr})" for p in c.prefill),
             ", ".join(c.decode),
             c.policy,
-            "set" if c.api_key else "not set",
+            "set (clients must send it)" if c.api_key else "not set (anyone who reaches the proxy is served)",
         )
 
     async def shutdown(self) -> None:
@@ -119,12 +141,28 @@ async def models(rt: Runtime, scope: Message, receive: Receive, send: Send) -> N
     reply = Reply(send, uuid.uuid4().hex.encode())
     try:
         backend = rt.backends.decode.least_loaded()
-        response = await rt.clients.control.get(backend.url + "/v1/models", timeout=MODELS_TIMEOUT)
-    except (NoBackend, httpx.HTTPError) as exc:
-        status, kind = classify(exc)
-        return await reply.whole(status, envelope(status, kind, describe(exc)), JSON)
-    content_type = response.headers.get("content-type", "application/json").encode("latin-1")
-    await reply.whole(response.status_code, response.content, content_type)
+        async with asyncio.timeout(MODELS_TIMEOUT):
+            status, content, content_type = await _models(rt, backend.url)
+    except TimeoutError:
+        problem: BaseException = BadAnswer(f"decode {backend.url} sent no models within {MODELS_TIMEOUT:g} s")
+    except (ProxyError, httpx.HTTPError) as exc:
+        problem = exc
+    else:
+        return await reply.whole(status, content, content_type)
+    status, kind = classify(problem)
+    await reply.whole(status, envelope(status, kind, describe(problem)), JSON)
+
+
+async def _models(rt: Runtime, url: str) -> tuple[int, bytes, bytes]:
+    who = f"decode {url}"
+    control, auth = rt.clients.control, rt.clients.auth
+    async with control.stream("GET", url + "/v1/models", headers=auth, timeout=_MODELS_READ) as response:
+        content = await read_whole(response, rt.config.limits.answer_bytes, who)
+    if not (200 <= response.status_code < 300 or 400 <= response.status_code < 600):
+        raise BadAnswer(f"{who} answered HTTP {response.status_code}")
+    value = response.headers.get("content-type", "")
+    content_type = value.encode("latin-1") if value.isascii() and value.isprintable() else JSON
+    return response.status_code, content, content_type or JSON
 
 
 ROUTES: dict[str, tuple[str, Handler]] = {

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from proxy.errors import ClientGone, TooLarge
+from proxy.errors import ClientGone, ClientTimeout, TooLarge
 
 Message = dict[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -16,7 +17,17 @@ JSON = b"application/json"
 SSE = b"text/event-stream"
 
 
-async def read_body(receive: Receive, limit: int) -> bytes:
+async def read_body(receive: Receive, limit: int, timeout: float) -> bytes:
+    """The whole body within `timeout` seconds and `limit` bytes: a client dripping its body would
+    otherwise hold a connection and a task for as long as it likes."""
+    try:
+        async with asyncio.timeout(timeout):
+            return await _read(receive, limit)
+    except TimeoutError:
+        raise ClientTimeout(f"request body not received within {timeout:g} s") from None
+
+
+async def _read(receive: Receive, limit: int) -> bytes:
     chunks, size = [], 0
     while True:
         message = await receive()
@@ -25,7 +36,7 @@ async def read_body(receive: Receive, limit: int) -> bytes:
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
-            raise TooLarge(f"request body over {limit} bytes")
+            raise TooLarge(f"request body over the limit of {limit} bytes")
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)

@@ -18,6 +18,7 @@ from proxy.errors import NoBackend, describe
 from proxy.mooncake import engine_ids
 
 log = logging.getLogger("proxy")
+QUERY_BYTES = 1 << 20  # a bootstrap /query answer: ~200 bytes per data-parallel rank
 
 
 @dataclass(eq=False)
@@ -128,29 +129,55 @@ class Backends:
     def all(self) -> tuple[Backend, ...]:
         return self.prefill.backends + self.decode.backends
 
-    async def check_forever(self, client: httpx.AsyncClient, interval: float) -> None:
-        """Every engine at once, the first round at startup (so nothing waits `interval` to start)."""
+    async def check_forever(self, client: httpx.AsyncClient, interval: float, deadline: float) -> None:
+        """Every engine at once, the first round at startup (so nothing waits `interval` to start).
+        Each check has a deadline, so one engine that answers slowly cannot hold up the others'."""
         while True:
-            await asyncio.gather(*(check(client, b) for b in self.all))
+            await asyncio.gather(*(check(client, b, deadline) for b in self.all))
             await asyncio.sleep(interval)
 
 
-async def check(client: httpx.AsyncClient, backend: Backend) -> None:
+async def check(client: httpx.AsyncClient, backend: Backend, deadline: float) -> None:
     """One health check; for a prefill also its engine ids, asked every time because a restarted
     engine has a new id and a decode told the old one waits for the Mooncake abort timeout."""
     try:
-        response = await client.get(backend.url + "/health")
-        if response.status_code != 200:
-            return set_down(backend, f"/health answered HTTP {response.status_code}")
-        ids = backend.engine_ids
-        if backend.bootstrap_addr is not None:
-            response = await client.get(backend.bootstrap_addr + "/query")
-            if response.status_code != 200:
-                return set_down(backend, f"bootstrap /query answered HTTP {response.status_code}")
-            ids = engine_ids(msgspec.json.decode(response.content))
+        async with asyncio.timeout(deadline):
+            problem, ids = await _ask(client, backend)
+    except TimeoutError:
+        problem = f"no health answer within {deadline:g} s"
     except Exception as exc:  # whatever an engine answers, the check loop must live on
-        return set_down(backend, describe(exc))
-    set_up(backend, ids)
+        problem = describe(exc)
+    if problem:
+        set_down(backend, problem)
+    else:
+        set_up(backend, ids)
+
+
+async def _ask(client: httpx.AsyncClient, backend: Backend) -> tuple[str, tuple[str, ...]]:
+    """(problem, engine ids): /health by its status alone (its body is not read), then /query."""
+    async with client.stream("GET", backend.url + "/health") as response:
+        if response.status_code != 200:
+            return f"/health answered HTTP {response.status_code}", ()
+    if backend.bootstrap_addr is None:
+        return "", ()
+    async with client.stream("GET", backend.bootstrap_addr + "/query") as response:
+        if response.status_code != 200:
+            return f"bootstrap /query answered HTTP {response.status_code}", ()
+        content = await _read_capped(response, QUERY_BYTES)
+    try:
+        return "", engine_ids(msgspec.json.decode(content))
+    except (ValueError, RecursionError) as exc:  # msgspec.DecodeError is a ValueError
+        return f"bootstrap /query: {' '.join(str(exc).split())}", ()
+
+
+async def _read_capped(response: httpx.Response, limit: int) -> bytes:
+    chunks, size = [], 0
+    async for chunk in response.aiter_raw():
+        size += len(chunk)
+        if size > limit:
+            raise ValueError(f"bootstrap /query answered more than {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def set_up(backend: Backend, ids: tuple[str, ...]) -> None:

@@ -11,14 +11,30 @@ class ProxyError(Exception):
 
     status = 500
     kind = "internal"
+    headers: tuple[tuple[bytes, bytes], ...] = ()  # sent with the error answer
 
 
 class BadRequest(ProxyError):
     status, kind = 400, "invalid_request"
 
 
+_CLOSE = ((b"connection", b"close"),)  # the rest of the request is not worth reading
+
+
 class TooLarge(BadRequest):
-    status, kind = 413, "too_large"
+    status, kind, headers = 413, "too_large", _CLOSE
+
+
+class Unauthorized(ProxyError):
+    """No or a wrong API key while one is configured."""
+
+    status, kind, headers = 401, "unauthorized", ((b"www-authenticate", b"Bearer"),)
+
+
+class ClientTimeout(ProxyError):
+    """The client did not send its whole request body in time."""
+
+    status, kind, headers = 408, "client_timeout", _CLOSE
 
 
 class NoBackend(ProxyError):
@@ -26,7 +42,7 @@ class NoBackend(ProxyError):
 
 
 class Expired(ProxyError):
-    """A decode deadline (first byte, idle gap) passed."""
+    """A deadline passed: the prefill leg, a decode's first byte, idle gap or whole answer."""
 
     status, kind = 504, "timeout"
 
@@ -39,6 +55,12 @@ class PrefillUnusable(ProxyError):
     """A 2xx prefill answer after which the KV will not be kept, so a decode leg would hang."""
 
     status, kind = 502, "prefill_finish"
+
+
+class BadAnswer(ProxyError):
+    """An engine answer the proxy cannot use: not JSON where JSON is due, too large, an odd status."""
+
+    status, kind = 502, "bad_answer"
 
 
 class UpstreamStatus(ProxyError):

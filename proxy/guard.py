@@ -1,4 +1,4 @@
-"""Ends a request's work when its client disconnects or a decode deadline passes."""
+"""Ends a request's work when its client disconnects or one of its deadlines passes."""
 
 from __future__ import annotations
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Mapping
 from typing import Any
+
+MAX_DP_RANKS = 1024
+_ENGINE_ID = re.compile(r"[!-~]{1,256}")  # vLLM's are a uuid, with "_dp<rank>" under data parallelism
 
 # Any of these lets the single prefill token end the request by a stop, and then vLLM drops the
 # transfer and decode waits for the Mooncake abort timeout (~480 s); stream_options is invalid
@@ -51,15 +55,21 @@ def decode_body(
 
 
 def engine_ids(query: Any) -> tuple[str, ...]:
-    """Engine id per data-parallel rank from a bootstrap `/query` answer; ValueError when malformed."""
+    """Engine id per data-parallel rank from a bootstrap `/query` answer; ValueError when malformed.
+
+    The ids go into every decode body and into /health: bounded in number and length, and plain
+    text, so that whatever answers on the bootstrap port cannot inflate either.
+    """
     if not isinstance(query, dict) or not query:
         raise ValueError("bootstrap /query answer is not a non-empty object")
+    if len(query) > MAX_DP_RANKS:
+        raise ValueError(f"bootstrap /query answer has {len(query)} dp ranks (at most {MAX_DP_RANKS})")
     ids = []
     for rank in range(len(query)):
         entry = query.get(str(rank))
         engine_id = entry.get("engine_id") if isinstance(entry, dict) else None
-        if not isinstance(engine_id, str) or not engine_id:
-            raise ValueError(f"bootstrap /query answer has no engine_id for dp rank {rank}")
+        if not isinstance(engine_id, str) or not _ENGINE_ID.fullmatch(engine_id):
+            raise ValueError(f"bootstrap /query answer has no usable engine_id for dp rank {rank}")
         ids.append(engine_id)
     return tuple(ids)
 

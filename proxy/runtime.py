@@ -11,6 +11,8 @@ import httpx
 
 from proxy.backends import Backends
 from proxy.config import Config
+from proxy.errors import BadAnswer
+from proxy.logs import Throttle
 from proxy.metrics import Metrics
 
 try:
@@ -55,22 +57,35 @@ class Upstream:
         return response
 
 
+async def read_whole(response: httpx.Response, limit: int, who: str) -> bytes:
+    """An engine answer read whole, or BadAnswer once it passes `limit` bytes (httpx's aread() would
+    hold whatever an engine, or whatever answers in its place, sends)."""
+    chunks, size = [], 0
+    async for chunk in response.stream:  # type: ignore[union-attr]
+        size += len(chunk)
+        if size > limit:
+            raise BadAnswer(f"{who} answered more than {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 @dataclass
 class Clients:
-    """One pool per role, so data traffic can never starve the health checks of connections."""
+    """One pool per role, so data traffic can never starve the health checks of connections. The
+    control client (health checks, bootstrap /query, /v1/models) carries no API key: `auth` is added
+    where an engine asks for it (/v1/models), so the key never reaches a bootstrap server."""
 
     prefill: Upstream
     decode: Upstream
     control: httpx.AsyncClient
+    auth: dict[str, str] = field(default_factory=dict, repr=False)
 
     @classmethod
     def create(cls, config: Config, transport: httpx.AsyncBaseTransport | None = None) -> Clients:
         """`transport` replaces the network (tests route requests to in-process fake engines)."""
         t = config.timeouts
-        headers = dict(_BASE_HEADERS)
-        if config.api_key:
-            headers["authorization"] = f"Bearer {config.api_key}"
-        raw = tuple((k.encode(), v.encode("latin-1")) for k, v in headers.items())
+        auth = {"authorization": f"Bearer {config.api_key}"} if config.api_key else {}
+        raw = tuple((k.encode(), v.encode("latin-1")) for k, v in {**_BASE_HEADERS, **auth}.items())
         # httpx's own transport loads CA certificates (~50 ms): once for all three pools, and only when
         # it is the one used (ours loads them at the first https engine, a test's never).
         tls = ssl.create_default_context() if transport is None and FastTransport is None else None
@@ -96,10 +111,11 @@ class Clients:
             decode=Upstream(network(n), raw, decode.as_dict()),
             control=httpx.AsyncClient(
                 timeout=httpx.Timeout(t.health, pool=t.health),
-                headers=headers,
+                headers=_BASE_HEADERS,
                 trust_env=False,
                 transport=network(4 * len(config.prefill) + 2 * len(config.decode) + 8),
             ),
+            auth=auth,
         )
 
     async def aclose(self) -> None:
@@ -114,6 +130,7 @@ class Runtime:
     clients: Clients
     backends: Backends
     metrics: Metrics = field(default_factory=Metrics)
+    throttle: Throttle = field(default_factory=Throttle)  # failure log lines, one per kind per interval
     stream_timeout: Timeout = field(init=False)
 
     def __post_init__(self) -> None:

@@ -21,6 +21,7 @@ import httpx
 
 Origin = tuple[bytes, str, int]  # scheme, host, port
 HIGH_WATER = 1 << 20  # buffered body bytes before reading from the engine pauses (a slow client)
+HEAD_LIMIT = 1 << 20  # an engine's status line and headers: vLLM sends a few hundred bytes
 _DEFAULT_PORTS = {b"http": 80, b"https": 443}
 
 
@@ -37,6 +38,7 @@ class _Connection(asyncio.Protocol):
         self._reset()
 
     def _reset(self) -> None:
+        self._head_bytes = 0
         self.status = 0
         self.headers: list[tuple[bytes, bytes]] = []
         self.head_done = False
@@ -60,6 +62,14 @@ class _Connection(asyncio.Protocol):
             self.close()
             return
         self._last = self._loop.time()
+        # httptools gathers a header until it is whole: whatever answers on an engine's port could
+        # make it gather without end. One test per read, and a sum only until the head is complete.
+        if not self.head_done:
+            self._head_bytes += len(data)
+            if self._head_bytes > HEAD_LIMIT:
+                self._fail(httpx.RemoteProtocolError(f"response head over {HEAD_LIMIT} bytes"))
+                self.close()
+                return
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserError as exc:

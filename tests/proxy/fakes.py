@@ -97,11 +97,16 @@ class FakeEngine:
         self.healthy = True
         self.url = self.bootstrap_addr = ""  # set when served
         self.seen: list[Seen] = []
+        self.control: list[Seen] = []  # every other request: /health, /v1/models, and /query of its bootstrap
         self.sent: list[bytes] = []  # body bytes of the last completion answer
-        self.fail: tuple[int, bytes] | None = None
+        self.fail: tuple[int, bytes] | None = None  # (status, body) answered instead, e.g. (200, b"junk")
+        self.drip: float | None = None  # seconds between the bytes of a whole answer, sent one by one
+        self.health_drip = self.query_drip = False  # /health, /query: a 200 whose body never ends
+        self.query_body: bytes | None = None  # /query answers this instead
         self.finish_reason = "length"
         self.cache_stats = {"num_vllm_cached_tokens": 16, "num_lmcache_cached_tokens": 48}
         self.chunks: int | None = 3  # streamed chunks before [DONE]; None: until the client leaves
+        self.pad = 0  # bytes added to each streamed chunk
         self.die_after: int | None = None  # drop the connection after this many chunks
         self.stall_after: int | None = None  # stop sending (stay connected) after this many chunks
         self.stall = False  # answer nothing until released or the client leaves
@@ -125,12 +130,15 @@ class FakeEngine:
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         path = scope["path"]
-        if path == "/health":
+        if path in ENDPOINTS and scope["method"] == "POST":
+            return await self._completion(scope, receive, send)
+        self.control.append(Seen(path, _headers(scope), None))
+        if path == "/health" and self.health_drip:
+            await _drip(send, receive)
+        elif path == "/health":
             await _json(send, 200 if self.healthy else 503, {})
         elif path == "/v1/models" and scope["method"] == "GET":
             await _json(send, 200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
-        elif path in ENDPOINTS and scope["method"] == "POST":
-            await self._completion(scope, receive, send)
         else:
             await _json(send, 404, {"error": {"message": f"{scope['method']} {path}"}})
 
@@ -141,7 +149,7 @@ class FakeEngine:
             raw += message.get("body", b"")
             if not message.get("more_body"):
                 break
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        headers = _headers(scope)
         seen = Seen(scope["path"], headers, json.loads(raw))
         self.seen.append(seen)
         found = self.world.check(self, seen)
@@ -153,6 +161,8 @@ class FakeEngine:
                 await self._until_released()
             if self.fail is not None:
                 await _send_all(send, self.fail[0], [self.fail[1]], b"application/json")
+            elif self.drip is not None:
+                await self._drip_answer(send)
             elif self.role == "prefill":
                 await self._prefill_answer(seen, send)
             else:
@@ -171,6 +181,18 @@ class FakeEngine:
         await asyncio.wait((gone, released), return_when=asyncio.FIRST_COMPLETED)
         gone.cancel()
         released.cancel()
+
+    async def _drip_answer(self, send: Any) -> None:
+        """A valid-looking answer one byte at a time, until it is done or the client leaves."""
+        body = json.dumps({"choices": [{"index": 0, "text": "x", "finish_reason": "length"}]}).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        for i in range(len(body)):
+            if self.disconnected.is_set():
+                return
+            await send({"type": "http.response.body", "body": body[i : i + 1], "more_body": True})
+            await asyncio.sleep(self.drip)
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _prefill_answer(self, seen: Seen, send: Any) -> None:
         answer: dict[str, Any] = {
@@ -219,7 +241,8 @@ class FakeEngine:
                 raise ConnectionAbortedError("fake decode dies mid-stream")  # server drops the connection
             if i == self.stall_after:
                 await self._until_released()
-            chunk = b'data: {"choices":[{"index":0,"delta":{"content":"t%d"}}]}\n\n' % i
+            text = b"t%d" % i + b"x" * self.pad
+            chunk = b'data: {"choices":[{"index":0,"delta":{"content":"%s"}}]}\n\n' % text
             self.sent.append(chunk)
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
             i += 1
@@ -235,10 +258,39 @@ class FakeBootstrap:
         self.engine = engine
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["path"] == "/query":
-            await _json(send, 200, self.engine.query())
-        else:
+        engine = self.engine
+        engine.control.append(Seen(scope["path"], _headers(scope), None))
+        if scope["path"] != "/query":
             await _json(send, 404, {})
+        elif engine.query_drip:
+            await _drip(send, receive)
+        elif engine.query_body is not None:
+            await _send_all(send, 200, [engine.query_body], b"application/json")
+        else:
+            await _json(send, 200, engine.query())
+
+
+def _headers(scope: dict) -> dict[str, str]:
+    return {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+
+
+async def _drip(send: Any, receive: Any) -> None:
+    """A 200 whose JSON body never ends: a byte every 10 ms (each one resets a per-read timeout),
+    until the client goes away."""
+    gone = asyncio.ensure_future(_until_gone(receive))
+    try:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"[", "more_body": True})
+        while not gone.done():
+            await send({"type": "http.response.body", "body": b" ", "more_body": True})
+            await asyncio.sleep(0.01)
+    finally:
+        gone.cancel()
+
+
+async def _until_gone(receive: Any) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 async def _json(send: Any, status: int, doc: Any) -> None:

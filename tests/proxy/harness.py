@@ -15,7 +15,8 @@ import httpx
 import uvicorn
 
 from proxy.app import App
-from proxy.config import Config, Prefill, Timeouts
+from proxy.config import Config, Limits, Prefill, Timeouts
+from proxy.server import protocol_for
 from tests.ports import free_port
 from tests.proxy.fakes import FakeBootstrap, FakeEngine, World
 
@@ -32,8 +33,8 @@ class _Server(uvicorn.Server):
 class Server:
     """One uvicorn server on a loopback port, which it keeps across restarts."""
 
-    def __init__(self, app: Any, *, lifespan: str = "off") -> None:
-        self.app, self.lifespan = app, lifespan
+    def __init__(self, app: Any, *, lifespan: str = "off", http: Any = "auto") -> None:
+        self.app, self.lifespan, self.http = app, lifespan, http
         self.port = free_port()
         self._server: _Server | None = None
         self._task: asyncio.Task | None = None
@@ -46,6 +47,7 @@ class Server:
         sock.bind((LOOPBACK, self.port))
         config = uvicorn.Config(
             self.app,
+            http=self.http,
             lifespan=self.lifespan,
             log_level="critical",
             access_log=False,
@@ -80,6 +82,12 @@ class Cluster:
     config: Config
     client: httpx.AsyncClient
     servers: dict[str, list[Server]]
+    proxy: Server | None = None  # over HTTP only
+
+    def client_connections(self) -> int:
+        """Client connections the proxy's server holds now (over HTTP only)."""
+        assert self.proxy is not None and self.proxy._server is not None
+        return len(self.proxy._server.server_state.connections)
 
     @property
     def prefill(self) -> list[FakeEngine]:
@@ -170,29 +178,31 @@ async def running(
     api_key: str | None = None,
     up: bool = True,
     timeouts: dict | None = None,
+    limits: dict | None = None,
     **options: Any,
 ) -> AsyncIterator[Cluster]:
     """Fakes (started unless up=False) and the proxy in front of them, in process or over loopback HTTP
-    (http=True: streaming, disconnects, timeouts). On a clean exit, asserts that no fake saw a contract
-    violation."""
+    (http=True: streaming, disconnects, timeouts, served by the proxy's own uvicorn protocol). On a
+    clean exit, asserts that no fake saw a contract violation."""
     world, net = World(api_key=api_key), Network()
     servers = _fakes(world, prefill, decode, http, net)
     config = Config(
         prefill=tuple(Prefill(e.url, int(e.bootstrap_addr.rsplit(":", 1)[1])) for e in world.prefill),
         decode=tuple(e.url for e in world.decode),
         timeouts=dataclasses.replace(Timeouts(health=1.0), **(timeouts or {})),
+        limits=Limits(**(limits or {})),
         api_key=api_key,
         **{"health_interval": 0.02, **options},
     )
     app = App(config, transport=None if http else net)
-    proxy = Server(app, lifespan="on") if http else None
+    proxy = Server(app, lifespan="on", http=protocol_for(config, app.refused)) if http else None
     # verify=False: plain HTTP only, and it spares loading the CA certificates per test.
     base_url = f"http://{LOOPBACK}:{proxy.port}" if proxy else "http://proxy"
     transport = None if proxy else httpx.ASGITransport(app)
     client = httpx.AsyncClient(
         base_url=base_url, transport=transport, timeout=WAIT, verify=False, trust_env=False
     )
-    cluster = Cluster(world, config, client, servers)
+    cluster = Cluster(world, config, client, servers, proxy)
     try:
         if up:
             await asyncio.gather(*(cluster.start(e) for e in world.prefill + world.decode))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import json
 
 import httpx
 import pytest
@@ -101,12 +102,18 @@ def test_prompts_sharing_the_leading_chars_share_a_key():
     assert a != affinity_key({"messages": [{"role": "system", "content": "other"}]}, None, 200)
 
 
-def engine_host(health: int = 200, query: object = None, query_status: int = 200) -> httpx.AsyncClient:
+def engine_host(
+    health: int = 200, query: object = None, query_status: int = 200, query_body: bytes | None = None
+) -> httpx.AsyncClient:
+    """An engine and its bootstrap server behind a mock transport; answers are streamed, as on a network
+    (a preloaded httpx.Response could not be read in pieces)."""
+
     def answer(request: httpx.Request) -> httpx.Response:
         if request.url.path == "/health":
             return httpx.Response(health)
         if request.url.path == "/query":
-            return httpx.Response(query_status, json=query)
+            body = json.dumps(query).encode() if query_body is None else query_body
+            return httpx.Response(query_status, stream=httpx.ByteStream(body))
         raise AssertionError(request.url)
 
     return httpx.AsyncClient(transport=httpx.MockTransport(answer), verify=False)  # no TLS: skip CA loading
@@ -115,10 +122,10 @@ def engine_host(health: int = 200, query: object = None, query_status: int = 200
 async def test_prefill_check_reads_engine_ids_each_time():
     backend = Backend("prefill", "http://p:8000", "http://p:8998")
     async with engine_host(query={"0": {"engine_id": "old"}}) as client:
-        await check(client, backend)
+        await check(client, backend, 1.0)
     assert (backend.healthy, backend.engine_ids, backend.problem) == (True, ("old",), "")
     async with engine_host(query={"0": {"engine_id": "new"}}) as client:
-        await check(client, backend)
+        await check(client, backend, 1.0)
     assert backend.engine_ids == ("new",)
 
 
@@ -127,14 +134,14 @@ async def test_prefill_check_reads_engine_ids_each_time():
     [
         ({"health": 503}, "/health answered HTTP 503"),
         ({"query_status": 404}, "bootstrap /query answered HTTP 404"),
-        ({"query": {"0": {}}}, "no engine_id for dp rank 0"),
+        ({"query": {"0": {}}}, "no usable engine_id for dp rank 0"),
         ({"query": "not an object"}, "not a non-empty object"),
     ],
 )
 async def test_prefill_check_failures(host, problem):
     backend = Backend("prefill", "http://p:8000", "http://p:8998", healthy=True)
     async with engine_host(**host) as client:
-        await check(client, backend)
+        await check(client, backend, 1.0)
     assert not backend.healthy
     assert problem in backend.problem
 
@@ -142,12 +149,12 @@ async def test_prefill_check_failures(host, problem):
 async def test_decode_check_needs_no_bootstrap_and_connect_errors_mark_down():
     backend = Backend("decode", "http://d:8000")
     async with engine_host() as client:
-        await check(client, backend)
+        await check(client, backend, 1.0)
     assert backend.healthy
 
     def refuse(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("connection refused", request=request)
 
     async with httpx.AsyncClient(transport=httpx.MockTransport(refuse), verify=False) as client:
-        await check(client, backend)
+        await check(client, backend, 1.0)
     assert (backend.healthy, backend.problem) == (False, "ConnectError: connection refused")

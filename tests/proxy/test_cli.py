@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import resource
 import signal
 import sys
 
 import httpx
 import pytest
 
+from proxy.__main__ import raise_open_files
+from proxy.config import parse_config
 from tests.paths import ROOT
 from tests.proxy.harness import LOOPBACK, WAIT, free_port, running
 
@@ -49,7 +52,10 @@ async def test_as_the_job_runs_it(tmp_path, monkeypatch):
             )
             assert await barrier.wait() == 0, stderr.read_text()
             async with httpx.AsyncClient(
-                base_url=f"http://{LOOPBACK}:{port}", timeout=WAIT, trust_env=False
+                base_url=f"http://{LOOPBACK}:{port}",
+                timeout=WAIT,
+                trust_env=False,
+                headers={"Authorization": f"Bearer {SECRET}"},
             ) as client:
                 body = {
                     "model": "fake-model",
@@ -60,6 +66,8 @@ async def test_as_the_job_runs_it(tmp_path, monkeypatch):
                 assert response.status_code == 200
                 assert response.headers["content-type"] == "text/event-stream"
                 assert response.content.endswith(b"data: [DONE]\n\n")
+                wrong = await client.post("/v1/chat/completions", json=body, headers={"Authorization": "x"})
+                assert wrong.status_code == 401
         finally:
             proxy.send_signal(signal.SIGTERM)
             code = await proxy.wait()
@@ -67,4 +75,22 @@ async def test_as_the_job_runs_it(tmp_path, monkeypatch):
     assert code in (0, -signal.SIGTERM), log  # uvicorn re-raises the signal once it has shut down cleanly
     assert "Application shutdown complete" in log
     assert SECRET not in log
-    assert "upstream API key set" in log and "Traceback" not in log
+    assert "API key set" in log and "Traceback" not in log
+
+
+@pytest.mark.parametrize(
+    ("soft", "hard", "raised_to", "warned"),
+    [
+        (1024, 1 << 20, 4096 + 2 * 1024 + 64, False),
+        (1024, 5000, 5000, True),
+        (1 << 20, 1 << 20, None, False),
+    ],
+)
+def test_open_files_are_raised_to_fit_the_connections(monkeypatch, caplog, soft, hard, raised_to, warned):
+    """Out of descriptors, a connect to an engine fails and takes the engine out of rotation."""
+    raised = []
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (soft, hard))
+    monkeypatch.setattr(resource, "setrlimit", lambda _, limits: raised.append(limits))
+    raise_open_files(parse_config(["--prefill", "http://p:1", "--decode", "http://d:1"], {}))
+    assert raised == ([] if raised_to is None else [(raised_to, hard)])
+    assert ("open files limited" in caplog.text) is warned

@@ -182,9 +182,8 @@ async def test_upstream_pool_is_bounded_by_max_concurrency():
         assert (await first).status_code == 200
 
 
-async def test_request_body_size_is_bounded(monkeypatch):
-    monkeypatch.setattr("proxy.relay.MAX_BODY", 100)
-    async with running(1, 1) as c:
+async def test_request_body_size_is_bounded():
+    async with running(1, 1, limits={"body_bytes": 100}) as c:
         response = await c.client.post(
             CHAT, json={**BODY, "messages": [{"role": "user", "content": "x" * 200}]}
         )

@@ -9,17 +9,21 @@ import pytest
 
 from proxy.backends import Backend, Backends, Pool
 from proxy.errors import (
+    BadAnswer,
     BadRequest,
     ClientGone,
+    ClientTimeout,
     Expired,
     NoBackend,
     PrefillUnusable,
     TooLarge,
+    Unauthorized,
     UpstreamStatus,
     classify,
     envelope,
     sse_error,
 )
+from proxy.logs import Throttle
 from proxy.metrics import Histogram, Metrics
 
 REQUEST = httpx.Request("POST", "http://e:8000/v1/completions")
@@ -40,6 +44,9 @@ REQUEST = httpx.Request("POST", "http://e:8000/v1/completions")
         (NoBackend("x"), 503, "no_backend"),
         (Expired("x"), 504, "timeout"),
         (ClientGone("x"), 499, "client_disconnect"),
+        (Unauthorized("x"), 401, "unauthorized"),
+        (ClientTimeout("x"), 408, "client_timeout"),
+        (BadAnswer("x"), 502, "bad_answer"),
         (PrefillUnusable("x"), 502, "prefill_finish"),
         (UpstreamStatus(429, b"{}", b"application/json"), 429, "upstream_status"),
         (KeyError("bug"), 500, "internal"),
@@ -104,3 +111,16 @@ def test_render():
     assert "note" not in text
     assert any(line.startswith("process_cpu_seconds_total ") for line in lines)
     assert text.endswith("\n")
+
+
+def test_throttle_writes_one_line_per_kind_per_interval():
+    now = [0.0]
+    throttle = Throttle(interval=10.0, clock=lambda: now[0])
+    assert throttle.allow(("client", "invalid_request")) == ""
+    assert throttle.allow(("client", "invalid_request")) is None
+    assert throttle.allow(("client", "too_large")) == ""  # kinds are apart
+    now[0] = 9.9
+    assert throttle.allow(("client", "invalid_request")) is None
+    now[0] = 10.0
+    assert throttle.allow(("client", "invalid_request")) == " (2 more like it since the last line)"
+    assert throttle.allow(("client", "invalid_request")) is None

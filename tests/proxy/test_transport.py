@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from proxy.runtime import Upstream
-from proxy.transport import HIGH_WATER, FastTransport
+from proxy.transport import HEAD_LIMIT, HIGH_WATER, FastTransport
 from tests.proxy.harness import LOOPBACK, free_port, running, until
 
 pytestmark = pytest.mark.anyio
@@ -171,6 +171,7 @@ async def test_refused_connection_is_a_connect_error():
         ("garbage", httpx.RemoteProtocolError),
         ("silent", httpx.ReadTimeout),
         ("stall-mid-body", httpx.ReadTimeout),
+        ("endless-head", httpx.RemoteProtocolError),
     ],
 )
 async def test_broken_engines_raise_what_httpx_raises(behaviour, error):
@@ -182,8 +183,10 @@ async def test_broken_engines_raise_what_httpx_raises(behaviour, error):
             writer.write(b"NOT HTTP AT ALL\r\n\r\n")
         elif behaviour == "stall-mid-body":
             writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc")
+        elif behaviour == "endless-head":  # a header that never ends, faster than any timeout
+            writer.write(b"HTTP/1.1 200 OK\r\nx-big: " + b"a" * (HEAD_LIMIT + 1))
         await writer.drain()
-        if behaviour in ("silent", "stall-mid-body"):
+        if behaviour in ("silent", "stall-mid-body", "endless-head"):
             await reader.read()  # until the client gives up and closes
 
     async with serving(broken) as server:

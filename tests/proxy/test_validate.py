@@ -1,0 +1,103 @@
+"""The request checks run before the prefill leg: what vLLM refuses is refused (and nothing more),
+so that no prefill pins KV for a decode that will never run."""
+
+from __future__ import annotations
+
+import pytest
+
+from proxy import validate
+from proxy.errors import BadRequest
+from tests.proxy.harness import running
+from tests.proxy.vllm_cases import CASES, CHAT, COMPLETIONS, body
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.mark.parametrize(("endpoint", "fields", "refusal"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_refuses_what_vllm_refuses(endpoint, fields, refusal):
+    request = body(endpoint, fields)
+    if refusal is None:
+        validate.check(request, endpoint)
+    else:
+        with pytest.raises(BadRequest) as caught:
+            validate.check(request, endpoint)
+        assert refusal in str(caught.value)
+
+
+NO = validate._NO  # pydantic refuses the value
+
+
+@pytest.mark.parametrize(
+    ("value", "as_int", "as_bool"),
+    [
+        (True, 1, True),
+        (0, 0, False),
+        (1.0, 1, True),
+        (2.5, NO, NO),
+        (float("nan"), NO, NO),
+        ("12", 12, NO),
+        (" -3 ", -3, NO),
+        ("+4", 4, NO),
+        ("1_000", 1000, NO),
+        ("7.00", 7, NO),
+        ("9" * 400 + ".0", int("9" * 400), NO),  # read without a float on the way
+        ("1e3", NO, NO),
+        ("0x10", NO, NO),
+        ("", NO, NO),
+        ("TRUE", NO, True),
+        ("Off", NO, False),
+        (" true", NO, NO),
+        ([], NO, NO),
+        (None, NO, None),
+    ],
+)
+def test_lax_coercion(value, as_int, as_bool):
+    """pydantic's python-mode lax reading, which vLLM's FastAPI applies to a parsed body."""
+    assert validate.lax_int(value) is as_int if as_int is NO else validate.lax_int(value) == as_int
+    assert validate.lax_bool(value) is as_bool
+
+
+@pytest.mark.parametrize(
+    ("fields", "streams"),
+    [
+        ({"stream": True}, True),
+        ({"stream": "yes"}, True),
+        ({"stream": 1}, True),
+        ({"stream": "0"}, False),
+        ({}, False),
+    ],
+)
+def test_the_proxy_streams_when_vllm_does(fields, streams):
+    assert validate.streams(body(CHAT, fields)) is streams
+
+
+REFUSED_AFTER_PREFILL = {
+    # each passes the prefill leg (which rewrites the field) and would be refused by the decode
+    "max_tokens-0": (CHAT, {"max_tokens": 0}, "max_tokens must be at least 1, got 0."),
+    "min_tokens-over-max": (CHAT, {"min_tokens": 9, "max_tokens": 4}, "min_tokens must be less than"),
+    "n-0": (COMPLETIONS, {"n": 0}, "n must be at least 1, got 0."),
+    "stop-empty": (CHAT, {"stop": [""]}, "stop cannot contain an empty string."),
+    "stream-options-unstreamed": (CHAT, {"stream_options": {"include_usage": True}}, "Stream options"),
+    "greedy-n": (CHAT, {"n": 4, "temperature": 0}, "n must be 1 when using greedy sampling, got 4."),
+    "prompt-logprobs-streamed": (COMPLETIONS, {"prompt_logprobs": 2, "stream": True}, "`prompt_logprobs`"),
+}
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "fields", "message"), REFUSED_AFTER_PREFILL.values(), ids=REFUSED_AFTER_PREFILL.keys()
+)
+async def test_a_request_the_decode_would_refuse_never_reaches_a_prefill(endpoint, fields, message):
+    async with running(1, 1) as c:
+        response = await c.client.post(endpoint, json=body(endpoint, {"model": "fake-model", **fields}))
+        assert response.status_code == 400
+        error = response.json()["error"]
+        assert (error["type"], error["code"]) == ("invalid_request", 400)
+        assert error["message"] == f"client leg: {validate_message(endpoint, fields)}"
+        assert message in error["message"]
+        assert c.served("prefill") == c.served("decode") == []
+
+
+def validate_message(endpoint: str, fields: dict) -> str:
+    with pytest.raises(BadRequest) as caught:
+        validate.check(body(endpoint, fields), endpoint)
+    return str(caught.value)
