@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,7 @@ from .benchmark import parse_duration
 from .build import Unsupported, build_plan
 from .plan import Plan
 from .variants import targets
-from .words import bash_argv, bash_word, word
+from .words import filters, finalize
 
 ROOT_DIR = Path(__file__).resolve().parent.parent
 TEMPLATES = ROOT_DIR / "recipes" / "templates"
@@ -40,10 +39,9 @@ def environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         autoescape=False,
+        finalize=finalize,  # refuses an unfiltered value that is not a bare word (recipes/words.py)
     )
-    env.filters["q"] = lambda v: shlex.quote(str(v))
-    env.filters["word"] = lambda w: bash_word(w if isinstance(w, tuple) else word(w))
-    env.filters["argv"] = lambda words, indent=2: bash_argv(words, indent)
+    env.filters.update(filters())
     return env
 
 
@@ -113,12 +111,27 @@ def render_config(key: str, loaded: Loaded, *, soak_seconds: int | None = None) 
 
 
 def write(rendered: Rendered, root: Path) -> Path:
-    folder = root / rendered.plan.config_key / rendered.plan.variant
+    folder = inside(root, rendered.plan.config_key, rendered.plan.variant)
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in rendered.files.items():
         path = folder / name
         path.write_text(text)
         path.chmod(0o755 if name in ("job.sbatch", rendered.plan.script) else 0o644)
+    return folder
+
+
+class OutsideOut(ValueError):
+    """A folder name (a config key, a variant) would lead out of the output folder."""
+
+
+def inside(root: Path, *names: str) -> Path:
+    """root/names..., refused unless it stays below root: config keys and variant names are folder names,
+    and one like `../../x` or `/abs` must never write elsewhere (lint refuses such keys; this holds even
+    for a Plan made without lint)."""
+    base = root.resolve()
+    folder = base.joinpath(*names).resolve()
+    if any(n in ("", ".", "..") or "/" in n for n in names) or not folder.is_relative_to(base):
+        raise OutsideOut(f"{'/'.join(names)!r} is not a folder name below {root}")
     return folder
 
 

@@ -10,6 +10,7 @@ import argparse
 import datetime as dt
 import hashlib
 import json
+import os
 import re
 import secrets
 import shlex
@@ -22,7 +23,7 @@ from pathlib import Path
 from schemas.findings import Finding
 from schemas.pins import pinned_version
 
-from .render import ROOT_DIR, Rendered, RenderError, add_soak_option, load, render_config, write
+from .render import ROOT_DIR, Rendered, RenderError, add_soak_option, inside, load, render_config, write
 
 
 @dataclass(frozen=True)
@@ -39,27 +40,45 @@ def new_run_id(now: dt.datetime | None = None) -> str:
 
 
 def sbatch_command(rendered: Rendered, run_dir: Path, run_id: str) -> list[str]:
+    """`env RUN_DIR=... RECIPE_DIR=... sbatch ...`: the job's two paths travel in the environment that
+    --export=ALL passes on, never inside --export's comma-separated list (a comma there adds variables)."""
     plan = rendered.plan
     recipe = run_dir / "recipe"
     return [
+        "env",
+        f"RUN_DIR={run_dir}",
+        f"RECIPE_DIR={recipe}",
         "sbatch",
         "--parsable",
         f"--job-name={plan.slurm.job_name}-{run_id}",
         f"--chdir={run_dir}",
         f"--output={run_dir}/job.out",
-        f"--export=ALL,RUN_DIR={run_dir},RECIPE_DIR={recipe}",
+        "--export=ALL",
         str(recipe / "job.sbatch"),
     ]
 
 
+SECRET_FILE = "job.secret"  # in the run folder: what proves a barrier peer belongs to this job
+
+
 def snapshot(rendered: Rendered, run_dir: Path) -> None:
     recipe = run_dir / "recipe"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_secret(run_dir / SECRET_FILE)
     write(rendered, run_dir / "rendered")  # out/<key>/<variant>/ layout, then flattened into recipe/
     shutil.move(str(run_dir / "rendered" / rendered.plan.config_key / rendered.plan.variant), recipe)
     shutil.rmtree(run_dir / "rendered")
     for name, source in rendered.plan.shipped:  # only what the job reads: node tools, proxy, traces
         shutil.copytree(ROOT_DIR / source, recipe / name, ignore=shutil.ignore_patterns("__pycache__"))
     (run_dir / "lock.json").write_text(json.dumps(lock(rendered), indent=2, sort_keys=True) + "\n")
+
+
+def write_secret(path: Path) -> None:
+    """A fresh random secret per run, readable by its owner only (the nodes read it from the shared file
+    system; it never enters a rendered file, a log or the lock)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(secrets.token_hex(32) + "\n")
 
 
 def lock(rendered: Rendered) -> dict:
@@ -87,7 +106,7 @@ class SubmitError(Exception):
 
 
 def run_dir_for(rendered: Rendered, out: Path, run_id: str) -> Path:
-    return (out / "runs" / rendered.plan.config_key / rendered.plan.variant / run_id).resolve()
+    return inside(out / "runs", rendered.plan.config_key, rendered.plan.variant, run_id)
 
 
 def submit(rendered: Rendered, out: Path, *, env: dict[str, str] | None = None) -> Submission:
@@ -95,7 +114,7 @@ def submit(rendered: Rendered, out: Path, *, env: dict[str, str] | None = None) 
     run_id = new_run_id()
     run_dir = run_dir_for(rendered, out, run_id)
     cmd = sbatch_command(rendered, run_dir, run_id)
-    if shutil.which("sbatch", path=(env or {}).get("PATH")) is None:
+    if shutil.which("sbatch", path=(env or os.environ).get("PATH")) is None:
         raise SubmitError(
             "sbatch not found: run on a SLURM login node, or `make cluster-up` for the local cluster"
         )
@@ -104,7 +123,8 @@ def submit(rendered: Rendered, out: Path, *, env: dict[str, str] | None = None) 
     job_id = re.fullmatch(r"(\d+)(;.*)?", done.stdout.strip())
     if done.returncode != 0 or job_id is None:
         raise SubmitError(f"sbatch failed (exit {done.returncode}): {(done.stderr or done.stdout).strip()}")
-    return Submission(job_id[1], cmd[2].split("=", 1)[1], run_dir)
+    job_name = next(a for a in cmd if a.startswith("--job-name=")).split("=", 1)[1]
+    return Submission(job_id[1], job_name, run_dir)
 
 
 def pick(variants: list[Rendered], wanted: str | None) -> Rendered:

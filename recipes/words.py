@@ -104,3 +104,45 @@ def plain(w: Word) -> str:
 def shown(w: Word) -> str:
     """plan.json's view of a Word: Refs as ${VAR}, a literal `$` doubled, so the two never mix."""
     return "".join(f"${{{p.var}}}" if isinstance(p, Ref) else p.replace("$", "$$") for p in w)
+
+
+class Quoted(str):
+    """Template output made safe for bash by a filter below: quoted, or checked to be one plain line."""
+
+
+# What a template may place without a filter: a word bash reads as itself (numbers, generated names).
+_PLAIN_WORD = re.compile(r"[A-Za-z0-9._:/@%+=,-]*")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+class UnsafePlacement(ValueError):
+    """A template placed a value bash would not read as itself (a bug of the template: use a filter)."""
+
+
+def finalize(value) -> str:
+    """Every `{{ }}` of a bash template: a filter's output as it is; anything else only if it is a bare
+    word, so no config value can reach bash unquoted even through a template that forgot its filter."""
+    if isinstance(value, Quoted):
+        return value
+    text = str(value)
+    if not _PLAIN_WORD.fullmatch(text):
+        raise UnsafePlacement(f"template placed {text!r} without a quoting filter (| q, | word, | argv)")
+    return text
+
+
+def filters() -> dict:
+    """The filters of bash templates, each returning Quoted."""
+    return {
+        "q": lambda v: Quoted(shlex.quote(str(v))),
+        "word": lambda w: Quoted(bash_word(w if isinstance(w, tuple) else word(w))),
+        "argv": lambda words, indent=2: Quoted(bash_argv(words, indent)),
+        "comment": comment,
+    }
+
+
+def comment(text) -> Quoted:
+    """A value inside a `#` comment line: never executed, but a line break would start a command."""
+    text = str(text)
+    if _CONTROL.search(text):
+        raise UnsafePlacement(f"a comment would carry a control character or line break: {text!r}")
+    return Quoted(text)

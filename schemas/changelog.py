@@ -8,23 +8,34 @@ from typing import Annotated, Literal
 
 from pydantic import Field, RootModel
 
-from .base import Model
+from .base import Model, clip, prose, shape
 from .check import duplicate_findings, validate
 from .findings import Finding, Problem
 from .yamlio import Document
 
 # The one place naming this repository; pr-links must point at its pull requests.
 DEFAULT_REPO = "disagg-recipes/disagg-recipes"
-PLACEHOLDERS = re.compile(r"(?i)\b(x{3,}|tbd|todo|placeholder|n/?a|none|pending)\b")
-NonEmpty = Annotated[str, Field(min_length=1)]
+PLACEHOLDERS = re.compile(r"(?i)\b(x{3,}|tbd|todo|placeholder|n/?a|none|pending)\b", re.ASCII)
+# A config key, or an fnmatch pattern of them ('*', '?', '[...]').
+KeyPattern = shape(
+    r"[a-z0-9._*?!\[\]-]+",
+    "a config key or pattern",
+    max_length=128,
+    allowed="lowercase ASCII letters, digits, '.', '_', '-' and the wildcards '*', '?', '[...]'",
+)
+Description = prose("a description line", 2000)  # the longest real one has 1081 characters
 
 
 class ChangelogEntry(Model):
     """One perf-affecting change: which configs, what changed, which pull request."""
 
-    config_keys: list[NonEmpty] = Field(min_length=1, description="Config keys; '*' wildcards allowed.")
-    description: list[NonEmpty] = Field(min_length=1)
-    pr_link: str | None = Field(description="https://github.com/<org>/<repo>/pull/<number>")
+    config_keys: list[KeyPattern] = Field(min_length=1, description="Config keys; '*' wildcards allowed.")
+    description: list[Description] = Field(
+        min_length=1, description="What changed, one line per item, at most 2000 characters each."
+    )
+    pr_link: Annotated[str, Field(max_length=512)] | None = Field(
+        description="https://github.com/<org>/<repo>/pull/<number>, digits in ASCII."
+    )
     scenario_type: list[Literal["fixed-seq-len", "agentic-coding"]] | None = None
     evals_only: bool | None = None
     all_evals: bool | None = None
@@ -42,18 +53,24 @@ def pr_link_problem(link: str | None, repo: str, path: tuple) -> Problem | None:
     if link is None or not str(link).strip():
         return Problem(path, "pr-link is empty", fix)
     link = str(link)
-    if re.fullmatch(re.escape(canonical) + r"[1-9]\d*", link):
+    if re.fullmatch(re.escape(canonical) + r"[1-9][0-9]*", link):
         return None
     if PLACEHOLDERS.search(link.rsplit("/", 1)[-1]) or PLACEHOLDERS.fullmatch(link):
-        return Problem(path, f"pr-link {link!r} is a placeholder", f"open the pull request first, then {fix}")
+        return Problem(
+            path, f"pr-link {clip(link)} is a placeholder", f"open the pull request first, then {fix}"
+        )
     if link.startswith("http://"):
-        return Problem(path, f"pr-link {link!r} is not https", fix)
-    match = re.fullmatch(r"https://github\.com/([^/]+/[^/]+)/pull/(\d+)(/.*)?", link)
+        return Problem(path, f"pr-link {clip(link)} is not https", fix)
+    number = link.removeprefix(canonical).split("/")[0]
+    if link.startswith(canonical) and number.isdigit() and not number.isascii():
+        # '1٣' and fullwidth '１２' are digits to str.isdigit and to re's Unicode classes, not PR numbers
+        return Problem(path, f"pr-link number {number!r} has non-ASCII digits", fix)
+    match = re.fullmatch(r"https://github\.com/([^/]+/[^/]+)/pull/([0-9]+)(/.*)?", link)
     if match and match[1] != repo:
         return Problem(path, f"pr-link points at {match[1]}, not this repository ({repo})", fix)
     if match and match[3]:
         return Problem(path, f"pr-link has a {match[3]!r} suffix", f"{canonical}{match[2]}")
-    return Problem(path, f"pr-link {link!r} is not a pull request link of {repo}", fix)
+    return Problem(path, f"pr-link {clip(link)} is not a pull request link of {repo}", fix)
 
 
 def _unresolved_keys(entry: ChangelogEntry, config_keys: set[str], path: tuple):
@@ -92,10 +109,13 @@ def check_changelog(
     leniently and only appended ones get the strict checks; without it, every entry does."""
     if not isinstance(doc.data, list):
         return [Problem((), "the changelog is a list of entries").at(doc)]
-    findings = [p.at(doc) for p in _history_problems(base or [], doc.data)]
+    # Duplicate keys anywhere, old entries too: parsers disagree on which of two equal keys counts (this
+    # one keeps the last), so a duplicate slipped into a landed entry changes what other tools read while
+    # the entry still compares equal to the base.
+    findings = duplicate_findings(doc)
+    findings += [p.at(doc) for p in _history_problems(base or [], doc.data)]
     first = len(base) if base is not None else 0
     for i in range(first, len(doc.data)):
-        findings += duplicate_findings(doc, within=(i,))
         entry, problems = validate(doc, ChangelogEntry, doc.data[i], base=(i,))
         findings += problems
         if entry is None:

@@ -4,71 +4,100 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, RootModel
+from pydantic import ConfigDict, Field, RootModel
 
-from .base import Model
+from . import base
+from .base import (
+    MAX_CONCURRENCIES,
+    Concurrency,
+    ConfigKey,
+    Id,
+    Label,
+    Model,
+    ModelId,
+    Name,
+    Parallel,
+    SettingText,
+    Tokens,
+    Version,
+    shape,
+)
+from .images import REFERENCE, REFERENCE_WORDS
 
-PosInt = Annotated[int, Field(gt=0)]
-NonEmpty = Annotated[str, Field(min_length=1)]
+Image = shape(REFERENCE, "an image reference", max_length=256, allowed=REFERENCE_WORDS)
+_PARALLEL = f"1 to {base.MAX_PARALLEL}."
+_CONC = f"Concurrencies to run, each 1 to {base.MAX_CONCURRENCY}; at most {MAX_CONCURRENCIES} per point."
+_TOKENS = f"1 to {base.MAX_TOKENS:,} tokens (2^24)."
+_SETTINGS = (
+    "KEY=VALUE settings; checked against the settings registry. Under every profile: ASCII letters, digits "
+    "and '._/:,+=@%-' only, at most 1024 characters."
+)
 
 
 class Router(Model):
     """The request router in front of the prefill/decode workers."""
 
-    name: NonEmpty
-    version: NonEmpty = Field(description="A real release (e.g. 0.1.17) or a 40-hex commit.")
+    name: Name
+    version: Version = Field(description="A real release (e.g. 0.1.17) or a 40-hex commit.")
 
 
 class OffloadBackend(Model):
     """Where offloaded KV lives when kv-offloading is dram (lmcache, mooncake, vllm-simple, hicache)."""
 
-    name: NonEmpty
-    version: NonEmpty | None = None
+    name: Name
+    version: Version | None = None
 
 
 class Worker(Model):
     """One role (prefill or decode) of a disaggregated search-space entry."""
 
-    num_worker: PosInt = Field(description="Engine instances of this role.")
-    tp: PosInt
-    pp: PosInt | None = None
-    dcp_size: PosInt | None = None
-    pcp_size: PosInt | None = None
-    ep: PosInt | None = None
+    num_worker: Parallel = Field(description=f"Engine instances of this role, {_PARALLEL}")
+    tp: Parallel = Field(description=f"Tensor-parallel GPUs per engine, {_PARALLEL}")
+    pp: Parallel | None = Field(None, description=f"Pipeline stages, {_PARALLEL}")
+    dcp_size: Parallel | None = Field(None, description=f"Decode context parallel size, {_PARALLEL}")
+    pcp_size: Parallel | None = Field(None, description=f"Prefill context parallel size, {_PARALLEL}")
+    ep: Parallel | None = Field(None, description=f"Expert-parallel size, {_PARALLEL}")
     dp_attn: bool | None = None
-    hardware: NonEmpty | None = Field(None, description="Runner label when this role runs on other hardware.")
-    additional_settings: list[str] = Field(
-        default_factory=list, description="KEY=VALUE settings; checked against the settings registry."
-    )
+    hardware: Label | None = Field(None, description="Runner label when this role runs on other hardware.")
+    additional_settings: list[SettingText] = Field(default_factory=list, description=_SETTINGS)
 
 
 class SearchSpace(Model):
     """One point family of the sweep: topology plus the concurrencies to run it at."""
 
-    tp: PosInt | None = None
-    ep: PosInt | None = None
+    tp: Parallel | None = Field(None, description=f"Single-node: GPUs of the server, {_PARALLEL}")
+    ep: Parallel | None = Field(None, description=f"Single-node: expert-parallel size, {_PARALLEL}")
     dp_attn: bool | None = None
     prefill: Worker | None = None
     decode: Worker | None = None
-    conc_list: list[PosInt] | None = Field(None, min_length=1)
-    conc_start: PosInt | None = None
-    conc_end: PosInt | None = None
+    # A cap, not a taste: each concurrency is one benchmark run of minutes, and 20,000 of them rendered a
+    # 21 MB script that bash could not run.
+    conc_list: list[Concurrency] | None = Field(
+        None, min_length=1, max_length=MAX_CONCURRENCIES, description=_CONC
+    )
+    conc_start: Concurrency | None = Field(
+        None, description=f"First concurrency of a doubling range, 1 to {base.MAX_CONCURRENCY}."
+    )
+    conc_end: Concurrency | None = Field(
+        None, description=f"Last concurrency of a doubling range, 1 to {base.MAX_CONCURRENCY}."
+    )
     spec_decoding: Literal["none", "mtp", "draft_model"] = "none"
     kv_offloading: Literal["none", "dram"] | None = None
     kv_offload_backend: OffloadBackend | None = None
     router: Router | None = None
-    additional_settings: list[str] = Field(
+    additional_settings: list[SettingText] = Field(
         default_factory=list,
         exclude_if=lambda v: not v,  # entries without it hash (config_sha256) as before the key existed
-        description="Single-node entries: KEY=VALUE settings of the server (multinode: per role).",
+        description="Single-node entries: KEY=VALUE settings of the server (multinode: per role); same "
+        "shape as a worker's.",
     )
 
 
 class FixedSeqLen(Model):
     """Synthetic load with fixed input/output lengths."""
 
-    isl: PosInt
-    osl: PosInt
+    isl: Tokens = Field(description=f"Input sequence length, {_TOKENS}")
+    osl: Tokens = Field(description=f"Output sequence length, {_TOKENS}")
     search_space: list[SearchSpace] = Field(min_length=1)
 
 
@@ -89,23 +118,25 @@ class Scenarios(Model):
 class IssueWorkaround(Model):
     """A known-issue workaround the config applies on purpose; the run's lock file and summary carry it."""
 
-    issue: NonEmpty = Field(description="An issue id from configs/known-issues.yaml.")
-    workaround: NonEmpty = Field(description="One of that issue's workaround ids.")
+    issue: Id = Field(description="An issue id from configs/known-issues.yaml.")
+    workaround: Id = Field(description="One of that issue's workaround ids.")
 
 
 class MasterEntry(Model):
-    """One config key: image, model, runner, engine and the scenarios to sweep."""
+    """One config key (lowercase ASCII letters, digits, '.', '_' and '-', starting with a letter or digit, at
+    most 128 characters: it names folders, files and jobs): image, model, runner, engine and the scenarios to
+    sweep."""
 
-    image: NonEmpty
-    model: NonEmpty
-    model_prefix: NonEmpty
-    runner: NonEmpty
-    precision: NonEmpty
-    framework: NonEmpty
+    image: Image = Field(description="Container image: registry/org/name:tag or @sha256 digest.")
+    model: ModelId = Field(description="Hugging Face model id, org/name.")
+    model_prefix: Name
+    runner: Label = Field(description="Runner label of runners.yaml.")
+    precision: Name
+    framework: Name = Field(description="Engine and mode: vllm, vllm-disagg, sglang, sglang-disagg, ...")
     multinode: bool
     disagg: bool = False
     router: Router | None = None
-    kv_p2p_transfer: NonEmpty | None = None
+    kv_p2p_transfer: Name | None = None
     known_issue_workarounds: list[IssueWorkaround] = Field(
         default_factory=list,
         exclude_if=lambda v: not v,  # an entry without any hashes (config_sha256) as it did before the key
@@ -115,5 +146,8 @@ class MasterEntry(Model):
     scenarios: Scenarios
 
 
-class MasterConfig(RootModel[dict[str, MasterEntry]]):
-    """A master config file: config key -> entry."""
+class MasterConfig(RootModel[dict[ConfigKey, MasterEntry]]):
+    """A master config file: config key -> entry. Keys are lowercase ASCII names, since they become folder,
+    file and job names."""
+
+    model_config = ConfigDict(json_schema_extra=base.keys_are_names)

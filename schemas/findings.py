@@ -7,10 +7,13 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ValidationError
 
-from .yamlio import Document
+from .yamlio import Document, YamlSyntaxError
 
-# A finding is one line: a key or value from the file that holds a line break must not split it.
-_ONE_LINE = str.maketrans({"\n": "\\n", "\r": "\\r"})
+# A finding is one line of plain text: a key or value from the file must not split it (line breaks), drive
+# the terminal (C0/C1 controls such as ESC, DEL), reorder or hide what is shown (bidi overrides, isolates,
+# marks, zero-width characters) or fail to print at all (a lone surrogate). Every character Python does not
+# call printable is shown as its escape.
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
 @dataclass(frozen=True, order=True)
@@ -24,7 +27,26 @@ class Finding:
     def format(self) -> str:
         where = format_path(self.path) or "<document>"
         tail = f" ({self.hint})" if self.hint else ""
-        return f"{self.file}:{self.line}: {where}: {self.message}{tail}".translate(_ONE_LINE)
+        return one_line(f"{self.file}:{self.line}: {where}: {self.message}{tail}")
+
+
+def one_line(text: str) -> str:
+    """`text` with every line break, control character, bidi control and other unprintable escaped."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else _escape(c) for c in text)
+
+
+def _escape(c: str) -> str:
+    code = ord(c)
+    if c in _ESCAPES:
+        return _ESCAPES[c]
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def unreadable(exc: YamlSyntaxError) -> Finding:
+    """The one finding of a file that cannot be read as plain data."""
+    return Finding(exc.file, exc.line, exc.path, exc.message, exc.hint)
 
 
 def format_path(path: tuple) -> str:
@@ -69,6 +91,10 @@ def validation_problems(exc: ValidationError, model: type[BaseModel], base: tupl
 
 def _problem(err: dict, loc: tuple, model: type[BaseModel]) -> Problem:
     kind = err["type"]
+    if loc[-1:] == ("[key]",):  # a mapping key of the wrong shape: point at the key itself
+        loc = loc[:-1]
+    if kind in ("shape", "range"):  # ours (schemas/base.py): the message names the value, ctx the fix
+        return Problem(loc, err["msg"], err["ctx"]["fix"])
     if kind == "extra_forbidden":
         known = _known_keys_at(model, loc[:-1])
         hint = did_you_mean(loc[-1], known) or (one_of(sorted(known)) if known else "")

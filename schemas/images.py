@@ -15,12 +15,17 @@ ALLOWED_PUBLISHERS = (
 # Tags that move: an image behind them today is not the image behind them tomorrow.
 FLOATING_TAGS = frozenset({"latest", "nightly", "main", "master", "dev", "stable", "edge", "release", "rocm"})
 
+_REGISTRY = r"[a-z0-9.-]+(?::[0-9]+)?|localhost(?::[0-9]+)?"
+_REPO = r"[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*"
+_TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
+_DIGEST = r"sha256:[0-9a-f]{64}"
 _REF = re.compile(
-    r"^(?:(?P<registry>[a-z0-9.-]+(?::\d+)?|localhost(?::\d+)?)/)?"
-    r"(?P<repo>[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*)"
-    r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?"
-    r"(?:@(?P<digest>sha256:[0-9a-f]{64}))?$"
+    rf"(?:(?P<registry>{_REGISTRY})/)?(?P<repo>{_REPO})(?::(?P<tag>{_TAG}))?(?:@(?P<digest>{_DIGEST}))?",
+    re.ASCII,
 )
+# The same shape without group names, for the schema (JSON Schema patterns are ECMAScript regexes).
+REFERENCE = rf"(?:(?:{_REGISTRY})/)?{_REPO}(?::{_TAG})?(?:@{_DIGEST})?"
+REFERENCE_WORDS = "[registry/]org/name[:tag][@sha256:<digest>] in ASCII, as in vllm/vllm-openai-rocm:v0.33.0"
 
 
 @dataclass(frozen=True)
@@ -89,7 +94,7 @@ def engine_version(ref: str) -> tuple[int, ...] | None:
     parsed = parse_image(ref)
     if parsed is None or not parsed.tag:
         return None
-    match = re.match(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:$|[-+._])", parsed.tag)
+    match = re.match(r"v?([0-9]+)\.([0-9]+)(?:\.([0-9]+))?(?:$|[-+._])", parsed.tag)
     if not match:
         return None
     return tuple(int(g) for g in match.groups(default="0"))

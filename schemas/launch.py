@@ -8,34 +8,53 @@ know, so the launch facts of a site live here, keyed by the same runner labels.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
 from pydantic import Field, model_validator
 
-from .base import AbsPath, EnvName, EnvValue, Ident, Model, PosInt, RelPath
+from .base import (
+    MAX_WAIT_S,
+    AbsPath,
+    EnvInt,
+    EnvName,
+    EnvValue,
+    Ident,
+    Label,
+    Model,
+    RelPath,
+    WaitSeconds,
+    shape,
+)
 
 Engine = Literal["vllm", "sglang"]
-HMS = Annotated[str, Field(pattern=r"^\d{1,3}:[0-5]\d:[0-5]\d$")]
-SettingName = Annotated[str, Field(pattern=r"^[A-Z][A-Z0-9_]*$")]
-ShipName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]*$")]
+HMS = shape(
+    r"[0-9]{1,3}:[0-5][0-9]:[0-5][0-9]", "a time limit", max_length=9, allowed="H:MM:SS, as in 04:00:00"
+)
+SettingName = shape(r"[A-Z][A-Z0-9_]*", "a setting name", max_length=128, allowed="UPPER_SNAKE_CASE ASCII")
+ShipName = shape(
+    r"[a-z][a-z0-9-]*", "a folder name", max_length=64, allowed="lowercase ASCII letters, digits and '-'"
+)
+_WAIT = f"Seconds, 1 to {MAX_WAIT_S} (a day: a wait longer than that is a hang)."
 
 
 class Timeouts(Model):
     """Seconds each wait of the job may take before it fails naming what it waited for."""
 
-    barrier: PosInt = Field(600, description="Every node at the start barrier.")
-    lmcache_ready: PosInt = Field(300, description="LMCache server /healthcheck 200.")
-    engine_ready: PosInt = Field(
-        3600, description="Engine /health 200 (real engines load ~557 GB of weights)."
+    barrier: WaitSeconds = Field(600, description=f"Every node at the start barrier. {_WAIT}")
+    lmcache_ready: WaitSeconds = Field(300, description=f"LMCache server /healthcheck 200. {_WAIT}")
+    engine_ready: WaitSeconds = Field(
+        3600, description=f"Engine /health 200 (real engines load ~557 GB of weights). {_WAIT}"
     )
-    router_ready: PosInt = Field(300, description="Router healthy with every prefill and decode registered.")
+    router_ready: WaitSeconds = Field(
+        300, description=f"Router healthy with every prefill and decode registered. {_WAIT}"
+    )
 
 
 class Benchmark(Model):
     """How the benchmark client runs here."""
 
-    seconds: PosInt = Field(
-        600, description="AIPerf --benchmark-duration per concurrency (and per soak phase)."
+    seconds: WaitSeconds = Field(
+        600, description=f"AIPerf --benchmark-duration per concurrency (and per soak phase). {_WAIT}"
     )
     tokenizer: RelPath | None = Field(
         None,
@@ -97,8 +116,10 @@ class LaunchProfile(Model):
         description="Repository folders copied into the run's recipe folder under these names "
         "(e.g. traces: sim/traces), for what the benchmark reads.",
     )
-    engine_env: dict[Engine, dict[EnvName, EnvValue | int]] = Field(
-        default_factory=dict, description="Environment exported to every engine of this engine kind here."
+    engine_env: dict[Engine, dict[EnvName, EnvValue | EnvInt]] = Field(
+        default_factory=dict,
+        description="Environment exported to every engine of this engine kind here: 64-bit integers, or "
+        "printable ASCII without quotes, backslash, '$' or '`'.",
     )
     engine_env_from_settings: dict[Engine, dict[EnvName, SettingName]] = Field(
         default_factory=dict,
@@ -124,6 +145,6 @@ class LaunchProfile(Model):
 
 
 class LaunchProfiles(Model):
-    profiles: dict[str, LaunchProfile] = Field(
-        description="Runner label (as in runners.yaml) -> launch facts."
+    profiles: dict[Label, LaunchProfile] = Field(
+        description="Runner label (as in runners.yaml, same shape) -> launch facts."
     )

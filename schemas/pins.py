@@ -20,7 +20,7 @@ def requirements(extra: str, only: str | None = None) -> list[str]:
     """An extra's requirements, or just `only`'s (KeyError for an unknown extra)."""
     reqs = _project()["optional-dependencies"][extra]
     if only is not None:
-        reqs = [r for r in reqs if re.split(r"[\s<>=!~;\[]", r, maxsplit=1)[0] == only]
+        reqs = [r for r in reqs if re.split(r"[ \t<>=!~;\[]", r, maxsplit=1)[0] == only]
     return reqs
 
 

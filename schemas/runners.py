@@ -5,16 +5,25 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from .base import Ident, Model, PosInt
+from .base import MAX_DRAM_MIB, MAX_GPUS_PER_NODE, Ident, Label, Model, bounded
+
+# Bounded so the LMCache L1 pool derived from it (DRAM x dram-utilization) stays a sane number too.
+DramMib = bounded(1, MAX_DRAM_MIB)
+GpusPerNode = bounded(1, MAX_GPUS_PER_NODE)
 
 
 class Hardware(Model):
     """One runner label's node shape."""
 
-    available_cpu_dram_mib: PosInt = Field(description="Host DRAM per node usable for KV offload, MiB.")
-    gpus_per_node: PosInt
+    available_cpu_dram_mib: DramMib = Field(
+        description=f"Host DRAM per node usable for KV offload, MiB; 1 to {MAX_DRAM_MIB:,} (64 TiB)."
+    )
+    gpus_per_node: GpusPerNode = Field(description=f"GPUs per node, 1 to {MAX_GPUS_PER_NODE}.")
 
 
 class Runners(Model):
-    labels: dict[str, list[Ident]] = Field(description="Runner label -> node names.")
-    hardware: dict[str, Hardware] = Field(description="Runner label -> node shape.")
+    labels: dict[Label, list[Ident]] = Field(
+        description="Runner label (a lowercase name with at most one ':', as in h100 or cluster:mi355x-amds; "
+        "at most 64 characters) -> node names."
+    )
+    hardware: dict[Label, Hardware] = Field(description="Runner label -> node shape.")

@@ -9,18 +9,21 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from . import base
 from .findings import did_you_mean, one_of
 
 ROLES = ("prefill", "decode")  # the two roles of a disaggregated (PD) entry
 SERVER = "server"  # the one engine of a single-node entry
 ALL_ROLES = (*ROLES, SERVER)
 ENGINES = ("vllm", "sglang")
-_IDENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_ABS_PATH = re.compile(r"^/[A-Za-z0-9._/+-]*$")
-_KEY = re.compile(r"^[A-Z][A-Z0-9_]*$")
-# Plain ASCII numbers only: int()/float() also take ' 8', '1_0', Arabic-Indic digits, 'nan' and 'inf'.
-_INT = re.compile(r"-?[0-9]+")
-_FLOAT = re.compile(r"-?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?")
+_IDENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", re.ASCII)
+# Absolute, and no part is '.' or '..' (a dot-folder such as /models/.cache is fine).
+_ABS_PATH = re.compile(r"(/(?!\.\.?(/|$))[A-Za-z0-9._+-]+)+/?", re.ASCII)
+_KEY = re.compile(r"[A-Z][A-Z0-9_]*", re.ASCII)
+# Plain ASCII numbers only: int()/float() also take ' 8', '1_0', Arabic-Indic digits, 'nan' and 'inf'; at
+# most 18 digits, so int() never meets a number too long to convert (Python refuses > 4300 digits).
+_INT = re.compile(r"-?[0-9]{1,18}", re.ASCII)
+_FLOAT = re.compile(r"-?([0-9]{1,18}(\.[0-9]{0,18})?|\.[0-9]{1,18})([eE][-+]?[0-9]{1,3})?", re.ASCII)
 
 
 class SettingError(ValueError):
@@ -50,34 +53,39 @@ class Setting:
 
     def _parse_int(self, raw: str) -> int:
         if not _INT.fullmatch(raw):
-            raise SettingError(f"expected an integer, got {raw!r}")
+            raise SettingError(f"expected an integer of at most 18 digits, got {base.clip(raw)}")
         return self._bounded(int(raw))
 
     def _parse_float(self, raw: str) -> float:
         if not _FLOAT.fullmatch(raw):
-            raise SettingError(f"expected a number, got {raw!r}")
+            raise SettingError(f"expected a number, got {base.clip(raw)}")
         return self._bounded(float(raw))
 
     def _parse_bool(self, raw: str) -> bool:
         table = {"1": True, "true": True, "0": False, "false": False}
         if raw.lower() not in table:
-            raise SettingError(f"expected 1/0 or true/false, got {raw!r}")
+            raise SettingError(f"expected 1/0 or true/false, got {base.clip(raw)}")
         return table[raw.lower()]
 
     def _parse_choice(self, raw: str) -> str:
         if raw not in self.choices:
             hint = did_you_mean(raw, self.choices) or one_of(self.choices)
-            raise SettingError(f"{raw!r} is not allowed ({hint})")
+            raise SettingError(f"{base.clip(raw)} is not allowed ({hint})")
         return raw
 
     def _parse_ident(self, raw: str) -> str:
         if not _IDENT.fullmatch(raw):
-            raise SettingError(f"expected a name of letters, digits, '.', '_', '-', got {raw!r}")
+            raise SettingError(
+                f"expected a name of ASCII letters, digits, '.', '_', '-' (at most 128), got {base.clip(raw)}"
+            )
         return raw
 
     def _parse_path(self, raw: str) -> str:
-        if not _ABS_PATH.fullmatch(raw):
-            raise SettingError(f"expected an absolute path of letters, digits, '._/+-', got {raw!r}")
+        if len(raw) > 1024 or not _ABS_PATH.fullmatch(raw):
+            raise SettingError(
+                "expected an absolute path of ASCII letters, digits, '._/+-' without '.' or '..' parts "
+                f"(at most 1024), got {base.clip(raw)}"
+            )
         return raw
 
     def _parse_derived(self, raw: str):
@@ -124,9 +132,30 @@ REGISTRY: dict[str, Setting] = {
             roles=ROLES,
             engines=_VLLM,
         ),
-        _s("MAX_MODEL_LEN", "int", "vLLM --max-model-len; SGLang --context-length.", low=1, shared=True),
-        _s("MAX_NUM_BATCHED_TOKENS", "int", "vLLM --max-num-batched-tokens.", low=1, engines=_VLLM),
-        _s("MAX_NUM_SEQS", "int", "vLLM --max-num-seqs.", low=1, engines=_VLLM),
+        _s(
+            "MAX_MODEL_LEN",
+            "int",
+            "vLLM --max-model-len; SGLang --context-length (tokens, up to 2^24).",
+            low=1,
+            high=base.MAX_TOKENS,
+            shared=True,
+        ),
+        _s(
+            "MAX_NUM_BATCHED_TOKENS",
+            "int",
+            "vLLM --max-num-batched-tokens (up to 2^24).",
+            low=1,
+            high=base.MAX_TOKENS,
+            engines=_VLLM,
+        ),
+        _s(
+            "MAX_NUM_SEQS",
+            "int",
+            "vLLM --max-num-seqs (at most the largest concurrency).",
+            low=1,
+            high=base.MAX_CONCURRENCY,
+            engines=_VLLM,
+        ),
         _s(
             "ENABLE_PREFIX_CACHING",
             "bool",
@@ -150,19 +179,21 @@ REGISTRY: dict[str, Setting] = {
         _s(
             "LMCACHE_L1_INIT_SIZE_GB",
             "int",
-            "lmcache server --l1-init-size-gb (L1 may not be smaller).",
+            "lmcache server --l1-init-size-gb (L1 may not be smaller; at most what 64 TiB of DRAM gives).",
             roles=_PREFILL,
             engines=_VLLM,
             low=1,
+            high=base.MAX_L1_GB,
             default=20,
         ),
         _s(
             "LMCACHE_L1_READ_TTL_SECONDS",
             "int",
-            "lmcache server --l1-read-ttl-seconds.",
+            "lmcache server --l1-read-ttl-seconds (at most a week).",
             roles=_PREFILL,
             engines=_VLLM,
             low=1,
+            high=base.MAX_TTL_S,
         ),
         _s(
             "LMCACHE_CHUNK_SIZE",
@@ -171,6 +202,7 @@ REGISTRY: dict[str, Setting] = {
             roles=_PREFILL,
             engines=_VLLM,
             low=1,
+            high=65_536,
             default=256,
         ),
         _s(
@@ -185,10 +217,11 @@ REGISTRY: dict[str, Setting] = {
         _s(
             "LMCACHE_MP_MQ_TIMEOUT",
             "int",
-            "LMCacheMPConnector lmcache.mp.mq_timeout (s).",
+            "LMCacheMPConnector lmcache.mp.mq_timeout (s, at most a day).",
             roles=_PREFILL,
             engines=_VLLM,
             low=1,
+            high=base.MAX_WAIT_S,
             default=300,
         ),
         _s(

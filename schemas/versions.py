@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import re
 
-_RELEASE = re.compile(r"^v?\d+(\.\d+){1,3}((a|b|rc|\.?post|\.?dev)\d+)*(\+[A-Za-z0-9]+([.][A-Za-z0-9]+)*)?$")
-_COMMIT = re.compile(r"^(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}$")
+# ASCII digits only: re's Unicode digit class would take '0.1.١٧' for a release.
+_RELEASE = re.compile(
+    r"v?[0-9]+(\.[0-9]+){1,3}((a|b|rc|\.?post|\.?dev)[0-9]+)*(\+[A-Za-z0-9]+([.][A-Za-z0-9]+)*)?", re.ASCII
+)
+_COMMIT = re.compile(r"(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}", re.ASCII)
 
 
 def is_real_version(value: str) -> bool:

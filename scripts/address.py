@@ -11,9 +11,11 @@ import os
 import socket
 import struct
 import subprocess
+import threading
 from typing import Any
 
-from failures import EXIT_ADDR, die
+from failures import EXIT_ADDR, die, one_line
+from nodeargs import positive_float
 
 SIOCGIFADDR = 0x8915  # linux/sockios.h: read an interface's IPv4 address
 
@@ -31,19 +33,20 @@ def _interface_ipv4(interface: str) -> str:
     return socket.inet_ntoa(packed[20:24])
 
 
-def _scontrol_nodeaddr(node: str) -> str:
+def _scontrol_nodeaddr(node: str, timeout: float) -> str:
     try:
         out = subprocess.run(
             ["scontrol", "show", "node", "--oneliner", node],
             capture_output=True,
             text=True,
-            timeout=30,
+            errors="replace",
+            timeout=timeout,
             check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as err:
-        raise AddrError(f"scontrol show node {node}: {err}") from None
+        raise AddrError(f"scontrol show node {node}: {one_line(err)}") from None
     if out.returncode != 0:
-        raise AddrError(f"scontrol show node {node} exited {out.returncode}: {out.stderr.strip()}")
+        raise AddrError(f"scontrol show node {node} exited {out.returncode}: {one_line(out.stderr)}")
     for field in out.stdout.split():
         key, _, value = field.partition("=")
         if key == "NodeAddr" and value:
@@ -51,16 +54,30 @@ def _scontrol_nodeaddr(node: str) -> str:
     raise AddrError(f"scontrol show node {node} reports no NodeAddr")
 
 
-def _ipv4_of(host: str) -> str:
+def _ipv4_of(host: str, timeout: float) -> str:
     try:
         return str(ipaddress.IPv4Address(host))
     except ValueError:
         pass
+    # getaddrinfo has no timeout of its own (a dead DNS server holds it for the resolver's retries): it runs
+    # in a thread this process abandons when the time is up.
+    found: list[Any] = []
+    resolver = threading.Thread(target=lambda: found.append(_resolve(host)), daemon=True)
+    resolver.start()
+    resolver.join(timeout)
+    if not found:
+        raise AddrError(f"cannot resolve {host!r} within {timeout:g} s")
+    if isinstance(found[0], OSError):
+        raise AddrError(f"cannot resolve {host!r}: {found[0]}")
+    return str(found[0])
+
+
+def _resolve(host: str) -> Any:
+    """HOST's first IPv4 address, or the OSError that says why there is none."""
     try:
-        infos = socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)
+        return socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
     except OSError as err:
-        raise AddrError(f"cannot resolve {host!r}: {err}") from None
-    return str(infos[0][4][0])
+        return err
 
 
 def _local_names() -> set[str]:
@@ -79,7 +96,7 @@ def cmd_addr(args: argparse.Namespace) -> int:
                 )
             addr = _interface_ipv4(args.interface)
         else:
-            addr = _ipv4_of(_scontrol_nodeaddr(args.node))
+            addr = _ipv4_of(_scontrol_nodeaddr(args.node, args.timeout), args.timeout)
         if ipaddress.IPv4Address(addr).is_loopback and not args.allow_loopback:
             # Advertised to peers: a loopback address makes Mooncake TCP transfers hang (FACTS §1).
             raise AddrError(
@@ -97,5 +114,11 @@ def add_parser(sub: Any) -> None:
     source.add_argument("--slurm-nodeaddr", action="store_true", help="the node's NodeAddr in SLURM")
     source.add_argument("--interface", help="this host's address on that interface")
     p.add_argument("--allow-loopback", action="store_true", help="simulated nodes live on 127.0.0.x")
+    p.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=30.0,
+        help="seconds for scontrol, and again for the name lookup",
+    )
     p.add_argument("node", help="the node's SLURM name")
     p.set_defaults(func=cmd_addr)

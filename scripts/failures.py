@@ -33,6 +33,7 @@ EXIT_VERSION = 9
 EXIT_INVALID_RESULT = 10
 EXIT_PROOF = 11
 EXIT_KNOWN_ISSUE = 12
+EXIT_SECRET = 13  # the barrier's --secret-file is missing, unreadable, too short or open to others
 
 WORDS = {
     # every failing node's line, and the job's last line (outcome.py)
@@ -52,6 +53,10 @@ WORDS = {
     # node tools
     "not-ready": "<service> not ready at <url> after <timeout> s (last: <last>)",
     "barrier-timeout": "timed out after <timeout> s; missing rank(s) <missing>",
+    "barrier-claimed-twice": "rank <rank> claimed twice: by <first> and <second>",
+    "barrier-not-sealed": "the answer of <leader> is not sealed with this job's secret "
+    "(is --secret-file this job's, and <leader> this job's leader?)",
+    "secret-file": "secret file <path>: <problem>",
     "version-mismatch": "dist-version <command>: <dist> <found> is installed (<python>), "
     "the recipe pins <version>",
     "result-invalid": "result <file> is not valid: <problems>",
@@ -92,6 +97,15 @@ def pattern(template: str, **values) -> str:
 def printf_format(template: str) -> str:
     """The template as a printf format for bash: each placeholder a %s, in order; a literal % doubled."""
     return _PLACEHOLDER.sub("%s", template.replace("%", "%%"))
+
+
+def one_line(text: object, limit: int = 300) -> str:
+    """TEXT as one printable line of at most LIMIT characters: whitespace runs become one space, other
+    control characters are escaped. For text a peer or a server chose (an error body, a published value):
+    it must not split a node's one-line message or drive the terminal that shows the job's output."""
+    words = " ".join(str(text).split())
+    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in words)
+    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
 
 
 def die(message: str, code: int) -> NoReturn:
@@ -221,10 +235,9 @@ class FailureClass:
 
 
 _SERVICE_EXIT = WORDS["service-exit"]
-_AIPERF_EXIT = fill(WORDS["command-exit"], command="aiperf profile <...>").removesuffix(" at line <line>")
-_PROOF_EXIT = fill(WORDS["command-exit"], command="python3 <...>/proof.py {} <...>").removesuffix(
-    " at line <line>"
-)
+_AT_LINE = " at line <line>"  # cut without str.removesuffix: node tools import this on Python 3.8
+_AIPERF_EXIT = fill(WORDS["command-exit"], command="aiperf profile <...>")[: -len(_AT_LINE)]
+_PROOF_EXIT = fill(WORDS["command-exit"], command="python3 <...>/proof.py {} <...>")[: -len(_AT_LINE)]
 
 CLASSES: tuple[FailureClass, ...] = (
     FailureClass(

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import math
+
+from httpget import split_url
 
 
 def say(message: str) -> None:
@@ -18,9 +21,18 @@ def seconds_text(value: float) -> str:
 
 def positive_float(text: str) -> float:
     value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0 (got {text!r})")
+    # float() reads "nan" and "inf" too: a NaN deadline compares false forever, so a wait would never end.
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0 (got {text!r})")
     return value
+
+
+def http_url(text: str) -> str:
+    try:
+        split_url(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
 
 
 def key_value(text: str) -> tuple[str, str]:

@@ -8,11 +8,13 @@ of the node that failed first. Each node script writes $RUN_DIR/state/<node>/out
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from dataclasses import dataclass
 
 from failures import line
+from safejson import read_regular
 
 
 @dataclass(frozen=True)
@@ -24,14 +26,26 @@ class Outcome:
     step: str
 
 
+MAX_OUTCOME_BYTES = 4096  # a few key=value lines; a larger file is not one the node script wrote
+KINDS = ("failure", "signal")
+
+
 def read_outcome(run_dir: str, node: str) -> Outcome | None:
+    """NODE's outcome; None when it is missing or not what a node script writes: a garbled file must not
+    name a wrong first failure (a NaN time sorts anywhere) nor put control characters in the verdict."""
     path = os.path.join(run_dir, "state", node, "outcome")
     try:
-        with open(path, encoding="utf-8") as handle:
-            fields = dict(line.rstrip("\n").split("=", 1) for line in handle if "=" in line)
-        return Outcome(node, int(fields["rc"]), fields["kind"], float(fields["at"] or 0), fields["step"])
+        data = read_regular(path, MAX_OUTCOME_BYTES)
+        fields = dict(line.split("=", 1) for line in data.decode("utf-8").splitlines() if "=" in line)
+        outcome = Outcome(node, int(fields["rc"]), fields["kind"], float(fields["at"] or 0), fields["step"])
     except (OSError, KeyError, ValueError):
         return None
+    return outcome if _well_formed(outcome) else None
+
+
+def _well_formed(o: Outcome) -> bool:
+    """rc an exit status, kind one of KINDS, at a time in seconds, step printable text."""
+    return 0 <= o.rc <= 255 and 0 <= o.at < math.inf and o.kind in KINDS and o.step.isprintable()
 
 
 def verdict(outcomes: dict[str, Outcome | None], srun_rc: int) -> tuple[int, str]:

@@ -10,7 +10,9 @@ import shutil
 import subprocess
 from typing import Any
 
-from failures import EXIT_VERSION, die, line
+from failures import EXIT_VERSION, die, line, one_line
+from nodeargs import positive_float
+from safejson import open_regular
 
 VERSION_PROBE = "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))"
 
@@ -22,12 +24,12 @@ class VersionError(Exception):
 def _interpreter_of(script: str) -> str:
     """The Python that runs a console script: its `#!/path/python` or `#!/usr/bin/env python3` line."""
     try:
-        with open(script, "rb") as handle:
+        with os.fdopen(open_regular(script), "rb") as handle:  # not a FIFO on PATH: it would never open
             first = handle.readline(512).decode("utf-8", "replace").strip()
         if not first.startswith("#!"):
             raise VersionError(f"{script} is not a script with a #! line")
     except OSError as err:
-        raise VersionError(f"cannot read {script}: {err.strerror}") from None
+        raise VersionError(f"cannot read {script}: {err.strerror or err}") from None
     words = first[2:].split()
     if words and os.path.basename(words[0]) == "env":
         words = [w for w in words[1:] if not w.startswith("-")]
@@ -49,12 +51,13 @@ def cmd_dist_version(args: argparse.Namespace) -> int:
                 [python, "-c", VERSION_PROBE, args.dist],
                 capture_output=True,
                 text=True,
-                timeout=120,
+                errors="replace",
+                timeout=args.timeout,
                 check=False,
             )
         except (OSError, subprocess.TimeoutExpired) as err:
-            raise VersionError(f"{python}: {err}") from None
-        found = probe.stdout.strip()
+            raise VersionError(f"{python}: {one_line(err)}") from None
+        found = one_line(probe.stdout, 100)
         if probe.returncode != 0 or not found:
             raise VersionError(f"no {args.dist} distribution installed for {python}")
         if found != args.expect:
@@ -80,4 +83,5 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--command", required=True, help="console script on PATH, e.g. lmcache")
     p.add_argument("--dist", required=True, help="distribution name, e.g. lmcache")
     p.add_argument("--expect", required=True, help="the exact version the recipe pins")
+    p.add_argument("--timeout", type=positive_float, default=120.0, help="seconds the version probe may take")
     p.set_defaults(func=cmd_dist_version)

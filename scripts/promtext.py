@@ -15,7 +15,10 @@ def samples(text: str, name: str, *labels: str) -> list[float]:
     for line in text.splitlines():
         sample = _SAMPLE.match(line)
         if sample and sample[1] == name and all(label in (sample[2] or "") for label in labels):
-            out.append(float(sample[3]))
+            try:
+                out.append(float(sample[3]))
+            except ValueError:  # not a sample value: a broken line is no sample, not a crash
+                continue
     return out
 
 

@@ -17,14 +17,16 @@ from __future__ import annotations
 import argparse
 import glob
 import json
+import math
 import os
 import sys
-import urllib.error
-import urllib.request
 import uuid
 
 import promtext
-from failures import EXIT_PROOF, WORDS, line
+import safejson
+from failures import EXIT_PROOF, WORDS, line, one_line
+from httpget import FetchError, fetch
+from nodeargs import http_url
 
 KV_TRANSFER = ("vllm:prompt_tokens_by_source_total", 'source="external_kv_transfer"')
 L2_HITS = "vllm:external_prefix_cache_hits_total"
@@ -35,22 +37,22 @@ SGLANG_GENERATED = "sglang:generation_tokens_total"
 SGLANG_FAILURES = ("sglang:num_transfer_failed_reqs_total", "sglang:num_bootstrap_failed_reqs_total")
 # Long enough to span several KV blocks, different every run so no cache already holds it.
 SMOKE_WORDS = 600
+METRICS_S, MAX_METRICS_BYTES = 10.0, 64 << 20  # one /metrics read, all of it; an engine's is ~100 kB
+ANSWER_S, MAX_ANSWER_BYTES = 300.0, 1 << 20  # the smoke answer: 8 tokens, a cold engine's first request
 
 
 class ProofError(Exception):
     """What the proof found missing."""
 
 
-def _opener() -> urllib.request.OpenerDirector:
-    return urllib.request.build_opener(urllib.request.ProxyHandler({}))  # node-local: no proxies
-
-
 def _get(url: str) -> str:
     try:
-        with _opener().open(url, timeout=10) as response:
-            return response.read().decode("utf-8", "replace")
-    except (urllib.error.URLError, OSError, ValueError) as err:
-        raise ProofError(f"{url}: {getattr(err, 'reason', err)}") from None
+        response = fetch(url, timeout=METRICS_S, max_bytes=MAX_METRICS_BYTES)
+    except FetchError as err:
+        raise ProofError(f"{url}: {err}") from None
+    if response.status != 200:
+        raise ProofError(f"{url}: HTTP {response.status}")
+    return response.body.decode("utf-8", "replace")
 
 
 def _sum(urls: list[str], name: str, label: str = "", *, required: bool = True) -> float:
@@ -58,9 +60,11 @@ def _sum(urls: list[str], name: str, label: str = "", *, required: bool = True) 
     total = 0.0
     for url in urls:
         value = promtext.total(_get(url), name, *([label] if label else []))
+        shown = f"{name}{{{label}}}" if label else name
         if value is None and required:
-            shown = f"{name}{{{label}}}" if label else name
             raise ProofError(f"{url} exports no {shown} (is the engine started with --enable-metrics?)")
+        if value is not None and not math.isfinite(value):  # NaN would pass every comparison below
+            raise ProofError(f"{url} reports {shown} = {value}: a counter is a finite number")
         total += value or 0.0
     return total
 
@@ -92,21 +96,25 @@ def _post_smoke(router: str, model: str) -> tuple[int, dict]:
         "max_tokens": 8,
         "stream": False,
     }
-    request = urllib.request.Request(
-        f"{router}/v1/chat/completions",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json", "X-Session-ID": f"smoke-{tag}"},
-        method="POST",
-    )
     try:
-        with _opener().open(request, timeout=300) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as err:
+        response = fetch(
+            f"{router}/v1/chat/completions",
+            timeout=ANSWER_S,
+            max_bytes=MAX_ANSWER_BYTES,
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json", "X-Session-ID": f"smoke-{tag}"},
+        )
+    except FetchError as err:
+        raise ProofError(f"smoke request: {err}") from None
+    text = response.body.decode("utf-8", "replace")
+    if response.status != 200:
+        raise ProofError(f"smoke request: HTTP {response.status}: {one_line(text)}")
+    try:
+        return response.status, safejson.loads(response.body)
+    except ValueError as err:
         raise ProofError(
-            f"smoke request: HTTP {err.code}: {err.read()[:300].decode('utf-8', 'replace')}"
+            f"smoke request: the answer is not JSON we read ({err}): {one_line(text, 200)}"
         ) from None
-    except (urllib.error.URLError, OSError, ValueError) as err:
-        raise ProofError(f"smoke request: {getattr(err, 'reason', err)}") from None
 
 
 def _answer_problem(answer: dict) -> str | None:
@@ -170,30 +178,39 @@ def l2(args: argparse.Namespace) -> str:
         raise ProofError(f"no {args.prefix}*.prom in {args.metrics_dir}")
     hits = {}
     for path in files:
-        with open(path, encoding="utf-8") as handle:
-            hits[os.path.basename(path)] = promtext.total(handle.read(), L2_HITS) or 0.0
+        try:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                value = promtext.total(handle.read(), L2_HITS) or 0.0
+        except OSError as err:
+            raise ProofError(f"cannot read {path}: {err.strerror}") from None
+        if not math.isfinite(value):
+            raise ProofError(f"{path} reports {L2_HITS} = {value}: a counter is a finite number")
+        hits[os.path.basename(path)[: -len(".prom")]] = value
     if not any(hits.values()):
         raise ProofError(line("no-l2-hits", metric=L2_HITS))
-    return "LMCache hits: " + ", ".join(
-        f"{name.removesuffix('.prom')} {value:g} tokens" for name, value in hits.items()
-    )
+    return "LMCache hits: " + ", ".join(f"{name} {value:g} tokens" for name, value in hits.items())
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="proof.py", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("smoke", help="a request through the router, and the KV it moved")
-    s.add_argument("--router", required=True, help="http://host:port")
+    s.add_argument("--router", required=True, type=http_url, help="http://host:port")
     s.add_argument("--model", required=True, help="served model name")
     s.add_argument(
         "--decode-metrics",
         action="append",
         default=[],
+        type=http_url,
         help="a decode engine's /metrics URL (none: a single-node job, only the answer is checked)",
     )
     s.add_argument("--engine", choices=["vllm", "sglang"], default="vllm", help="what the engines are")
     s.add_argument(
-        "--prefill-metrics", action="append", default=[], help="a prefill engine's /metrics URL (sglang only)"
+        "--prefill-metrics",
+        action="append",
+        default=[],
+        type=http_url,
+        help="a prefill engine's /metrics URL (sglang only)",
     )
     s.set_defaults(func=smoke)
     h = sub.add_parser("l2", help="LMCache hits on prefill nodes, from the end-of-run metrics snapshot")
@@ -211,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         print(args.func(args))
     except ProofError as err:
-        print(line("proof-failed", reason=err), file=sys.stderr)
+        print(line("proof-failed", reason=one_line(err, 1000)), file=sys.stderr)
         return EXIT_PROOF
     return 0
 

@@ -9,69 +9,167 @@ router's Prometheus counters at the end of the run, when the processes that held
 from __future__ import annotations
 
 import argparse
-import json
+import math
 import os
 import sys
-import urllib.error
-import urllib.request
 from typing import Any
 
+import safejson
 from failures import EXIT_INVALID_RESULT as EXIT_INVALID
-from failures import line
+from failures import line, one_line
+from httpget import FetchError, fetch
+from nodeargs import positive_float, split_url
+
+MAX_RESULT_BYTES = 64 << 20  # an AIPerf summary is tens of kB
+MAX_METRICS_BYTES = 64 << 20  # an engine's /metrics is hundreds of kB; this bounds a broken one
+# Statistics recipes/report.py reads from a result besides the gate's own: each must be a number too.
+REPORTED = (
+    "request_throughput",
+    "output_token_throughput",
+    "time_to_first_token",
+    "inter_token_latency",
+    "request_latency",
+)
+STATS = ("avg", "p50", "p90", "p99")
 
 
-def _metric(doc: dict[str, Any], name: str, default: float | None = None) -> float | None:
-    value = doc.get(name)
-    if isinstance(value, dict) and isinstance(value.get("avg"), (int, float)):
-        return float(value["avg"])
-    return default
+def _shown(value: Any) -> str:
+    return one_line(repr(value), 60)
+
+
+def _number_problem(value: Any) -> str | None:
+    """Why VALUE is not a count, duration or latency: a finite number >= 0 (a bool is not a number)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"is {_shown(value)}, not a number"
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # an integer too large for a float
+        finite = False
+    if not finite or value < 0:
+        return f"is {_shown(value)}, not a finite number >= 0"
+    return None
+
+
+class _Reader:
+    """The fields the gate and the report read, each checked for its type. An ill-typed field is a
+    problem naming it, and reads as absent so that the gate's own verdicts do not repeat it."""
+
+    def __init__(self, doc: dict[str, Any]) -> None:
+        self.doc: dict[str, Any] = doc
+        self.found: list[str] = []
+        self.ill_typed: set[str] = set()
+
+    def stats(self, name: str, keys: tuple[str, ...] = ("avg",)) -> dict[str, float]:
+        """NAME's statistics among KEYS that are present and well typed, as floats. AIPerf writes a
+        statistic it could not compute (NaN) as null: null is absent, not ill-typed."""
+        holder = self.doc.get(name)
+        if holder is None:
+            return {}
+        if not isinstance(holder, dict):
+            self._problem(name, f"{name} is {_shown(holder)}, not an object")
+            return {}
+        good = {}
+        for key in (k for k in keys if holder.get(k) is not None):
+            problem = _number_problem(holder[key])
+            if problem:
+                self._problem(name, f"{name}.{key} {problem}")
+            else:
+                good[key] = float(holder[key])
+        return good
+
+    def avg(self, name: str) -> float | None:
+        return self.stats(name).get("avg")
+
+    def flag(self, name: str) -> bool | None:
+        value = self.doc.get(name)
+        if name in self.doc and not isinstance(value, bool):
+            self._problem(name, f"{name} is {_shown(value)}, not true or false")
+            return None
+        return value
+
+    def _problem(self, name: str, text: str) -> None:
+        self.ill_typed.add(name)
+        self.found.append(text)
+
+    def absent(self, name: str) -> bool:
+        """NAME gave nothing and no type problem either (a problem already names it)."""
+        return name not in self.ill_typed
 
 
 def problems(doc: Any, *, max_error_rate: float, min_duration: float = 0.0) -> list[str]:
     """Why a result is not a trustworthy measurement; empty when it is."""
     if not isinstance(doc, dict):
         return ["not a JSON object"]
-    found = []
-    if doc.get("was_cancelled") is True or doc.get("is_complete") is False:
+    read = _Reader(doc)
+    found = read.found  # type problems land here as they are read, in the order of the checks
+    cancelled, complete = read.flag("was_cancelled"), read.flag("is_complete")
+    if cancelled is True or complete is False:
         found.append("AIPerf cancelled the run (failed-request threshold reached or interrupted)")
-    ok = _metric(doc, "request_count")
-    if not ok:
+    ok = read.avg("request_count")
+    if not ok and read.absent("request_count"):
         found.append("no successful request")
-    errors = _metric(doc, "error_request_count", 0.0) or 0.0
+    errors = read.avg("error_request_count") or 0.0
     total = (ok or 0.0) + errors
     if total and errors / total > max_error_rate:
         found.append(f"{errors:g} of {total:g} requests failed (more than {max_error_rate:.0%})")
-    if not _metric(doc, "total_output_tokens"):
+    if not read.avg("total_output_tokens") and read.absent("total_output_tokens"):
         found.append("no output tokens")
-    duration = _metric(doc, "benchmark_duration")
+    duration = read.avg("benchmark_duration")
     if not duration:
-        found.append("no benchmark duration")
+        if read.absent("benchmark_duration"):
+            found.append("no benchmark duration")
     elif duration < min_duration:
         found.append(f"it measured {duration:g} s, less than the {min_duration:g} s a valid run takes")
+    for name in REPORTED:
+        read.stats(name, STATS)
     return found
 
 
-def _name_url(text: str) -> tuple[str, str]:
-    name, sep, url = text.partition("=")
-    if not sep or not name.isidentifier() or not url.startswith("http"):
-        raise argparse.ArgumentTypeError(f"expected NAME=http://... (got {text!r})")
-    return name, url
+def _read_result(path: str) -> Any:
+    """The result document; ValueError or OSError saying why it cannot be read."""
+    return safejson.loads(safejson.read_regular(path, MAX_RESULT_BYTES))
+
+
+def check(args: argparse.Namespace) -> int:
+    try:
+        doc = _read_result(args.file)
+    except (OSError, ValueError) as err:
+        print(f"result {args.file}: unreadable ({one_line(err)})", file=sys.stderr)
+        return EXIT_INVALID
+    found = problems(doc, max_error_rate=args.max_error_rate, min_duration=args.min_duration)
+    if found:
+        print(line("result-invalid", file=args.file, problems="; ".join(found)), file=sys.stderr)
+        return EXIT_INVALID
+    read = _Reader(doc)
+    requests, tokens = read.avg("request_count"), read.avg("total_output_tokens")
+    print(f"result {args.file}: {requests:g} requests, {tokens:g} output tokens")
+    return 0
+
+
+def _scrape_one(name: str, url: str, args: argparse.Namespace) -> str | None:
+    """NAME's metrics into <out>/NAME.prom; None, or why not."""
+    try:
+        response = fetch(url, timeout=args.timeout, max_bytes=MAX_METRICS_BYTES)
+    except FetchError as err:
+        return f"{name} ({url}): {err}"
+    if response.status != 200:
+        return f"{name} ({url}): HTTP {response.status}"
+    try:
+        with open(os.path.join(args.out, f"{name}.prom"), "wb") as out:
+            out.write(response.body)
+    except OSError as err:
+        return f"{name}: cannot write it in {args.out}: {err.strerror}"
+    return None
 
 
 def scrape(args: argparse.Namespace) -> int:
-    """NAME=URL ...: each URL's body into <out>/NAME.prom; every one must answer."""
-    os.makedirs(args.out, exist_ok=True)
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # node-local: no proxies
-    failed = []
-    for name, url in args.endpoints:
-        try:
-            with opener.open(url, timeout=10) as response:
-                body = response.read()
-        except (urllib.error.URLError, OSError, ValueError) as err:
-            failed.append(f"{name} ({url}): {getattr(err, 'reason', err)}")
-            continue
-        with open(os.path.join(args.out, f"{name}.prom"), "wb") as out:
-            out.write(body)
+    """NAME=URL ...: each URL's body into <out>/NAME.prom; every one must answer, each within --timeout."""
+    try:
+        os.makedirs(args.out, exist_ok=True)
+    except OSError as err:
+        print(f"metrics not collected: cannot create {args.out}: {err.strerror}", file=sys.stderr)
+        return EXIT_INVALID
+    failed = [why for name, url in args.endpoints for why in [_scrape_one(name, url, args)] if why]
     if failed:
         print(f"metrics not collected from {'; '.join(failed)}", file=sys.stderr)
         return EXIT_INVALID
@@ -79,33 +177,49 @@ def scrape(args: argparse.Namespace) -> int:
     return 0
 
 
+def _name_url(text: str) -> tuple[str, str]:
+    name, sep, url = text.partition("=")
+    try:
+        split_url(url)
+    except ValueError:
+        sep = ""
+    if not sep or not name.isidentifier():
+        raise argparse.ArgumentTypeError(f"expected NAME=http://... (got {text!r})")
+    return name, url
+
+
+def _rate(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 1:  # also false for NaN, which would let every failure rate through
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1 (got {text!r})")
+    return value
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not 0 <= value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0 (got {text!r})")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="results.py", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
-    check = sub.add_parser("check", help="exit 10 unless the result is valid")
-    check.add_argument("file")
+    gate = sub.add_parser("check", help="exit 10 unless the result is valid")
+    gate.add_argument("file")
     # No default: the Plan decides the threshold (recipes/benchmark.py), the node script passes it.
-    check.add_argument("--max-error-rate", type=float, required=True)
-    check.add_argument("--min-duration", type=float, default=0.0, help="seconds; half the requested duration")
+    gate.add_argument("--max-error-rate", type=_rate, required=True)
+    gate.add_argument(
+        "--min-duration", type=_seconds, default=0.0, help="seconds; half the requested duration"
+    )
+    gate.set_defaults(func=check)
     snap = sub.add_parser("scrape", help="save Prometheus metrics of each NAME=URL to <out>/NAME.prom")
     snap.add_argument("--out", required=True)
+    snap.add_argument("--timeout", type=positive_float, default=10.0, help="seconds per endpoint, all of it")
     snap.add_argument("endpoints", nargs="+", type=_name_url, metavar="NAME=URL")
+    snap.set_defaults(func=scrape)
     args = p.parse_args(argv)
-    if args.command == "scrape":
-        return scrape(args)
-    try:
-        with open(args.file, encoding="utf-8") as handle:
-            doc = json.load(handle)
-    except (OSError, ValueError) as err:
-        print(f"result {args.file}: unreadable ({err})", file=sys.stderr)
-        return EXIT_INVALID
-    found = problems(doc, max_error_rate=args.max_error_rate, min_duration=args.min_duration)
-    if found:
-        print(line("result-invalid", file=args.file, problems="; ".join(found)), file=sys.stderr)
-        return EXIT_INVALID
-    requests, tokens = _metric(doc, "request_count"), _metric(doc, "total_output_tokens")
-    print(f"result {args.file}: {requests:g} requests, {tokens:g} output tokens")
-    return 0
+    return int(args.func(args))
 
 
 if __name__ == "__main__":

@@ -5,16 +5,18 @@ once when the process that should answer is gone; stdlib only."""
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import os
 import time
-import urllib.error
-import urllib.request
 from typing import Any
 
+import safejson
 from failures import EXIT_NOT_READY, EXIT_PROCESS_GONE, die, line
-from nodeargs import key_value, positive_float, seconds_text
+from httpget import FetchError, fetch
+from nodeargs import http_url, key_value, positive_float, seconds_text
+
+PROBE_S = 5.0  # one probe's whole exchange at most: between probes, --pid is checked again
+MAX_BODY = 1 << 20  # a health or readiness answer is small; more is not one
 
 
 def _process_gone(pid: int) -> bool:
@@ -63,9 +65,9 @@ def _unmet_expectation(body: bytes, expects: list[tuple[str, str]]) -> str | Non
     if not expects:
         return None
     try:
-        doc = json.loads(body)
-    except ValueError:
-        return "body is not JSON"
+        doc = safejson.loads(body)
+    except ValueError as err:
+        return f"body is not JSON we read ({err})"
     for key, expected in expects:
         found, actual = _lookup(doc, key)
         if not found:
@@ -75,27 +77,19 @@ def _unmet_expectation(body: bytes, expects: list[tuple[str, str]]) -> str | Non
     return None
 
 
-def _probe(
-    opener: urllib.request.OpenerDirector, url: str, timeout: float, expects: list[tuple[str, str]]
-) -> str | None:
-    """One GET; None when ready, else a short description of why not."""
+def _probe(url: str, timeout: float, expects: list[tuple[str, str]]) -> str | None:
+    """One GET, all of it within TIMEOUT; None when ready, else a short description of why not."""
     try:
-        with opener.open(url, timeout=timeout) as response:
-            status, body = response.status, response.read()
-    except urllib.error.HTTPError as err:
-        return f"HTTP {err.code}"
-    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as err:
-        reason = " ".join(str(getattr(err, "reason", err)).split())  # messages stay one line
-        return reason[:200] or type(err).__name__
-    if status != 200:
-        return f"HTTP {status}"
-    return _unmet_expectation(body, expects)
+        response = fetch(url, timeout=timeout, max_bytes=MAX_BODY, read_body=bool(expects))
+    except FetchError as err:
+        return str(err)
+    if response.status != 200:
+        return f"HTTP {response.status}"
+    return _unmet_expectation(response.body, expects)
 
 
 def cmd_wait_http(args: argparse.Namespace) -> int:
     name = args.name or args.url
-    # Proxies from the environment must not intercept node-local health checks.
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     deadline = time.monotonic() + args.timeout
     last = "no attempt"
     while True:
@@ -104,10 +98,11 @@ def cmd_wait_http(args: argparse.Namespace) -> int:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
-        problem = _probe(opener, args.url, min(2.0, max(remaining, 0.05)), args.expect)
+        problem = _probe(args.url, min(PROBE_S, remaining), args.expect)
         if problem is None:
             return 0
-        last = problem
+        if time.monotonic() < deadline or last == "no attempt":
+            last = problem  # a probe the end of the wait cut short says less than the one before it
         time.sleep(max(0.0, min(args.interval, deadline - time.monotonic())))
     die(
         "wait-http: "
@@ -120,7 +115,7 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "wait-http", help="poll an HTTP endpoint until ready, failing at once if its process dies"
     )
-    p.add_argument("--url", required=True)
+    p.add_argument("--url", required=True, type=http_url, help="http://HOST:PORT/PATH")
     p.add_argument("--timeout", required=True, type=positive_float, help="seconds")
     p.add_argument("--pid", type=int, help="fail with exit 3 as soon as this process is gone")
     p.add_argument("--name", help="service name for messages (default: the URL)")

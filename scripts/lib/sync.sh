@@ -28,7 +28,8 @@ wait_http() {
   esac
 }
 
-# barrier NAME RANK SIZE HOST:PORT TIMEOUT [--nodes A,B,..] [--publish JSON] [--out FILE] [--bind ADDR]
+# barrier NAME RANK SIZE HOST:PORT TIMEOUT --secret-file FILE [--nodes A,B,..] [--publish JSON] [--out FILE]
+#   [--bind ADDR] — sync.py barrier's options (the secret file is the job's: every line is sealed with it)
 barrier() {
   (($# >= 5)) || fail "usage: barrier NAME RANK SIZE HOST:PORT TIMEOUT [sync.py barrier options]"
   [[ $1 =~ ^[A-Za-z0-9][A-Za-z0-9_.-]*$ ]] || fail "barrier: bad barrier name '$1' (letters, digits, _ . -)"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -74,3 +75,57 @@ def test_golden_files_match(rendered, key):
 def test_render_rejects_unknown_config_with_a_close_match(capsys):
     assert render_main(["kimik2.5-fp4-mi355x-vllm-disagg-agentik"]) == 1
     assert "did you mean 'kimik2.5-fp4-mi355x-vllm-disagg-agentic'" in capsys.readouterr().out
+
+
+HOSTILE_KEYS = ["x$(touch F)", "x`id`", 'x";id;"', "a,BASH_ENV=F,X=", "x${IFS}y", "k'q'x", "x y"]
+
+
+@pytest.mark.parametrize("key", HOSTILE_KEYS)
+def test_a_hostile_config_key_reaches_bash_only_quoted(rendered, tmp_path, key):
+    """Lint refuses such keys; past lint on purpose, the rendered job still runs nothing of them."""
+    from recipes.render import render_plan
+
+    plan = dataclasses.replace(next(iter(rendered.values())).plan, config_key=key)
+    plan = dataclasses.replace(
+        plan, benchmarks=tuple(dataclasses.replace(b, result=f"{key}_r.json") for b in plan.benchmarks)
+    )
+    files = render_plan(plan).files
+    echo = next(line for line in files["job.sbatch"].splitlines() if line.startswith('echo "job'))
+    probe = f"cd {tmp_path}; SLURM_JOB_ID=1 NODE_NAMES=n LEADER_ADDR=l; {echo}"
+    done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout == f"job 1: {key} {plan.variant} on n (leader l)\n"
+    script = files[plan.script]
+    at = script.index("collect_result ")
+    call = script[at : script.index("\n", script.index("\n", at) + 1)]
+    probe = f"cd {tmp_path}; collect_result() {{ printf '%s\\n' \"$2\"; }}; RESULTS_DIR=/r; {call}"
+    done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout == f"/r/{key}_r.json\n"
+    assert list(tmp_path.iterdir()) == []  # nothing was created: nothing ran
+
+
+@pytest.mark.parametrize("key", ["x\ntouch F", "x\r", "x\x1b[2J"])
+def test_a_config_key_with_a_line_break_is_refused_at_render(rendered, key):
+    from recipes.render import render_plan
+    from recipes.words import UnsafePlacement
+
+    plan = dataclasses.replace(next(iter(rendered.values())).plan, config_key=key)
+    with pytest.raises(UnsafePlacement, match="control character or line break"):
+        render_plan(plan)
+
+
+def test_an_unfiltered_value_that_is_not_a_bare_word_is_refused():
+    from recipes.words import UnsafePlacement, finalize
+
+    assert finalize(8000) == "8000" and finalize("fsl8k1k_p2x8_d2x8") == "fsl8k1k_p2x8_d2x8"
+    for bad in ("a b", "$(id)", "x;y", "'", "\n"):
+        with pytest.raises(UnsafePlacement):
+            finalize(bad)
+
+
+@pytest.mark.parametrize("names", [("..", "x"), ("a/../../b",), ("/abs",), ("",), ("ok", "../..")])
+def test_folder_names_cannot_leave_the_output_folder(tmp_path, names):
+    from recipes.render import OutsideOut, inside
+
+    with pytest.raises(OutsideOut):
+        inside(tmp_path, *names)
+    assert inside(tmp_path, "key", "variant") == (tmp_path / "key" / "variant").resolve()

@@ -29,7 +29,8 @@ def fake_sbatch(tmp_path: Path):
     script = bin_dir / "sbatch"
     script.write_text(
         "#!/usr/bin/env python3\nimport json, os, sys\n"
-        "seen = {'argv': sys.argv[1:], 'marker': os.environ.get('DEMO_MARKER')}\n"
+        "seen = {'argv': sys.argv[1:], 'marker': os.environ.get('DEMO_MARKER'),\n"
+        "        'run_dir': os.environ.get('RUN_DIR'), 'recipe_dir': os.environ.get('RECIPE_DIR')}\n"
         f"json.dump(seen, open({str(record)!r}, 'w'))\n"
         "if os.environ.get('FAKE_SBATCH_FAIL'):\n"
         "    sys.exit('sbatch: error: Invalid partition name specified')\n"
@@ -47,8 +48,9 @@ def test_run_ids_are_unique_so_job_names_never_collide():
 def test_dry_run_prints_the_exact_command_and_submits_nothing(capsys, tmp_path):
     assert submit.main([LOCAL, "--variant", "agentic_p2x8_d1x8", "--dry-run", "--out", str(tmp_path)]) == 0
     argv = shlex.split(capsys.readouterr().out)
-    assert argv[:2] == ["sbatch", "--parsable"]
-    assert argv[2].startswith(f"--job-name={LOCAL}_agentic_p2x8_d1x8-")
+    assert argv[0] == "env" and argv[1].startswith("RUN_DIR=") and argv[2].startswith("RECIPE_DIR=")
+    assert argv[3:5] == ["sbatch", "--parsable"]
+    assert argv[5].startswith(f"--job-name={LOCAL}_agentic_p2x8_d1x8-")
     assert argv[-1].endswith("/recipe/job.sbatch")
     assert not (tmp_path / "runs").exists()
 
@@ -79,7 +81,11 @@ def test_submit_snapshots_everything_the_job_reads(rendered, tmp_path, fake_sbat
     assert len(lock["config_sha256"]) == len(lock["rendered_sha256"]) == 64
     sent = json.loads(record.read_text())
     assert sent["marker"] == "x"  # the job inherits the environment it was given
-    assert f"--export=ALL,RUN_DIR={job.run_dir},RECIPE_DIR={recipe}" in sent["argv"]
+    # the paths travel in sbatch's environment (--export=ALL), never in --export's comma list
+    assert "--export=ALL" in sent["argv"] and (sent["run_dir"], sent["recipe_dir"]) == (
+        str(job.run_dir),
+        str(recipe),
+    )
     assert f"--job-name={job.job_name}" in sent["argv"]
 
 

@@ -13,6 +13,7 @@ import yaml
 
 from schemas import lint
 from schemas.check import check_known_issues, check_master
+from schemas.engine_builds import check_engine_builds
 from schemas.findings import Finding, format_path
 from schemas.launch import LaunchProfiles
 from schemas.runners import Runners
@@ -24,6 +25,7 @@ MASTER = ROOT / "configs" / "amd-master.yaml"
 RUNNERS = ROOT / "configs" / "runners.yaml"
 LAUNCH = ROOT / "configs" / "launch.yaml"
 KNOWN_ISSUES = ROOT / "configs" / "known-issues.yaml"
+ENGINE_BUILDS = ROOT / "configs" / "engine-builds.yaml"
 KEY = "kimik2.5-fp4-mi355x-vllm-disagg-agentic"  # the baseline every mutation starts from
 
 # Paths inside the baseline entry, written as findings print them.
@@ -64,6 +66,12 @@ def launch_data() -> dict:
 def known_issues() -> tuple:
     """The shipped known-issue registry's valid issues (test_known_issues: it lints clean)."""
     return check_known_issues(load_file(KNOWN_ISSUES))[0]
+
+
+@cache
+def engine_builds() -> tuple:
+    """The shipped engine builds (tests/engines: the file lints clean)."""
+    return check_engine_builds(load_file(ENGINE_BUILDS))[0]
 
 
 def parse_path(text: str) -> tuple:
@@ -123,14 +131,16 @@ def lint_entry(
     key=KEY,
     issues: tuple | None = None,
     launch: dict | None = None,
+    builds: tuple | None = None,
 ) -> list[Finding]:
     """Findings of a one-entry master config, linted in process through the YAML loader (against the
-    shipped runners, launch profiles and known-issue registry unless given)."""
+    shipped runners, launch profiles and known-issue registry unless given; against engine builds only
+    when given)."""
     doc = load_text(dump({key: entry}), file="master.yaml")
     hardware = Runners.model_validate(runners if runners is not None else _runners_data())
     profiles = LaunchProfiles.model_validate(launch if launch is not None else _launch_data())
     registry = known_issues() if issues is None else issues
-    return check_master(doc, hardware, profile, registry, profiles)[1]
+    return check_master(doc, hardware, profile, registry, profiles, builds)[1]
 
 
 def rel(finding: Finding) -> str:

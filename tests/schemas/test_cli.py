@@ -26,7 +26,7 @@ def test_valid_config_exits_0_and_prints_nothing():
     assert run_lint("--runners", FIX_RUNNERS, "--launch", FIX_LAUNCH, GOOD) == (
         0,
         "",
-        "lint: ok, 4 files (strict)\n",
+        "lint: ok, 5 files (strict)\n",
     )
 
 
@@ -35,10 +35,11 @@ def test_three_errors_in_two_entries_all_reported_on_their_lines():
     assert code == 1
     assert [(line, path, hint[:19]) for line, path, _, hint in rows(out, THREE)] == [
         (3, "fixture-a.image", "use one of vllm/, r"),
+        (3, "fixture-a.image", "add it to configs/e"),
         (9, "fixture-a.router.version", "a release such as 0"),
         (41, "fixture-b.scenarios.fixed-seq-len[0].search-space[0].decode.tp", ""),
     ]
-    assert err == "lint: 3 findings in 4 files (strict)\n"
+    assert err == "lint: 4 findings in 5 files (strict)\n"
 
 
 # fmt: off
@@ -98,15 +99,16 @@ def test_config_key_defined_in_two_files(tmp_path):
 def test_a_key_with_a_line_break_stays_on_one_line(tmp_path):
     file = write(tmp_path, "master.yaml", '"a\\nb": 1\n')
     code, out, _ = run_lint("--runners", FIX_RUNNERS, "--launch", FIX_LAUNCH, file)
-    assert code == 1 and out.count("\n") == 1
-    assert rows(out, file)[0][:2] == (1, "a\\nb")
+    assert code == 1 and out.count("\n") == 2  # not a config key; not an entry
+    assert [r[:2] for r in rows(out, file)] == [(1, "a\\nb"), (1, "a\\nb")]
 
 
 def test_mixed_key_types_on_one_line_are_sorted_without_error(tmp_path):
     file = write(tmp_path, "master.yaml", "{a: 1, 1: 2, null: 3}\n")
     code, out, _ = run_lint("--runners", FIX_RUNNERS, "--launch", FIX_LAUNCH, file)
     assert code == 1
-    assert [r[1] for r in rows(out, file)] == ["None", "[1]", "a"]
+    assert [r[1] for r in rows(out, file)] == ["None", "None", "[1]", "[1]", "a"]
+    assert [r[2] for r in rows(out, file) if r[1] != "a"].count("input should be a valid string, got 1") == 1
 
 
 # fmt: off

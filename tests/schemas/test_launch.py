@@ -55,6 +55,18 @@ REJECT = [
     pytest.param(profile(REAL, engine_env={"vllm": {"X": "a\nb"}}), "engine-env", id="env-newline"),
     pytest.param(profile(REAL, engine_env={"atom": {"X": "1"}}), "engine-env", id="env-unknown-engine"),
     pytest.param(profile(REAL, nic_devices=["rdma0;id"]), "nic-devices", id="nic-device-shape"),
+    # nothing a shell would read as more than text, whatever the renderer does with it
+    *[pytest.param(profile(REAL, engine_env={"vllm": {"X": value}}), "is not an environment value", id=id)
+      for id, value in [("env-quote", 'a"b'), ("env-apostrophe", "a'b"), ("env-dollar", "$(id)"),
+                        ("env-backtick", "`id`"), ("env-backslash", "a\\b"), ("env-tab", "a\tb"),
+                        ("env-unicode", "\u00fc")]],
+    pytest.param(profile(REAL, partition="comp\u0443te"), "is not a name", id="partition-cyrillic"),
+    pytest.param(profile(REAL, model_root="/models\n"), "is not an absolute path", id="model-root-newline"),
+    pytest.param(profile(REAL, data_plane_interface="eth0\x1b"), "is not a name", id="interface-escape"),
+    pytest.param(profile(LOCAL, ship={"Traces": "sim/traces"}), "is not a folder name", id="ship-name-upper"),
+    pytest.param(profile(REAL, engine_env_from_settings={"vllm": {"X": "lmcache_chunk_size"}}),
+                 "is not a setting name", id="from-setting-lowercase"),
+    pytest.param(profile(REAL, time_limit="4:00:00\n"), "is not a time limit", id="time-limit-newline"),
 ]
 ACCEPT = [
     pytest.param(REAL, id="real-defaults"),

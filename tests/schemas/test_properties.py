@@ -63,6 +63,9 @@ NASTY = [
     "1e9",
     " 8",
     "a: b",
+    "\x1b[31m",
+    "\x9b2J",
+    "\u2066x",
 ]
 scalars = st.one_of(
     st.integers(min_value=-(2**70), max_value=2**70),
@@ -161,6 +164,7 @@ def assert_well_formed(code, out, err, file):
     assert code in (0, 1), err
     assert "Traceback" not in err and "internal error" not in err
     assert (code == 1) == bool(rows(out, file)), out
+    assert all(line.isprintable() for line in out.splitlines()), out  # no control or bidi character raw
 
 
 @SETTINGS

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import secrets
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -18,6 +21,11 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts"
 SYNC = SCRIPTS / "sync.py"
 STUB = Path(__file__).resolve().parent / "stubs" / "service_stub.py"
+# What a loaded 2-core machine may add to a tool's own deadline before the test sees it end (process start,
+# scheduling): the bounds tested are the tools' deadlines plus this, against "never" or "30 s" before.
+LOAD_SLACK_S = 6.0
+# SYNC_PYTHON runs sync.py under another interpreter (it must work on Python 3.8 in old containers).
+SYNC_PYTHON = os.environ.get("SYNC_PYTHON", sys.executable)
 
 # Each driver plays one node: the header is what a rendered node script does before its steps.
 DRIVER_HEADER = """\
@@ -148,3 +156,119 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
 @pytest.fixture
 def poll() -> Callable[[Callable[[], bool], float, str], None]:
     return wait_for
+
+
+# ---------------------------------------------------------------- sync.py, as the node script runs it
+
+
+def sync(*args: str, timeout: float = 20, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [SYNC_PYTHON, str(SYNC), *args], capture_output=True, text=True, timeout=timeout, env=env, check=False
+    )
+
+
+def start_sync(*args: str, stderr: Path, **popen: object) -> subprocess.Popen:
+    with open(stderr, "w") as err:
+        return subprocess.Popen(
+            [SYNC_PYTHON, str(SYNC), *args], stdout=subprocess.DEVNULL, stderr=err, **popen
+        )
+
+
+def write_secret(path: Path, text: str | None = None, mode: int = 0o600) -> Path:
+    """A secret file as `make submit` writes it (64 hex digits and a newline, mode 0600) unless told."""
+    path.write_text(secrets.token_hex(32) + "\n" if text is None else text)
+    path.chmod(mode)
+    return path
+
+
+@pytest.fixture
+def secret(tmp_path: Path) -> Path:
+    return write_secret(tmp_path / "job.secret")
+
+
+def barrier_args(
+    port: int, rank: int, size: int, secret: Path, timeout: float = 10, name: str = "start"
+) -> list[str]:
+    return [
+        *("barrier", "--name", name, "--rank", str(rank), "--size", str(size)),
+        *("--leader", f"127.0.0.1:{port}", "--timeout", str(timeout)),
+        *("--secret-file", str(secret), "--node", f"sim{rank}"),
+    ]
+
+
+@pytest.fixture
+def procs() -> Iterator[list[subprocess.Popen]]:
+    """Background processes of a test; killed if the test fails before they end."""
+    started: list[subprocess.Popen] = []
+    yield started
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def read(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
+def listening(port: int) -> bool:
+    """Whether something listens on the port (checked without connecting, which could self-connect)."""
+    with open("/proc/net/tcp") as table:
+        return any(line.split()[1].endswith(f":{port:04X}") and line.split()[3] == "0A" for line in table)
+
+
+# ---------------------------------------------------------------- HTTP servers that misbehave
+
+Respond = Callable[[socket.socket], None]
+
+
+def http_answer(body: bytes, status: str = "200 OK") -> bytes:
+    return f"HTTP/1.1 {status}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body
+
+
+def drip(data: bytes, every: float = 0.1) -> Respond:
+    """An answer sent one byte every EVERY seconds: each byte resets a per-operation socket timeout."""
+
+    def respond(conn: socket.socket) -> None:
+        for byte in data:
+            conn.sendall(bytes([byte]))
+            time.sleep(every)
+
+    return respond
+
+
+def send(data: bytes) -> Respond:
+    return lambda conn: conn.sendall(data)
+
+
+@pytest.fixture
+def raw_http() -> Iterator[Callable[[Respond], str]]:
+    """serve(respond) -> the http://127.0.0.1:PORT of a server that reads each request, then runs respond."""
+    listeners: list[socket.socket] = []
+
+    def answer(conn: socket.socket, respond: Respond) -> None:
+        with conn:
+            try:
+                conn.recv(65536)  # the request: small, one read
+                respond(conn)
+            except OSError:
+                pass  # the client gave up: what the tests want it to do
+
+    def serve(respond: Respond) -> str:
+        listener = socket.create_server(("127.0.0.1", 0))
+        listeners.append(listener)
+
+        def accept_all() -> None:
+            while True:
+                try:
+                    conn, _ = listener.accept()
+                except OSError:
+                    return
+                threading.Thread(target=answer, args=(conn, respond), daemon=True).start()
+
+        threading.Thread(target=accept_all, daemon=True).start()
+        return f"http://127.0.0.1:{listener.getsockname()[1]}"
+
+    yield serve
+    for listener in listeners:
+        listener.close()

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
-from tests.scripts.conftest import SCRIPTS
+import pytest
+
+from tests.scripts.conftest import LOAD_SLACK_S, SCRIPTS
 
 LOGWATCH = SCRIPTS / "logwatch.py"
 SIGNATURE = {
@@ -90,3 +96,173 @@ run_cmd sleep 30
     assert "cause: known issue minicpm-sala-kv-indptr (configs/known-issues.yaml)" in run.err
     assert run.elapsed < 10  # seconds, not the benchmark's 30 s nor a time limit's hours
     assert_no_leftovers()
+
+
+# ---------------------------------------------------------------- big logs, long lines, bad input
+
+FILLER = b"INFO 2026-11-23 12:00:00 [scheduler.py:123] step: batch 64, kv usage 53.1%, 1234.5 tok/s\n"
+# Runs the watcher and reports its peak memory (VmHWM: ru_maxrss would count the forking parent's too).
+MEASURED = (
+    "import os, runpy, sys\n"
+    "sys.argv = sys.argv[1:]\n"
+    "sys.path.insert(0, os.path.dirname(sys.argv[0]))\n"
+    "try:\n"
+    "    runpy.run_path(sys.argv[0], run_name='__main__')\n"
+    "finally:\n"
+    "    peak = [line for line in open('/proc/self/status') if line.startswith('VmHWM:')][0]\n"
+    "    print('peak RSS', peak.split()[1], 'KiB', file=sys.stderr)\n"
+)
+
+
+def watch_once(tmp_path: Path, log: Path, timeout: float = 60) -> tuple[subprocess.CompletedProcess, float]:
+    """The watcher at its production poll interval (1 s), until it exits."""
+    args = [
+        sys.executable,
+        "-c",
+        MEASURED,
+        str(LOGWATCH),
+        "--plan",
+        str(plan_file(tmp_path)),
+        "--log",
+        str(log),
+    ]
+    start = time.monotonic()
+    done = subprocess.run(
+        args + ["--interval", "1"], capture_output=True, text=True, timeout=timeout, check=False
+    )
+    return done, time.monotonic() - start
+
+
+def peak_rss_mib(done: subprocess.CompletedProcess) -> float:
+    return int(re.search(r"peak RSS (\d+) KiB", done.stderr)[1]) / 1024
+
+
+def test_a_signature_after_30_mb_of_log_is_found_in_seconds(tmp_path):
+    """It used to read 1 MiB per poll: 30 polls, 30 s at the 1 s interval, for a log it could read at once."""
+    log = tmp_path / "engine.log"
+    with log.open("wb") as out:
+        out.write(FILLER * (30_000_000 // len(FILLER)))
+        out.write(CRASH.encode() + b"\n")
+    done, elapsed = watch_once(tmp_path, log)
+    print(f"30 MB log: signature found after {elapsed:.2f} s, peak RSS {peak_rss_mib(done):.0f} MiB")
+    assert done.returncode == 12 and CRASH in done.stdout
+    assert elapsed < 10
+
+
+def test_a_signature_inside_a_50_mb_line_is_found_in_bounded_memory(tmp_path):
+    """A line still being written (no newline yet) of 50 MB: matched in overlapping windows, not held."""
+    log = tmp_path / "engine.log"
+    with log.open("wb") as out:
+        out.write(b"INFO start\n" + b"x" * 30_000_000 + CRASH.encode() + b"y" * 20_000_000)
+    done, elapsed = watch_once(tmp_path, log)
+    rss = peak_rss_mib(done)
+    print(f"50 MB line: signature found after {elapsed:.2f} s, peak RSS {rss:.0f} MiB")
+    assert done.returncode == 12 and "appeared in engine.log line 2" in done.stdout
+    assert "kv_indptr[i+1] - kv_indptr[i] should be non-negative" in done.stdout
+    assert elapsed < 10 and rss < 64  # the line alone is 50 MB
+
+
+def test_the_watcher_keeps_up_with_a_log_growing_300_mb_a_minute(tmp_path):
+    """Three times the 100 MB/min an engine at full debug logging may write; reading 1 MiB a poll fell
+    behind by 4 MB every second of it, and would have reported this signature some 15 s late."""
+    log = tmp_path / "engine.log"
+    log.touch()
+    rate = 300e6 / 60  # bytes per second
+    written_at: list[float] = []
+
+    def writer() -> None:
+        with log.open("ab") as out:
+            start = time.monotonic()
+            while time.monotonic() - start < 4:
+                out.write(FILLER * int(rate * 0.05 / len(FILLER)))
+                out.flush()
+                time.sleep(0.05)
+            out.write(CRASH.encode() + b"\n")
+            out.flush()
+            written_at.append(time.monotonic())
+
+    args = [
+        sys.executable,
+        str(LOGWATCH),
+        "--plan",
+        str(plan_file(tmp_path)),
+        "--log",
+        str(log),
+        "--interval",
+        "1",
+    ]
+    watcher = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        out, _ = watcher.communicate(timeout=30)
+        lag = time.monotonic() - written_at[0]
+    finally:
+        watcher.kill()
+        thread.join()
+    print(f"log growing at 300 MB/min: signature reported {lag:.2f} s after it was written")
+    assert watcher.returncode == 12 and CRASH in out
+    assert lag < 1 + LOAD_SLACK_S  # one poll interval
+
+
+def signature(**over) -> dict:
+    return {**SIGNATURE, **over}
+
+
+@pytest.mark.parametrize(
+    "plan, problem",
+    [
+        ([SIGNATURE], "log_signatures is not a list (or the plan is not a JSON object)"),
+        ({"log_signatures": SIGNATURE}, "log_signatures is not a list"),
+        (
+            {"log_signatures": ["kv_indptr"]},
+            "log_signatures[0] is not an object with issue, title, regex, fix",
+        ),
+        ({"log_signatures": [signature(regex=["a"])]}, "log_signatures[0].regex is not a non-empty string"),
+        ({"log_signatures": [signature(regex="(unclosed")]}, "log_signatures[0].regex does not compile"),
+        ({"log_signatures": [signature(regex="x*")]}, "log_signatures[0].regex matches an empty line"),
+        (
+            {"log_signatures": [SIGNATURE, signature(fix=None)]},
+            "log_signatures[1].fix is not a non-empty string",
+        ),
+        ({"log_signatures": [signature(issue=7)]}, "log_signatures[0].issue is not a non-empty string"),
+        ("[" * 100_000 + "]" * 100_000, "not JSON: nested deeper than 64 levels"),
+        ('{"log_signatures": NaN}', "not JSON: log_signatures is NaN"),
+        ("directory", "not a regular file"),
+        ("fifo", "not a regular file"),  # opened without waiting for a writer
+    ],
+    ids=lambda value: str(value)[:40],
+)
+def test_a_plan_it_cannot_use_is_a_usage_error_in_one_line(tmp_path, plan, problem):
+    path = tmp_path / "plan.json"
+    if plan == "directory":
+        path.mkdir()
+    elif plan == "fifo":
+        os.mkfifo(path)
+    else:
+        path.write_text(plan if isinstance(plan, str) else json.dumps(plan))
+    done = subprocess.run(
+        [sys.executable, str(LOGWATCH), "--plan", str(path), "--log", str(tmp_path / "x.log")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"logwatch: cannot use the signatures of {path}: {problem}")
+    assert done.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo"])
+def test_a_log_path_that_is_no_file_is_a_usage_error_in_one_line(tmp_path, kind):
+    log = tmp_path / "engine.log"
+    if kind == "directory":
+        log.mkdir()
+    else:
+        os.mkfifo(log)
+    done = subprocess.run(
+        [sys.executable, str(LOGWATCH), "--plan", str(plan_file(tmp_path)), "--log", str(log)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert (done.returncode, done.stderr) == (2, f"logwatch: cannot read {log}: not a regular file\n")

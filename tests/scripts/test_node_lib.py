@@ -201,16 +201,30 @@ run_cmd "$PYTHON" "$STUB" --marker "$MARKER" --no-server
     assert_no_leftovers()
 
 
-def test_barrier_timeout_names_the_missing_node(node, free_port):
+def test_barrier_timeout_names_the_missing_node(node, free_port, secret):
     port = free_port()
     run = node.run(f"""
 step start-barrier
-barrier start 0 2 127.0.0.1:{port} 1.5 --nodes sim0,sim1
+barrier start 0 2 127.0.0.1:{port} 1.5 --nodes sim0,sim1 --secret-file {secret}
 """)
     assert run.rc == 5, run.text
     expected = "barrier start: timed out after 1.5 s; missing rank(s) 1 (sim1) (code 5)"
     assert f"FAILED start-barrier on sim0: {expected}" in run.err
     assert run.elapsed < FAST
+
+
+def test_barrier_with_a_secret_open_to_others_fails_the_step_naming_the_file(node, free_port, secret):
+    secret.chmod(0o644)
+    run = node.run(f"""
+step start-barrier
+barrier start 1 2 127.0.0.1:{free_port()} 30 --secret-file {secret}
+""")
+    assert run.rc == 13, run.text
+    expected = (
+        f"barrier start: secret file {secret}: mode 0644 lets group or others at it (chmod 600) (code 13)"
+    )
+    assert f"FAILED start-barrier on sim0: {expected}" in run.err
+    assert run.elapsed < FAST  # at once, not after its 30 s timeout
 
 
 def test_arguments_arrive_unchanged_and_execute_nothing(node, tmp_path):

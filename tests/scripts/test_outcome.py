@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 
 import pytest
 from conftest import SCRIPTS
 
 sys.path.insert(0, str(SCRIPTS))
-from outcome import Outcome, verdict  # noqa: E402 (scripts/ is not a package: it runs on the nodes)
+from outcome import Outcome, read_outcome, verdict  # noqa: E402 (scripts/ is not a package: it runs on the nodes)
 
 
 def node(name: str, rc: int, kind: str = "failure", at: float = 0.0, step: str = "s") -> Outcome:
@@ -43,3 +45,67 @@ def test_verdict(outcomes, srun_rc, code, line):
     got_code, got_line = verdict(outcomes, srun_rc)
     assert got_code == code
     assert line in got_line
+
+
+GOOD = b"rc=3\nkind=failure\nat=1700000000.5\nstep=prefill lmcache\n"
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",
+        b"\xff\xfe\x00garbage",
+        GOOD.replace(b"rc=3", b"rc=abc"),
+        GOOD.replace(b"rc=3", b"rc=999"),  # no exit status: sys.exit(999) would exit 231
+        GOOD.replace(b"rc=3", b"rc=-1"),
+        GOOD.replace(b"at=1700000000.5", b"at=nan"),  # a NaN time sorts anywhere: a wrong "first" failure
+        GOOD.replace(b"at=1700000000.5", b"at=inf"),
+        GOOD.replace(b"kind=failure", b"kind=whatever"),
+        GOOD.replace(b"step=prefill lmcache", b"step=\x1b[2J\x1b[Hall good"),  # would drive the terminal
+        GOOD.replace(b"step=prefill lmcache\n", b""),
+        GOOD + b"x" * 10_000_000,
+        "directory",
+        "fifo",  # its open would wait for a writer forever
+    ],
+    ids=lambda c: str(c)[:40],
+)
+def test_a_malformed_outcome_is_no_outcome_never_a_traceback(tmp_path, content):
+    state = tmp_path / "state" / "sim1"
+    state.mkdir(parents=True)
+    if content == "directory":
+        (state / "outcome").mkdir()
+    elif content == "fifo":
+        os.mkfifo(state / "outcome")
+    else:
+        (state / "outcome").write_bytes(content)
+    assert read_outcome(str(tmp_path), "sim1") is None
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPTS / "outcome.py"),
+            "--run-dir",
+            str(tmp_path),
+            "--nodes",
+            "sim1",
+            "--srun-exit",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert (done.returncode, done.stderr) == (
+        1,
+        "job failed: no outcome from sim1 (killed before it could report?)\n",
+    )
+
+
+def test_an_outcome_as_the_node_script_writes_it_is_read(tmp_path):
+    state = tmp_path / "state" / "sim1"
+    state.mkdir(parents=True)
+    (state / "outcome").write_bytes(GOOD)
+    assert read_outcome(str(tmp_path), "sim1") == Outcome(
+        "sim1", 3, "failure", 1700000000.5, "prefill lmcache"
+    )
+    (state / "outcome").write_bytes(b"rc=0\nkind=failure\nat=\nstep=finish barrier\n")  # a clean end
+    assert read_outcome(str(tmp_path), "sim1") == Outcome("sim1", 0, "failure", 0.0, "finish barrier")

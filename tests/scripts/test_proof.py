@@ -8,16 +8,18 @@ import json
 import subprocess
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest import SCRIPTS
+from conftest import LOAD_SLACK_S, SCRIPTS, drip, http_answer, send
 
 PROOF = SCRIPTS / "proof.py"
 sys.path.insert(0, str(SCRIPTS))
+import proof  # noqa: E402 (scripts/ is not a package: it runs on the nodes)
 from promtext import total  # noqa: E402
-from proof import main as proof_main  # noqa: E402 (scripts/ is not a package: it runs on the nodes)
+from proof import main as proof_main  # noqa: E402
 
 SNAPSHOT = """\
 # HELP vllm:prompt_tokens_by_source_total Prompt tokens by source.
@@ -189,7 +191,7 @@ def test_sglang_smoke_needs_the_engines_metrics(fake_pd, capsys):
             "--decode-metrics",
             "http://d",
             "--prefill-metrics",
-            "p",
+            "http://p/metrics",
         ],
         [
             "smoke",
@@ -220,6 +222,84 @@ def test_a_single_node_smoke_checks_the_answer_only(fake_pd, capsys, engine):
 def test_prefill_metrics_without_decode_metrics_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as exit_:
         proof_main(
-            ["smoke", "--engine", "sglang", "--router", "http://x", "--model", "m", "--prefill-metrics", "p"]
+            [
+                "smoke",
+                "--engine",
+                "sglang",
+                "--router",
+                "http://x",
+                "--model",
+                "m",
+                "--prefill-metrics",
+                "http://p/",
+            ]
         )
     assert exit_.value.code == 2 and "a PD job names both" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- servers that misbehave
+
+ANSWER = {"choices": [{"message": {"content": "w0"}}], "usage": {"prompt_tokens": 9, "completion_tokens": 1}}
+
+
+@pytest.mark.parametrize(
+    "answer, reason",
+    [
+        (drip(http_answer(json.dumps(ANSWER).encode())), "smoke request: no complete answer within 1 s"),
+        (send(http_answer(b"x" * 5000)), "smoke request: answer body larger than 1000 bytes"),
+        (send(http_answer(b"[" * 400 + b"]" * 400)), "the answer is not JSON we read (nested deeper"),
+        (send(http_answer(b"busy\r\n\x1b[31m", "503 Service Unavailable")), "smoke request: HTTP 503: busy"),
+    ],
+    ids=["dripping", "endless", "nested-400", "error-with-escapes"],
+)
+def test_the_smoke_request_is_bounded_in_time_and_size(raw_http, monkeypatch, capsys, answer, reason):
+    monkeypatch.setattr(proof, "ANSWER_S", 1.0)
+    monkeypatch.setattr(proof, "MAX_ANSWER_BYTES", 1000)
+    router = raw_http(answer)
+    start = time.monotonic()
+    assert proof_main(["smoke", "--router", router, "--model", "m"]) == 11
+    err = capsys.readouterr().err
+    assert reason in err and err.count("\n") == 1 and "\x1b" not in err
+    assert time.monotonic() - start < 1 + LOAD_SLACK_S
+
+
+@pytest.mark.parametrize(
+    "metrics, reason",
+    [
+        (drip(http_answer(b"x 1\n" * 1000)), "no complete answer within 1 s"),
+        (
+            send(http_answer(b'vllm:prompt_tokens_by_source_total{source="external_kv_transfer"} NaN\n')),
+            "= nan",
+        ),
+        (
+            send(http_answer(b'vllm:prompt_tokens_by_source_total{source="external_kv_transfer"} oops\n')),
+            "exports no",
+        ),
+    ],
+    ids=["dripping", "NaN", "unparsable"],
+)
+def test_a_decode_metrics_endpoint_cannot_hang_or_fool_the_kv_proof(
+    raw_http, monkeypatch, capsys, metrics, reason
+):
+    """NaN compares false with 0: 'moved <= 0' would let a proof pass that saw no KV move."""
+    monkeypatch.setattr(proof, "METRICS_S", 1.0)
+    decode = raw_http(metrics)
+    router = raw_http(send(http_answer(json.dumps(ANSWER).encode())))
+    argv = ["smoke", "--router", router, "--model", "m", "--decode-metrics", f"{decode}/metrics"]
+    assert proof_main(argv) == 11
+    assert reason in capsys.readouterr().err
+
+
+def test_l2_proof_reads_garbled_snapshots_without_a_traceback(tmp_path):
+    (tmp_path / "prefill0.prom").write_bytes(b"\xff\xfe garbage\nvllm:external_prefix_cache_hits_total x\n")
+    (tmp_path / "prefill1.prom").write_text("vllm:external_prefix_cache_hits_total NaN\n")
+    done = subprocess.run(
+        [sys.executable, str(PROOF), "l2", "--metrics-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert (
+        done.returncode == 11
+        and "prefill1.prom reports vllm:external_prefix_cache_hits_total = nan" in done.stderr
+    )

@@ -15,50 +15,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest import SYNC
+from conftest import LOAD_SLACK_S, SYNC, SYNC_PYTHON, drip, http_answer, send, sync
 
-# SYNC_PYTHON runs sync.py under another interpreter (it must work on Python 3.8 in old containers).
-PYTHON = os.environ.get("SYNC_PYTHON", sys.executable)
-
-
-def sync(*args: str, timeout: float = 20) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [PYTHON, str(SYNC), *args], capture_output=True, text=True, timeout=timeout, check=False
-    )
-
-
-def start_sync(*args: str, stderr: Path) -> subprocess.Popen:
-    with open(stderr, "w") as err:
-        return subprocess.Popen([PYTHON, str(SYNC), *args], stdout=subprocess.DEVNULL, stderr=err)
-
-
-def barrier_args(port: int, rank: int, size: int, timeout: float = 10, name: str = "start") -> list[str]:
-    return [
-        "barrier",
-        "--name",
-        name,
-        "--rank",
-        str(rank),
-        "--size",
-        str(size),
-        "--leader",
-        f"127.0.0.1:{port}",
-        "--timeout",
-        str(timeout),
-        "--node",
-        f"sim{rank}",
-    ]
-
-
-@pytest.fixture
-def procs() -> Iterator[list[subprocess.Popen]]:
-    """Background sync.py processes of a test; killed if the test fails before they end."""
-    started: list[subprocess.Popen] = []
-    yield started
-    for proc in started:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+PYTHON = SYNC_PYTHON
 
 
 BODY = {"prefill": {"healthy": 2}, "decode": {"healthy": 1}, "model": "m", "ready": True, "ratio": 0.5}
@@ -93,49 +52,41 @@ def test_help(command):
     assert done.returncode == 0 and "usage: sync.py" in done.stdout
 
 
+WAIT = ("wait-http", "--url", "http://x")
+BARRIER = ("barrier", "--name", "b", "--size", "2", "--timeout", "1", "--secret-file", "s")
+
+
 @pytest.mark.parametrize(
-    "args",
+    "args, message",
     [
-        [],
-        ["wait-http", "--url", "http://x"],
-        ["wait-http", "--url", "http://x", "--timeout", "0"],
-        ["wait-http", "--url", "http://x", "--timeout", "1", "--expect", "novalue"],
-        ["barrier", "--name", "b", "--rank", "0", "--size", "2", "--leader", "nohost", "--timeout", "1"],
-        [
-            "barrier",
-            "--name",
-            "b",
-            "--rank",
-            "0",
-            "--size",
-            "2",
-            "--leader",
-            "h:1",
-            "--timeout",
-            "1",
-            "--publish",
-            "{",
-        ],
-        ["barrier", "--name", "b", "--rank", "2", "--size", "2", "--leader", "h:1", "--timeout", "1"],
-        [
-            "barrier",
-            "--name",
-            "b",
-            "--rank",
-            "0",
-            "--size",
-            "2",
-            "--leader",
-            "h:1",
-            "--timeout",
-            "1",
-            "--nodes",
-            "a",
-        ],
+        ([], "required: COMMAND"),
+        (WAIT, "--timeout"),
+        ((*WAIT, "--timeout", "0"), "must be a finite number > 0"),
+        # float() reads these: a NaN deadline compares false forever, an infinite one never comes
+        ((*WAIT, "--timeout", "nan"), "must be a finite number > 0"),
+        ((*WAIT, "--timeout", "inf"), "must be a finite number > 0"),
+        ((*WAIT, "--timeout", "1", "--expect", "novalue"), "expected KEY=VALUE"),
+        (("wait-http", "--url", "https://x/health", "--timeout", "1"), "not an http://"),
+        (("wait-http", "--url", "http://x:99999/", "--timeout", "1"), "--url"),
+        ((*BARRIER, "--rank", "0", "--leader", "nohost"), "expected HOST:PORT"),
+        ((*BARRIER, "--rank", "0", "--leader", "h:70000"), "PORT 1..65535"),
+        ((*BARRIER, "--rank", "0", "--leader", "h:1", "--publish", "{"), "not JSON"),
+        ((*BARRIER, "--rank", "0", "--leader", "h:1", "--publish", '{"x": NaN}'), "x is NaN"),
+        ((*BARRIER, "--rank", "0", "--leader", "h:1", "--publish", "[" * 17 + "]" * 17), "nested deeper"),
+        ((*BARRIER, "--rank", "2", "--leader", "h:1"), "--rank 2 not in 0..1"),
+        ((*BARRIER, "--rank", "0", "--leader", "h:1", "--size", "1000000"), "--size 1000000 not in 1..4096"),
+        ((*BARRIER, "--rank", "0", "--leader", "h:1", "--nodes", "a"), "--nodes has 1 names"),
+        ((*BARRIER, "--rank", "0", "--leader", "h:1", "--publish-field", "a=" + "x" * 70000), "the hello is"),
+        (
+            ("barrier", "--name", "b", "--rank", "0", "--size", "2", "--leader", "h:1", "--timeout", "1"),
+            "--secret-file",
+        ),
     ],
 )
-def test_usage_errors_exit_2(args):
-    assert sync(*args).returncode == 2
+def test_usage_errors_exit_2_saying_which(args, message):
+    done = sync(*args)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr and "Traceback" not in done.stderr
 
 
 # ---------------------------------------------------------------- wait-http
@@ -214,133 +165,43 @@ def test_wait_http_fails_at_once_when_the_process_is_gone(free_port):
     assert "exited while waiting for" in done.stderr
 
 
-# ---------------------------------------------------------------- barrier
+DRIPPING = {
+    # a server that never finishes its answer, one byte at a time: urllib's timeout is per read
+    "status line": drip(b"HTTP/1.1 200 OK\r\n" * 1000),
+    "body": drip(http_answer(b'{"ready": true}' + b" " * 100_000)),
+}
 
 
-def listening(port: int) -> bool:
-    """Whether something listens on the port (checked without connecting, which could self-connect)."""
-    with open("/proc/net/tcp") as table:
-        return any(line.split()[1].endswith(f":{port:04X}") and line.split()[3] == "0A" for line in table)
-
-
-def read(path: Path) -> str:
-    return path.read_text() if path.exists() else ""
-
-
-def test_barrier_three_ranks_exchange_data_even_when_early(tmp_path, free_port, procs, poll):
-    port = free_port()
-    nodes = ["--nodes", "sim0,sim1,sim2"]
-    for rank in (1, 2):
-        procs.append(
-            start_sync(
-                *barrier_args(port, rank, 3),
-                *nodes,
-                "--publish",
-                f'{{"rank": {rank}}}',
-                "--out",
-                str(tmp_path / f"out{rank}.json"),
-                stderr=tmp_path / f"err{rank}",
-            )
-        )
-    for rank in (1, 2):  # both are retrying before the leader is up
-        poll(lambda r=rank: "waiting for leader" in read(tmp_path / f"err{r}"), 10, f"rank {rank} to retry")
-    leader = sync(
-        *barrier_args(port, 0, 3),
-        *nodes,
-        "--publish",
-        '{"prefill_url": "http://sim0:8000"}',
-        "--out",
-        str(tmp_path / "out0.json"),
-    )
-    assert leader.returncode == 0, leader.stderr
-    assert [proc.wait(timeout=10) for proc in procs] == [0, 0]
-    expected = {
-        "ranks": {
-            "0": {"node": "sim0", "data": {"prefill_url": "http://sim0:8000"}},
-            "1": {"node": "sim1", "data": {"rank": 1}},
-            "2": {"node": "sim2", "data": {"rank": 2}},
-        }
-    }
-    for rank in range(3):
-        assert json.loads((tmp_path / f"out{rank}.json").read_text()) == expected
-    assert not list(tmp_path.glob(".barrier-*"))  # no temporary file left by the atomic write
-
-
-def test_barrier_leader_names_the_missing_node_and_releases_the_waiting(tmp_path, free_port, procs):
-    port = free_port()
-    nodes = ["--nodes", "sim0,sim1,sim2"]
-    procs.append(start_sync(*barrier_args(port, 1, 3, timeout=30), *nodes, stderr=tmp_path / "err1"))
+@pytest.mark.parametrize("where", list(DRIPPING))
+def test_wait_http_timeout_bounds_a_dripping_answer(raw_http, where):
+    url = raw_http(DRIPPING[where]) + "/health"
     start = time.monotonic()
-    leader = sync(*barrier_args(port, 0, 3, timeout=1.5), *nodes)
-    assert leader.returncode == 5
-    assert leader.stderr == "barrier start: timed out after 1.5 s; missing rank(s) 2 (sim2)\n"
-    assert procs[0].wait(timeout=5) == 5  # at once, not after its own 30 s
-    assert time.monotonic() - start < 6
-    # every waiting rank reports the leader's verdict, so each node's output names the missing one
-    assert read(tmp_path / "err1").endswith(
-        "barrier start: leader: timed out after 1.5 s; missing rank(s) 2 (sim2)\n"
+    done = sync(
+        "wait-http", "--url", url, "--timeout", "3", "--name", "api", "--expect", "ready=true", timeout=30
     )
-
-
-def test_barrier_a_rank_with_a_shorter_clock_still_reports_the_leaders_verdict(tmp_path, free_port, procs):
-    """A rank that started waiting earlier must not give up first with a vaguer message."""
-    port = free_port()
-    nodes = ["--nodes", "sim0,sim1,sim2"]
-    procs.append(start_sync(*barrier_args(port, 1, 3, timeout=1), *nodes, stderr=tmp_path / "err1"))
-    leader = sync(*barrier_args(port, 0, 3, timeout=2), *nodes)
-    assert leader.returncode == 5
-    assert procs[0].wait(timeout=15) == 5
-    assert read(tmp_path / "err1").endswith(
-        "barrier start: leader: timed out after 2 s; missing rank(s) 2 (sim2)\n"
+    elapsed = time.monotonic() - start
+    print(f"wait-http --timeout 3 against a server dripping its {where}: failed after {elapsed:.2f} s")
+    assert done.returncode == 4
+    assert (
+        done.stderr == f"wait-http: api not ready at {url} after 3 s (last: no complete answer within 3 s)\n"
     )
+    assert elapsed < 3 + LOAD_SLACK_S
 
 
-def test_barrier_leader_unreachable(free_port):
-    port = free_port()
-    start = time.monotonic()
-    done = sync(*barrier_args(port, 1, 2, timeout=1))
-    assert done.returncode == 5
-    assert done.stderr.endswith(f"barrier start: leader 127.0.0.1:{port} unreachable for 1 s\n")
-    assert 1 <= time.monotonic() - start < 5
-
-
-def test_barrier_leader_port_in_use(free_port):
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        done = sync(*barrier_args(port, 0, 2, timeout=5))
-    assert done.returncode == 6
-    assert done.stderr.startswith(f"barrier start: cannot listen on 127.0.0.1:{port}: ")
-
-
-def test_barrier_rejects_a_foreign_barrier_and_keeps_waiting(tmp_path, free_port, procs, poll):
-    port = free_port()
-    procs.append(start_sync(*barrier_args(port, 0, 2), stderr=tmp_path / "err0"))
-    wrong = sync(*barrier_args(port, 1, 2, name="other"))
-    assert wrong.returncode == 5
-    assert "barrier other: leader: rejected this rank: barrier 'other' != 'start'" in wrong.stderr
-    wrong_size = sync(*barrier_args(port, 1, 3))
-    assert wrong_size.returncode == 5 and "size 3 != 2" in wrong_size.stderr
-    right = sync(*barrier_args(port, 1, 2))
-    assert right.returncode == 0, right.stderr
-    assert procs[0].wait(timeout=10) == 0
-    assert read(tmp_path / "err0").count("rejected a peer") == 2
-
-
-def test_barrier_retry_of_a_rank_replaces_its_earlier_connection(tmp_path, free_port, procs, poll):
-    port = free_port()
-    out = tmp_path / "out0.json"
-    procs.append(start_sync(*barrier_args(port, 0, 3), "--out", str(out), stderr=tmp_path / "err0"))
-    poll(lambda: listening(port), 10, "the leader to listen")
-    hello = {"barrier": "start", "size": 3, "rank": 1, "node": "stale", "data": None}
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as stale:
-        stale.sendall(json.dumps(hello).encode() + b"\n")
-        procs.append(start_sync(*barrier_args(port, 1, 3), stderr=tmp_path / "err1"))
-        assert stale.recv(1000) == b""  # replaced by the retry: closed without a release
-    assert sync(*barrier_args(port, 2, 3)).returncode == 0
-    assert [proc.wait(timeout=10) for proc in procs] == [0, 0]
-    assert json.loads(out.read_text())["ranks"]["1"]["node"] == "sim1"
+@pytest.mark.parametrize(
+    "body, last",
+    [
+        (b"x" * (2 << 20), "answer body larger than 1048576 bytes"),
+        (b"[" * 100_000 + b"]" * 100_000, "body is not JSON we read (nested deeper than 64 levels)"),
+        (b'{"ready": NaN}', "body is not JSON we read (ready is NaN, not a finite number"),
+    ],
+    ids=["2-MiB", "nested-100000", "NaN"],
+)
+def test_wait_http_reads_a_bounded_body_that_is_plain_json(raw_http, body, last):
+    url = raw_http(send(http_answer(body))) + "/health"
+    done = sync("wait-http", "--url", url, "--timeout", "2", "--expect", "ready=true")
+    assert done.returncode == 4
+    assert f"(last: {last}" in done.stderr and done.stderr.count("\n") == 1
 
 
 # ---------------------------------------------------------------- addr, peers, --publish-field
@@ -354,6 +215,7 @@ def fake_scontrol(tmp_path: Path) -> dict[str, str]:
     script = bin_dir / "scontrol"
     script.write_text(
         '#!/bin/sh\n[ -n "$FAKE_NODEADDR" ] || { echo "Node $4 not found" >&2; exit 1; }\n'
+        '[ "$FAKE_NODEADDR" != hang ] || { sleep 60; exit 0; }  # a child holding the pipes, not an exec\n'
         'echo "NodeName=$4 Arch=x86_64 CoresPerSocket=1 NodeAddr=$FAKE_NODEADDR NodeHostName=$4"\n'
     )
     script.chmod(0o755)
@@ -384,6 +246,33 @@ def test_addr_unknown_node_says_what_scontrol_said(fake_scontrol):
     done = addr("--slurm-nodeaddr", "nosuch", env={**fake_scontrol, "FAKE_NODEADDR": ""})
     assert done.returncode == 7
     assert "scontrol show node nosuch exited 1: Node nosuch not found" in done.stderr
+
+
+def test_addr_scontrol_that_hangs_is_given_up_on_in_time(fake_scontrol):
+    start = time.monotonic()
+    done = addr("--slurm-nodeaddr", "--timeout", "1", "node7", env={**fake_scontrol, "FAKE_NODEADDR": "hang"})
+    assert done.returncode == 7
+    assert (
+        done.stderr.startswith("addr node7: scontrol show node node7: ")
+        and "timed out after 1" in done.stderr
+    )
+    assert done.stderr.count("\n") == 1 and time.monotonic() - start < 1 + LOAD_SLACK_S
+
+
+def test_addr_name_lookup_is_given_up_on_in_time(monkeypatch):
+    """getaddrinfo has no timeout: a dead DNS server would hold the node at its address step."""
+    sys.path.insert(0, str(SYNC.parent))
+    import address
+
+    def dead_dns(*_: object) -> None:
+        time.sleep(3)
+        raise OSError("no answer")
+
+    monkeypatch.setattr(address.socket, "getaddrinfo", dead_dns)
+    start = time.monotonic()
+    with pytest.raises(address.AddrError, match=r"cannot resolve 'slow\.example' within 0\.5 s"):
+        address._ipv4_of("slow.example", 0.5)
+    assert time.monotonic() - start < 0.5 + LOAD_SLACK_S
 
 
 def test_addr_of_an_interface_on_this_host():
@@ -424,13 +313,51 @@ def test_peers_refuses_incomplete_or_clashing_tables(tmp_path, data, message):
     assert done.returncode == 8 and message in done.stderr
 
 
-def test_publish_field_serializes_any_text(tmp_path, free_port):
-    """A value with quotes or a newline is published as data, not spliced into JSON by hand."""
-    hostile = 'a"b\\c\n$(x)'
-    out = tmp_path / "out.json"
-    done = sync(*barrier_args(free_port(), 0, 1), "--publish-field", f"addr={hostile}", "--out", str(out))
-    assert done.returncode == 0, done.stderr
-    assert json.loads(out.read_text())["ranks"]["0"]["data"] == {"addr": hostile}
+@pytest.mark.parametrize(
+    "value, problem",
+    [
+        ("10.0.0.1\r", "not printable ASCII without whitespace"),
+        ("10.0.0.1\x00", "not printable ASCII without whitespace"),
+        ("10.0.0.1 ", "not printable ASCII without whitespace"),
+        ("10.0.0.1\n10.0.0.9", "not printable ASCII without whitespace"),
+        ("10.0.0.1;reboot", "not an IPv4 or IPv6 address"),
+        ("sim1", "not an IPv4 or IPv6 address"),
+        ("10.0.0.256", "not an IPv4 or IPv6 address"),
+        ("FD00::1", "not written as fd00::1 (canonical form)"),
+        ("fe80::1%eth0", "an IPv6 zone names an interface of one node only"),
+        ("１０.0.0.1", "not printable ASCII without whitespace"),  # fullwidth digits
+        (["10.0.0.1"], "not a non-empty string"),
+        (167772161, "not a non-empty string"),
+    ],
+)
+def test_peers_address_is_exactly_an_ip_address(tmp_path, value, problem):
+    table = write_table(tmp_path / "t.json", {0: {"addr": "10.0.0.1"}, 1: {"addr": value}})
+    done = sync("peers", "--file", str(table), "--field", "addr", "--address")
+    assert done.returncode == 8
+    assert done.stderr.startswith("peers: rank 1 published addr=") and done.stderr.endswith(f": {problem}\n")
+    assert done.stderr.count("\n") == 1 and done.stdout == ""
+
+
+@pytest.mark.parametrize("value", ["10.0.0.2", "fd00::2", "2001:db8::a:1"])
+def test_peers_address_accepts_ipv4_and_ipv6(tmp_path, value):
+    table = write_table(tmp_path / "t.json", {0: {"addr": "10.0.0.1"}, 1: {"addr": value}})
+    done = sync("peers", "--file", str(table), "--field", "addr", "--address", "--distinct")
+    assert (done.returncode, done.stdout) == (0, f"10.0.0.1\n{value}\n")
+
+
+@pytest.mark.parametrize("value, ok", [("http://sim0:8000/v1", True), ("a\tb", False), ("x\x7f", False)])
+def test_peers_any_field_is_one_printable_word(tmp_path, value, ok):
+    table = write_table(tmp_path / "t.json", {0: {"url": value}})
+    done = sync("peers", "--file", str(table), "--field", "url")
+    assert done.returncode == (0 if ok else 8), done.stderr
+
+
+def test_peers_survives_a_table_nested_100000_deep(tmp_path):
+    table = tmp_path / "t.json"
+    table.write_text('{"ranks": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    done = sync("peers", "--file", str(table), "--field", "addr")
+    assert done.returncode == 8
+    assert "nested deeper than 64 levels" in done.stderr and done.stderr.count("\n") == 1
 
 
 # ---------------------------------------------------------------- dist-version
@@ -506,3 +433,52 @@ def test_dist_version_refuses_what_is_not_exactly_the_pin(tool_dir, setup, messa
     done = dist_version(env, "0.5.5", command="nosuch" if setup == "missing" else "demo")
     assert done.returncode == 9
     assert message in done.stderr
+
+
+def test_dist_version_probe_that_hangs_is_given_up_on_in_time(tool_dir):
+    root, env = tool_dir
+    hang = root / "bin" / "python3-hang"
+    hang.write_text("#!/bin/sh\nsleep 60\nexit 0\n")
+    hang.chmod(0o755)
+    console_script(root, "demo", f"#!{hang}")
+    start = time.monotonic()
+    done = subprocess.run(
+        [
+            PYTHON,
+            str(SYNC),
+            "dist-version",
+            "--command",
+            "demo",
+            "--dist",
+            "demo",
+            "--expect",
+            "1",
+            "--timeout",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 9 and "timed out after 1" in done.stderr and done.stderr.count("\n") == 1
+    assert time.monotonic() - start < 1 + LOAD_SLACK_S
+
+
+def test_dist_version_never_waits_on_a_fifo_on_path(tool_dir):
+    root, env = tool_dir
+    fifo = root / "bin" / "demo"
+    os.mkfifo(fifo)
+    fifo.chmod(0o755)
+    done = subprocess.run(
+        [PYTHON, str(SYNC), "dist-version", "--command", "demo", "--dist", "demo", "--expect", "1"],
+        capture_output=True,
+        text=True,
+        timeout=20,
+        env=env,
+        check=False,
+    )
+    assert (
+        done.returncode == 9 and done.stderr == f"dist-version demo: cannot read {fifo}: not a regular file\n"
+    )
