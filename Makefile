@@ -7,6 +7,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# The real engines' parsers (recipes/engines/): tools like the others, installed from hashed locks.
+ENGINE_TOOLS := engine-vllm engine-sglang
 
 # make lint [CONFIGS="a.yaml b.yaml"] [RUNNERS=r.yaml] [LAUNCH=l.yaml] [CHANGELOG=c.yaml]
 #           [PROFILE=strict|inferencex] [BASE=<git ref>] [REPO=org/repo]
@@ -15,13 +17,14 @@ LINT_ARGS = $(if $(PROFILE),--profile $(PROFILE)) $(if $(RUNNERS),--runners $(RU
 	$(if $(CHANGELOG),--changelog $(CHANGELOG)) $(if $(BASE),--base $(BASE)) $(if $(REPO),--repo $(REPO)) \
 	$(CONFIGS)
 
-.PHONY: help venv lint render submit golden test schema docs bench-lint bench-proxy bench-failfast clean demo report compare cluster-up cluster-down cluster-status tools
+.PHONY: help venv lint render submit golden test schema docs bench-lint bench-proxy bench-failfast clean demo report compare cluster-up cluster-down cluster-status tools check-engines lock-engines
 
 help:
 	@echo "make render [CONFIG=<key>] [OUT=out]   render launch files for every variant"
 	@echo "make submit CONFIG=<key> [VARIANT=<v>] [DRY_RUN=1]   sbatch one variant"
 	@echo "              [SOAK=2h]: soak instead of the sweep (render too): varied load, engines watched"
-	@echo "make lint       validate configs/*-master.yaml, runners.yaml, launch.yaml, known-issues.yaml, perf-changelog.yaml"
+	@echo "make lint       validate configs/*-master.yaml, runners.yaml, launch.yaml, known-issues.yaml, engine-builds.yaml, perf-changelog.yaml"
+	@echo "make check-engines [CONFIG=<key>] [DIR=<rendered dir>]   every rendered engine command line through the real vLLM/SGLang parsers"
 	@echo "make test       the whole test suite"
 	@echo "make schema     regenerate the JSON Schemas under schemas/json/"
 	@echo "make docs [RUN=<run folder>]   docs/recipes/<key>.md + docs/config-reference.md (RUN: record its result first)"
@@ -30,7 +33,9 @@ help:
 	@echo "make bench-failfast   the demo job once per fault class: detection time, leftovers, kept results"
 	@echo "make cluster-up [NODES=3]   local SLURM cluster: slurmctld + one slurmd per node (127.0.0.11, .12, ...)"
 	@echo "make cluster-down           stop the local cluster's daemons;  make cluster-status  daemons and nodes"
-	@echo "make tools     virtualenvs .venv-lmcache, .venv-router, .venv-sglang-router, .venv-bench (pins from pyproject.toml)"
+	@echo "make tools     virtualenvs .venv-lmcache, .venv-router, .venv-sglang-router, .venv-bench, .venv-report,"
+	@echo "               .venv-engine-vllm, .venv-engine-sglang (pins from pyproject.toml; engines from recipes/engines/locks/)"
+	@echo "make lock-engines   re-resolve recipes/engines/locks/ after an engine pin changes in pyproject.toml"
 	@echo "make report RUN=<run folder>   summary.json + pareto.png;  make compare A=<run> B=<run>"
 	@echo "make demo [CONFIG=<local key>]   the local 2P1D recipe end to end on the local cluster (no GPUs)"
 
@@ -69,6 +74,11 @@ docs: $(STAMP)
 	@$(PY) -m recipes.pages $(if $(RUN),--run $(RUN))
 	@$(PY) -m recipes.pages.reference
 
+# Every engine command line of every config (or of the rendered plan.json files under DIR) judged by the real
+# engine its image carries (configs/engine-builds.yaml): one process per engine, 1-3 minutes the first time.
+check-engines: $(STAMP) $(ENGINE_TOOLS:%=.venv-%/.installed)
+	@$(PY) -m recipes.engines $(if $(CONFIG),--config $(CONFIG)) $(if $(DIR),--dir $(DIR))
+
 bench-lint: $(STAMP)
 	$(PY) tests/bench/bench_lint.py
 
@@ -87,7 +97,7 @@ clean:
 # The cluster needs only the standard library: no virtualenv, so it also runs before `make venv`.
 # Clients talk to it with SLURM_CONF=.cluster/slurm.conf (`source sim/cluster/env.sh`).
 NODES ?= 3
-TOOLS := lmcache router sglang-router bench report
+TOOLS := lmcache router sglang-router bench report $(ENGINE_TOOLS)
 
 cluster-up:
 	@$(PYTHON) -m sim.cluster up --nodes $(NODES)
@@ -126,3 +136,13 @@ TOOLS_PIP = -m pip install -qq --disable-pip-version-check
 	 if [ -n "$$torch" ]; then .venv-$*/bin/python $(TOOLS_PIP) "$$torch"; fi
 	.venv-$*/bin/python $(TOOLS_PIP) -e '.[$*]'
 	@touch $@
+
+# The real engines as parsers: uv syncs each from its hashed lock (CPU torch from ENGINE_WHEELS, no CUDA
+# stack), caching downloads in .cache/uv (UV_CACHE_DIR overrides). The more specific pattern wins over the
+# one above.
+.venv-engine-%/.installed: pyproject.toml recipes/engines/locks/engine-%.txt $(STAMP)
+	@recipes/engines/install.sh engine-$*
+
+# After changing an engine pin in pyproject.toml: re-resolve its lock (needs the index), review, commit.
+lock-engines: $(STAMP)
+	@for tool in $(ENGINE_TOOLS); do recipes/engines/install.sh --relock $$tool; done

@@ -1,5 +1,7 @@
 """Per-model engine flags and environment (FACTS §5, §8): what a model needs beyond the config's topology,
-per engine. A model without a recipe for an engine is not rendered for it."""
+per engine, and the facts of its architecture that engines check a launch against (heads vs TP, experts vs
+EP, context length). A model without a recipe for an engine is not rendered for it; `make check-engines`
+builds a stub model folder (config.json only) from its architecture."""
 
 from __future__ import annotations
 
@@ -54,6 +56,154 @@ MODELS: dict[str, dict[str, EngineRecipe]] = {
         ),
     },
 }
+
+
+@dataclass(frozen=True)
+class Experts:
+    """Mixture of experts: routed and shared experts, experts per token, the dense layers first."""
+
+    routed: int
+    shared: int
+    per_token: int
+    intermediate_size: int
+    first_dense_layers: int = 0
+
+
+@dataclass(frozen=True)
+class Mla:
+    """Multi-head latent attention (DeepSeek-V3 style): one compressed KV per token, whatever the heads."""
+
+    q_lora_rank: int
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """The facts of a model's config.json that engines judge a launch by. `extra`: (key, value) pairs the
+    engine's config class of this model type needs besides (rope, routing, layer kinds); `wrapper`: the
+    (architecture, model_type) of a multimodal model whose text model this is (vision tower at defaults)."""
+
+    architecture: str
+    model_type: str
+    layers: int
+    hidden_size: int
+    heads: int
+    kv_heads: int
+    intermediate_size: int
+    vocab_size: int
+    max_positions: int
+    head_dim: int | None = None
+    experts: Experts | None = None
+    mla: Mla | None = None
+    extra: tuple = ()
+    wrapper: tuple | None = None
+    source: str = ""
+
+
+def _minicpm_sala_layers(sparse: tuple, layers: int) -> list:
+    return ["minicpm4" if i in sparse else "lightning-attn" for i in range(layers)]
+
+
+ARCHITECTURES: dict[str, Architecture] = {
+    # moonshotai/Kimi-K2.5 (amd's MXFP4 quantizes experts only: same architecture). Its config.json as
+    # dumped in a public model report, cross-checked with TensorRT-LLM's and a Rust test's copies.
+    "amd/Kimi-K2.5-MXFP4": Architecture(
+        architecture="DeepseekV3ForCausalLM",
+        model_type="deepseek_v3",
+        wrapper=("KimiK25ForConditionalGeneration", "kimi_k25"),
+        layers=61,
+        hidden_size=7168,
+        heads=64,
+        kv_heads=64,
+        intermediate_size=18432,
+        vocab_size=163840,
+        max_positions=262144,
+        experts=Experts(routed=384, shared=1, per_token=8, intermediate_size=2048, first_dense_layers=1),
+        mla=Mla(
+            q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128
+        ),
+        extra=(
+            ("n_group", 1),
+            ("topk_group", 1),
+            ("topk_method", "noaux_tc"),
+            ("scoring_func", "sigmoid"),
+            ("routed_scaling_factor", 2.827),
+            ("norm_topk_prob", True),
+            ("rope_theta", 50000.0),
+            (
+                "rope_scaling",
+                {
+                    "type": "yarn",
+                    "factor": 64.0,
+                    "original_max_position_embeddings": 4096,
+                    "beta_fast": 32.0,
+                    "beta_slow": 1.0,
+                    "mscale": 1.0,
+                    "mscale_all_dim": 1.0,
+                },
+            ),
+        ),
+        source="moonshotai/Kimi-K2.5 config.json (text_config: deepseek_v3)",
+    ),
+    # openbmb/MiniCPM-SALA: 8 sparse-attention (minicpm4) layers among 24 lightning-attention ones.
+    "openbmb/MiniCPM-SALA": Architecture(
+        architecture="MiniCPMSALAForCausalLM",
+        model_type="minicpm_sala",
+        layers=32,
+        hidden_size=4096,
+        heads=32,
+        kv_heads=2,
+        head_dim=128,
+        intermediate_size=16384,
+        vocab_size=73448,
+        max_positions=524288,
+        extra=(
+            ("mixer_types", _minicpm_sala_layers((0, 9, 16, 17, 22, 29, 30, 31), 32)),
+            (
+                "sparse_config",
+                {
+                    "block_size": 64,
+                    "dense_len": 8192,
+                    "init_blocks": 1,
+                    "kernel_size": 32,
+                    "kernel_stride": 16,
+                    "topk": 64,
+                    "use_nope": False,
+                    "window_size": 2048,
+                },
+            ),
+            ("lightning_nh", 32),
+            ("lightning_nkv", 32),
+            ("lightning_head_dim", 128),
+            ("lightning_use_rope", True),
+            ("lightning_scale", "1/sqrt(d)"),
+            ("attn_use_rope", False),
+            ("attn_use_output_gate", True),
+            ("use_output_gate", True),
+            ("use_output_norm", True),
+            ("qk_norm", True),
+            ("rope_theta", 10000.0),
+            ("scale_emb", 12),
+            ("scale_depth", 1.4),
+            ("dim_model_base", 256),
+            ("mup_denominator", 32),
+        ),
+        source="openbmb/MiniCPM-SALA config.json (as saved in a public quantization log)",
+    ),
+}
+
+
+def architecture(model: str) -> Architecture:
+    found = ARCHITECTURES.get(model)
+    if found is None:
+        raise Unsupported(
+            f"no architecture for model {model!r} in recipes/models.py "
+            f"(known: {', '.join(sorted(ARCHITECTURES))})"
+        )
+    return found
 
 
 def model_recipe(model: str, engine: str) -> EngineRecipe:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from schemas import settings as reg
 from schemas.entries import l1_size_gb
+from schemas.kv_path import LMCACHE_MP, kv_connectors
 
 from .models import model_recipe
 from .plan import Ports, Service, Timeouts
@@ -131,7 +132,8 @@ def _vllm_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> Ser
 
 def _kv_transfer_config(t: Target, role: str, s: dict, ports: Ports) -> dict:
     """FACTS §1/§2: decode is a plain Mooncake consumer; prefill a Mooncake producer, joined by the
-    LMCache MP connector under MultiConnector when LMCache is the offload backend."""
+    LMCache MP connector under MultiConnector when LMCache is the offload backend (schemas/kv_path.py
+    decides which, for lint's known issues too)."""
     mooncake_extra = {"mooncake_protocol": s["MC_PROTOCOL"], "num_workers": s["MC_NUM_WORKERS"]}
     if role == "decode":
         # "fail", not recompute: a lost transfer must surface, never turn into silent recompute.
@@ -146,7 +148,7 @@ def _kv_transfer_config(t: Target, role: str, s: dict, ports: Ports) -> dict:
         "kv_role": "kv_producer",
         "kv_connector_extra_config": mooncake_extra,
     }
-    if not t.uses_lmcache:
+    if LMCACHE_MP not in kv_connectors(t.entry, role, t.point):
         return mooncake
     lmcache = {
         "kv_connector": "LMCacheMPConnector",

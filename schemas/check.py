@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
+from .base import ConfigKey
 from .config import MasterEntry
 from .findings import Finding, Problem, validation_problems
 from .known_issues import KnownIssue
@@ -15,20 +16,21 @@ from .yamlio import Document
 PROFILES = ("strict", "inferencex")
 
 
-def duplicate_findings(doc: Document, within: tuple = ()) -> list[Finding]:
-    """Repeated keys (YAML keeps the last silently) under the path prefix `within`."""
+def duplicate_findings(doc: Document) -> list[Finding]:
+    """Repeated keys (YAML keeps the last silently)."""
     return [
         Finding(
             doc.file, d.line, d.path, f"duplicate key '{d.path[-1]}'", f"first defined on line {d.first_line}"
         )
         for d in doc.duplicates
-        if d.path[: len(within)] == within
     ]
 
 
-def validate(doc: Document, model: type[BaseModel], data, base: tuple = ()):
+def validate(doc: Document, model: type[BaseModel] | TypeAdapter, data, base: tuple = ()):
     """(instance or None, findings) for `data` at `base` in `doc`."""
     try:
+        if isinstance(model, TypeAdapter):
+            return model.validate_python(data), []
         return model.model_validate(data), []
     except ValidationError as exc:
         return None, [p.at(doc) for p in validation_problems(exc, model, base)]
@@ -81,6 +83,7 @@ def check_master(
     profile: str,
     issues: tuple = (),
     launch: LaunchProfiles | None = None,
+    builds: tuple | None = None,
 ) -> tuple[dict, list[Finding]]:
     """Valid entries by key, and every finding of the file (an invalid entry never hides another's);
     `issues` and `launch`: the known-issue registry and launch profiles strict rules check entries against."""
@@ -91,11 +94,18 @@ def check_master(
         return {}, findings
     entries = {}
     for key, value in doc.data.items():
+        _, bad_key = validate(doc, _CONFIG_KEY, key, base=(key,))
         entry, problems = validate(doc, MasterEntry, value, base=(key,))
-        findings += problems
-        if entry is not None:
+        findings += bad_key + problems
+        if entry is None:
+            continue
+        findings += [
+            p.at(doc) for p in check_entry(Context(str(key), entry, runners, issues, launch, builds), profile)
+        ]
+        if not bad_key:  # a key of the wrong shape is never rendered (it names folders, files, jobs)
             entries[key] = entry
-            findings += [
-                p.at(doc) for p in check_entry(Context(str(key), entry, runners, issues, launch), profile)
-            ]
     return entries, findings
+
+
+# Config keys are mapping keys, so no model field holds them: they are checked on their own.
+_CONFIG_KEY = TypeAdapter(ConfigKey, config=ConfigDict(strict=True))

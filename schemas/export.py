@@ -8,6 +8,7 @@ from pathlib import Path
 
 from .changelog import Changelog
 from .config import MasterConfig
+from .engine_builds import EngineBuilds
 from .known_issues import KnownIssues
 from .launch import LaunchProfiles
 from .runners import Runners
@@ -19,6 +20,7 @@ SCHEMAS = {
     "launch.schema.json": (LaunchProfiles, "Launch profiles: how a job launches on each runner"),
     "perf-changelog.schema.json": (Changelog, "perf-changelog.yaml: append-only list of perf changes"),
     "known-issues.schema.json": (KnownIssues, "known-issues.yaml: engine bugs, triggers, fixes, workarounds"),
+    "engine-builds.schema.json": (EngineBuilds, "engine-builds.yaml: each image's engine build, parser"),
 }
 
 

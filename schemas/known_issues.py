@@ -27,29 +27,18 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, RootModel, field_validator, model_validator
 
 from . import settings as reg
-from .base import Model
+from .base import Id, Model, Version, prose, shape
 from .config import MasterEntry
 from .findings import Problem, did_you_mean, format_path, one_of
-from .images import parse_image
+from .images import engine_version, parse_image
+from .kv_path import Connector
 
 RECORDS = "known-issue-workarounds"  # the entry key that records applied workarounds
 REGISTRY_FILE = "configs/known-issues.yaml"
-_ID = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
-_FLAG = re.compile(r"--[a-z0-9][a-z0-9-]*(=[^\s=]+)?")
-_COMMIT = re.compile(r"[0-9a-f]{40}")
-_URL = re.compile(r"https://[^\s/]+\.[^\s/]+(/\S*)?")
-
-
-def _id(value: str) -> str:
-    if not _ID.fullmatch(value):
-        raise ValueError(f"{value!r} is not a kebab-case id: lowercase words joined by '-'")
-    return value
 
 
 def _engine_flag(value: str) -> str:
-    """--name or --name=value, and some setting stands for it (a flag lint cannot see could never match)."""
-    if not _FLAG.fullmatch(value):
-        raise ValueError(f"{value!r} is not an engine flag; write --name or --name=value")
+    """Some setting stands for the flag (a flag lint cannot see could never match)."""
     try:
         reg.flag_setting(value)
     except reg.SettingError as exc:
@@ -77,36 +66,54 @@ def _log_regex(value: str) -> str:
     return value
 
 
-def _commit(value: str) -> str:
-    if not _COMMIT.fullmatch(value):
-        raise ValueError(f"{value!r} is not a full 40-hex commit")
-    return value
-
-
-def _https(value: str) -> str:
-    if not _URL.fullmatch(value):
-        raise ValueError(f"{value!r} is not an https:// URL")
-    return value
-
-
-def _schema(pattern: str, text: str):
-    return Field(json_schema_extra={"pattern": pattern}, description=text)
-
-
-Id = Annotated[str, AfterValidator(_id), _schema(f"^{_ID.pattern}$", "kebab-case id")]
-EngineFlag = Annotated[
-    str, AfterValidator(_engine_flag), _schema(f"^{_FLAG.pattern}$", "--name or --name=value")
+# A flag's value is what a setting's value can be: a number, a choice, a name or a path.
+_FLAG = shape(
+    r"--[a-z0-9][a-z0-9-]*(=[A-Za-z0-9._/:+-]+)?",
+    "an engine flag",
+    max_length=128,
+    allowed="--name or --name=value, in ASCII letters, digits and '._/:+-'",
+)
+EngineFlag = Annotated[_FLAG, AfterValidator(_engine_flag)]
+SettingItem = Annotated[
+    str, AfterValidator(_setting_item), Field(json_schema_extra={"pattern": "^[A-Z][A-Z0-9_]*="})
 ]
-SettingItem = Annotated[str, AfterValidator(_setting_item), _schema(r"^[A-Z][A-Z0-9_]*=", "KEY=VALUE")]
-Commit = Annotated[str, AfterValidator(_commit), _schema(f"^{_COMMIT.pattern}$", "40-hex commit")]
-Url = Annotated[str, AfterValidator(_https), _schema(r"^https://", "https:// URL")]
-NonEmpty = Annotated[str, Field(min_length=1)]
+Commit = shape(r"[0-9a-f]{40}", "a full commit", max_length=40, allowed="40 lowercase hex digits")
+# No quote, space, '$', '`', '\\', brackets or braces: a URL here is a plain link.
+Url = shape(
+    r"https://[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+(/[A-Za-z0-9._~:/?#@!&*+,;=%-]*)?",
+    "an https:// URL",
+    max_length=512,
+    allowed="https://host/path in URL-safe ASCII",
+)
+_GLOB = "'*', '?' and '[...]' globs"
+ImageGlob = shape(
+    r"[A-Za-z0-9._/:@*?!\[\]-]+",
+    "an image reference or glob",
+    max_length=256,
+    allowed=f"an image reference in ASCII, with {_GLOB}",
+)
+ModelGlob = shape(
+    r"[A-Za-z0-9._/*?!\[\]-]+",
+    "a model id or glob",
+    max_length=128,
+    allowed=f"org/name in ASCII letters, digits and '._-', with {_GLOB}",
+)
+# An engine build of configs/engine-builds.yaml (schemas/engine_builds.py), as in vllm-0.33.0.
+BuildId = shape(
+    r"[a-z0-9]+([.-][a-z0-9]+)*",
+    "a build id",
+    max_length=64,
+    allowed="lowercase ASCII words of letters and digits joined by '-' or '.', as in vllm-0.33.0",
+)
+Title = prose("a title", 200)
+Text = prose("a one-line text", 500)
+Signature = prose("a one-line regex", 256)
 
 
 class Trigger(Model):
     """What one engine instance must be launched with to walk into the bug (all of it)."""
 
-    model: NonEmpty | None = Field(
+    model: ModelGlob | None = Field(
         None, description="The config's model, exact or fnmatch glob; absent: any."
     )
     flags_all: list[EngineFlag] = Field(
@@ -115,11 +122,18 @@ class Trigger(Model):
     env: list[SettingItem] = Field(
         default_factory=list, description="additional-settings KEY=VALUE, all set."
     )
+    kv_connectors: list[Connector] = Field(
+        default_factory=list,
+        description="vLLM KV connectors all in one worker's kv-transfer-config, MultiConnector children "
+        "included (schemas/kv_path.py decides them from the entry).",
+    )
 
     @model_validator(mode="after")
     def _names_a_launch(self):
-        if not (self.flags_all or self.env):
-            raise ValueError("a trigger needs flags-all or env: what in the launch walks into the bug?")
+        if not (self.flags_all or self.env or self.kv_connectors):
+            raise ValueError(
+                "a trigger needs flags-all, env or kv-connectors: what in the launch walks into the bug?"
+            )
         return self
 
 
@@ -131,25 +145,36 @@ class BuildCommit(Model):
 class Affected(Model):
     """Which builds carry the bug."""
 
-    source: NonEmpty | None = Field(None, description="Which engine source the affected builds come from.")
-    images: list[NonEmpty] = Field(
+    source: Text | None = Field(None, description="Which engine source the affected builds come from.")
+    images: list[ImageGlob] = Field(
         min_length=1, description="Image refs or fnmatch globs; '*' is every image."
     )
     engine_commits_before: BuildCommit | None = Field(
         None, description="Builds from commits before this one carry the bug."
+    )
+    builds: list[BuildId] = Field(
+        default_factory=list, description="Engine builds (configs/engine-builds.yaml) known to carry it."
+    )
+    engine_versions_before: Version | None = Field(
+        None,
+        description="Only engine releases before this one carry it; an image's release is its engine "
+        "build's version (configs/engine-builds.yaml), else its tag's.",
     )
 
 
 class FixedIn(Model):
     """What fixes it, and the images verified to carry the fix (only these pass lint)."""
 
-    change: NonEmpty = Field(description="The upstream change that fixes it.")
-    images: list[NonEmpty] = Field(default_factory=list, description="Image refs or fnmatch globs.")
+    change: Text = Field(description="The upstream change that fixes it.")
+    images: list[ImageGlob] = Field(default_factory=list, description="Image refs or fnmatch globs.")
+    builds: list[BuildId] = Field(
+        default_factory=list, description="Engine builds (configs/engine-builds.yaml) without the bug."
+    )
 
 
 class Workaround(Model):
     id: Id
-    description: NonEmpty
+    description: Text
     flags_add: list[EngineFlag] = Field(default_factory=list)
     flags_remove: list[EngineFlag] = Field(default_factory=list)
     changes_performance: bool = Field(description="true: results are not comparable with runs without it.")
@@ -167,14 +192,15 @@ class KnownIssue(Model):
     """One engine bug recipes must not walk into."""
 
     id: Id
-    title: NonEmpty
+    title: Title
     engine: Literal["sglang", "vllm"]
     trigger: Trigger
     affected: Affected
     fixed_in: FixedIn | None = Field(None, description="Absent: no fix is known.")
     workarounds: list[Workaround] = Field(default_factory=list)
-    log_signature: Annotated[str, AfterValidator(_log_regex)] = Field(
-        description="Python regex a node-side watcher searches engine logs for."
+    log_signature: Annotated[Signature, AfterValidator(_log_regex)] = Field(
+        description="Python regex a node-side watcher searches engine logs for; one line, at most 256 "
+        "characters."
     )
     links: list[Url] = Field(default_factory=list, description="Upstream issue / pull request URLs.")
 
@@ -201,6 +227,7 @@ class Launch:
 
     path: tuple
     settings: dict  # setting name -> typed value, defaults filled in (settings.resolve)
+    connectors: frozenset = frozenset()  # vLLM KV connectors (schemas/kv_path.py)
 
     @property
     def flags(self) -> frozenset[str]:
@@ -217,27 +244,60 @@ def image_matches(image: str, patterns) -> bool:
     return any(fnmatch.fnmatchcase(image, p) or fnmatch.fnmatchcase(spelled, p) for p in patterns)
 
 
-def image_fixed(issue: KnownIssue, image: str) -> bool:
-    return issue.fixed_in is not None and image_matches(image, issue.fixed_in.images)
+def image_fixed(issue: KnownIssue, image: str, build=None) -> bool:
+    """`build`: the image's engine build (schemas/engine_builds.py), when known."""
+    if issue.fixed_in is None:
+        return False
+    return image_matches(image, issue.fixed_in.images) or (
+        build is not None and build.id in issue.fixed_in.builds
+    )
 
 
-def applies(issue: KnownIssue, entry: MasterEntry) -> bool:
+def image_affected(issue: KnownIssue, image: str, build=None) -> bool:
+    a = issue.affected
+    listed = image_matches(image, a.images) or (build is not None and build.id in a.builds)
+    return listed and _release_before(a.engine_versions_before, image, build)
+
+
+def _release_before(limit: str | None, image: str, build) -> bool:
+    """The image's engine release is before `limit`. An image whose release is unknown (a nightly, a
+    digest) is not taken for an old one: lint asks every image for an engine build, which says it."""
+    if limit is None:
+        return True
+    release = _release(build.version) if build is not None and build.version else None
+    release = release or engine_version(image)
+    return release is not None and release < _release(limit)
+
+
+def _release(version: str) -> tuple[int, ...] | None:
+    """'0.33.0' -> (0, 33, 0): what engine_version reads from an image tag, from a plain version."""
+    match = re.match(r"v?([0-9]+)\.([0-9]+)(?:\.([0-9]+))?", version)
+    return tuple(int(g) for g in match.groups(default="0")) if match else None
+
+
+def applies(issue: KnownIssue, entry: MasterEntry, build=None) -> bool:
     """Engine, model and an affected image without the fix: the flags decide the rest."""
     model = issue.trigger.model
     return (
         issue.engine in entry.framework.split("-")
         and (model is None or fnmatch.fnmatchcase(entry.model, model))
-        and image_matches(entry.image, issue.affected.images)
-        and not image_fixed(issue, entry.image)
+        and image_affected(issue, entry.image, build)
+        and not image_fixed(issue, entry.image, build)
     )
 
 
-def triggered(issue: KnownIssue, flags: frozenset, settings: dict) -> bool:
+def triggered(
+    issue: KnownIssue, flags: frozenset, settings: dict, connectors: frozenset = frozenset()
+) -> bool:
     def is_set(item: str) -> bool:
         key, raw = reg.split_setting(item)
         return key in settings and settings[key] == reg.lookup(key).parse(raw)
 
-    return set(issue.trigger.flags_all) <= flags and all(is_set(item) for item in issue.trigger.env)
+    return (
+        set(issue.trigger.flags_all) <= flags
+        and all(is_set(item) for item in issue.trigger.env)
+        and set(issue.trigger.kv_connectors) <= connectors
+    )
 
 
 def applied(workaround: Workaround, flags: frozenset) -> bool:
@@ -252,17 +312,18 @@ def without(workaround: Workaround, flags: frozenset) -> frozenset:
 # ---------------------------------------------------------------- one entry against the registry
 
 
-def entry_problems(path: tuple, entry: MasterEntry, launches, registry) -> Iterator[Problem]:
-    """Unhandled issues, and recorded workarounds that are unknown, repeated, not applied or not needed."""
+def entry_problems(path: tuple, entry: MasterEntry, launches, registry, build=None) -> Iterator[Problem]:
+    """Unhandled issues, and recorded workarounds that are unknown, repeated, not applied or not needed.
+    `build`: the entry image's engine build, when known."""
     by_id = {issue.id: issue for issue in registry}
     problems, records = _records(path, entry, by_id)
     yield from problems
     for issue in registry:
         mine = [(where, w) for where, of, w in records if of is issue]
         if mine:
-            yield from _recorded_problems(path, issue, entry, launches, mine)
-        elif applies(issue, entry):
-            hit = [launch for launch in launches if triggered(issue, launch.flags, launch.settings)]
+            yield from _recorded_problems(path, issue, entry, launches, mine, build)
+        elif applies(issue, entry, build):
+            hit = [x for x in launches if triggered(issue, x.flags, x.settings, x.connectors)]
             if hit:
                 yield Problem(path + ("image",), _unhandled_message(issue, hit, path), fix_hint(issue))
 
@@ -296,20 +357,20 @@ def _records(path: tuple, entry: MasterEntry, by_id: dict) -> tuple[list, list]:
 
 
 def _recorded_problems(
-    path: tuple, issue: KnownIssue, entry: MasterEntry, launches, mine
+    path: tuple, issue: KnownIssue, entry: MasterEntry, launches, mine, build=None
 ) -> Iterator[Problem]:
     for where, workaround in mine:
         needs = [
             launch
             for launch in launches
-            if triggered(issue, without(workaround, launch.flags), launch.settings)
+            if triggered(issue, without(workaround, launch.flags), launch.settings, launch.connectors)
         ]
-        if not needs or not applies(issue, entry):
+        if not needs or not applies(issue, entry, build):
             yield Problem(
                 where,
                 f"recorded workaround {workaround.id} is for an issue this config does not trigger: "
                 f"{issue.id}",
-                f"{_why_not(issue, entry)}; remove the record, it marks results as not comparable",
+                f"{_why_not(issue, entry, build)}; remove the record, it marks results as not comparable",
             )
             continue
         missing = [launch for launch in needs if not applied(workaround, launch.flags)]
@@ -322,14 +383,14 @@ def _recorded_problems(
             )
 
 
-def _why_not(issue: KnownIssue, entry: MasterEntry) -> str:
+def _why_not(issue: KnownIssue, entry: MasterEntry, build=None) -> str:
     if issue.engine not in entry.framework.split("-"):
         return f"framework {entry.framework} does not run {issue.engine}"
     if issue.trigger.model and not fnmatch.fnmatchcase(entry.model, issue.trigger.model):
         return f"model {entry.model} is not {issue.trigger.model}"
-    if image_fixed(issue, entry.image):
+    if image_fixed(issue, entry.image, build):
         return f"image {entry.image} carries the fix"
-    if not image_matches(entry.image, issue.affected.images):
+    if not image_affected(issue, entry.image, build):
         return f"image {entry.image} is not among the affected images"
     return f"no engine of it sets {trigger_settings(issue)}"
 
@@ -343,8 +404,12 @@ def _where(launches, path: tuple) -> str:
 
 
 def trigger_settings(issue: KnownIssue) -> str:
-    """The trigger in config terms: 'DENSE_AS_SPARSE=true + ATTENTION_BACKEND=minicpm_flashinfer'."""
-    return " + ".join([reg.flag_setting(f) for f in issue.trigger.flags_all] + list(issue.trigger.env))
+    """The trigger in config terms: 'DENSE_AS_SPARSE=true + ATTENTION_BACKEND=minicpm_flashinfer'; KV
+    connectors as what renders them (schemas/kv_path.py)."""
+    words = [reg.flag_setting(f) for f in issue.trigger.flags_all] + list(issue.trigger.env)
+    if issue.trigger.kv_connectors:
+        words.append(f"KV connectors {' + '.join(issue.trigger.kv_connectors)}")
+    return " + ".join(words)
 
 
 def workaround_settings(workaround: Workaround) -> str:
@@ -373,10 +438,12 @@ def fix_hint(issue: KnownIssue) -> str:
     if issue.fixed_in is not None:
         before = issue.affected.engine_commits_before
         at = f" ({before.commit[:12]}, {before.date.isoformat()})" if before else ""
-        images = issue.fixed_in.images
+        images, builds = issue.fixed_in.images, issue.fixed_in.builds
+        ways = [f"one of {', '.join(images)}"] if images else []
+        ways += [f"an image of {', '.join(builds)} (configs/engine-builds.yaml)"] if builds else []
         use = (
-            f"use one of {', '.join(images)}"
-            if images
+            f"use {' or '.join(ways)}"
+            if ways
             else f"use an image built with it, listed under fixed-in.images in {REGISTRY_FILE} once verified"
         )
         fix = f"fixed by {issue.fixed_in.change}{at}: {use}"

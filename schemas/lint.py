@@ -15,7 +15,8 @@ from pathlib import Path
 
 from .changelog import DEFAULT_REPO, check_changelog
 from .check import PROFILES, check_known_issues, check_launch, check_master, check_runners
-from .findings import Finding, format_path
+from .engine_builds import check_engine_builds
+from .findings import Finding, format_path, one_line, unreadable
 from .yamlio import Document, YamlSyntaxError, load_file, load_text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,6 +25,7 @@ DEFAULT_RUNNERS = "configs/runners.yaml"
 DEFAULT_LAUNCH = "configs/launch.yaml"
 DEFAULT_CHANGELOG = "perf-changelog.yaml"
 DEFAULT_KNOWN_ISSUES = "configs/known-issues.yaml"
+DEFAULT_ENGINE_BUILDS = "configs/engine-builds.yaml"
 
 
 class UsageError(Exception):
@@ -51,7 +53,7 @@ def lint_runners(path, report: Report):
     try:
         runners, findings = check_runners(read(path))
     except YamlSyntaxError as exc:
-        runners, findings = None, [Finding(exc.file, exc.line, (), exc.message)]
+        runners, findings = None, [unreadable(exc)]
     report.findings += findings
     report.checked.append(str(path))
     return runners
@@ -63,7 +65,7 @@ def lint_launch(path, report: Report):
     try:
         profiles, findings = check_launch(read(path))
     except YamlSyntaxError as exc:
-        profiles, findings = None, [Finding(exc.file, exc.line, (), exc.message)]
+        profiles, findings = None, [unreadable(exc)]
     report.findings += findings
     return profiles
 
@@ -74,29 +76,44 @@ def lint_known_issues(path, report: Report) -> tuple:
     try:
         issues, findings = check_known_issues(read(path))
     except YamlSyntaxError as exc:
-        issues, findings = (), [Finding(exc.file, exc.line, (), exc.message)]
+        issues, findings = (), [unreadable(exc)]
     report.findings += findings
     return issues
+
+
+def lint_engine_builds(path, report: Report) -> tuple:
+    """The engine builds (schemas/engine_builds.py): which build, and parser, each image carries."""
+    report.checked.append(str(path))
+    try:
+        builds, findings = check_engine_builds(read(path))
+    except YamlSyntaxError as exc:
+        builds, findings = (), [unreadable(exc)]
+    report.findings += findings
+    return builds
 
 
 _SHIPPED = object()  # lint_configs' default: the repository's own file, loaded (and reported) under strict
 
 
-def lint_configs(paths, runners, profile: str, report: Report, issues=_SHIPPED, launch=_SHIPPED) -> None:
+def lint_configs(
+    paths, runners, profile: str, report: Report, issues=_SHIPPED, launch=_SHIPPED, builds=_SHIPPED
+) -> None:
     """issues, launch: the known-issue registry and launch profiles the strict rules check against (None:
     not checked, an invalid file reported elsewhere); by default the repository's own."""
     if issues is _SHIPPED:
         issues = lint_known_issues(ROOT / DEFAULT_KNOWN_ISSUES, report) if profile == "strict" else ()
     if launch is _SHIPPED:
         launch = lint_launch(ROOT / DEFAULT_LAUNCH, report) if profile == "strict" else None
+    if builds is _SHIPPED:  # configs/engine-builds.yaml, under strict
+        builds = lint_engine_builds(ROOT / DEFAULT_ENGINE_BUILDS, report) if profile == "strict" else None
     for path in paths:
         report.checked.append(str(path))
         try:
             doc = read(path)
         except YamlSyntaxError as exc:
-            report.findings.append(Finding(exc.file, exc.line, (), exc.message))
+            report.findings.append(unreadable(exc))
             continue
-        entries, findings = check_master(doc, runners, profile, issues or (), launch)
+        entries, findings = check_master(doc, runners, profile, issues or (), launch, builds)
         for key in entries.keys() & report.entries.keys():
             findings.append(
                 Finding(str(path), doc.line_of((key,)), (key,), "config key defined in another file too")
@@ -153,7 +170,7 @@ def lint_changelog(path, *, repo: str, config_keys, base: str | None, report: Re
     try:
         doc = read(path)
     except YamlSyntaxError as exc:
-        report.findings.append(Finding(exc.file, exc.line, (), exc.message))
+        report.findings.append(unreadable(exc))
         return
     history = base_entries(Path(path), base) if base else None
     report.findings += check_changelog(doc, repo=repo, config_keys=config_keys, base=history)
@@ -189,8 +206,9 @@ def run(args: argparse.Namespace) -> Report:
         issues = lint_known_issues(args.known_issues or ROOT / DEFAULT_KNOWN_ISSUES, report)
     if strict_configs or args.launch:
         launch = lint_launch(args.launch or ROOT / DEFAULT_LAUNCH, report)
+    builds = lint_engine_builds(ROOT / DEFAULT_ENGINE_BUILDS, report) if strict_configs else None
     config_paths = [Path(c) for c in args.configs] or (default_configs() if check_configs else [])
-    lint_configs(config_paths, runners, args.profile, report, issues, launch)
+    lint_configs(config_paths, runners, args.profile, report, issues, launch, builds)
     if args.changelog or not selected:
         keys = report.entries.keys() if args.configs or not selected else _keys_of(default_configs())
         lint_changelog(
@@ -215,7 +233,7 @@ def main(argv=None) -> int:
     try:
         report = run(args)
     except UsageError as exc:
-        print(f"lint: {exc}", file=sys.stderr)
+        print(one_line(f"lint: {exc}"), file=sys.stderr)
         return 2
     # Key paths may mix str, int and None keys (YAML allows any scalar as a key): sort them as text.
     for finding in sorted(report.findings, key=lambda f: (f.file, f.line, format_path(f.path), f.message)):
@@ -237,8 +255,9 @@ def entrypoint() -> None:
     except Exception as exc:  # a bug, not bad input: say so in one line unless debugging
         if os.environ.get("RECIPES_DEBUG"):
             raise
+        what = f"{type(exc).__name__}: {exc}"
         print(
-            f"lint: internal error: {type(exc).__name__}: {exc} (rerun with RECIPES_DEBUG=1 and report it)",
+            one_line(f"lint: internal error: {what} (rerun with RECIPES_DEBUG=1 and report it)"),
             file=sys.stderr,
         )
         code = 3

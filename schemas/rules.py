@@ -8,12 +8,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from . import engine_builds as eb
 from . import known_issues as ki
 from . import settings as reg
 from .config import MasterEntry, Worker
 from .entries import Point, l1_size_gb, parsed_settings, points, role_gpus, workers
 from .findings import Problem, did_you_mean, one_of
 from .images import engine_version, image_problems
+from .kv_path import kv_connectors
 from .launch import LaunchProfiles
 from .routers import PD_PROXY, PD_PROXY_VERSION, ROUTERS
 from .runners import Hardware, Runners
@@ -30,6 +32,7 @@ class Context:
     runners: Runners | None
     issues: tuple = ()  # of known_issues.KnownIssue: the registry strict rules check against
     launch: LaunchProfiles | None = None  # configs/launch.yaml; None: launch facts are not checked
+    builds: tuple | None = None  # of engine_builds.EngineBuild (engine-builds.yaml); None: not checked
 
     @property
     def path(self) -> tuple:
@@ -382,11 +385,25 @@ def _mooncake_needs_vllm_016(ctx: Context):
         )
 
 
+def _image_has_engine_build(ctx: Context):
+    """The image carries exactly one engine build of configs/engine-builds.yaml, of the engine the framework
+    runs: it says which parser judges the config's command lines (`make check-engines`) and which known
+    issues its release carries."""
+    if ctx.builds is not None:
+        engine = reg.engine_of(ctx.entry.framework)
+        yield from eb.image_build_problems(ctx.path + ("image",), ctx.entry.image, engine, ctx.builds)
+
+
 def _known_issues_handled(ctx: Context):
-    """An engine bug a worker's flags walk into on an image without the fix needs a recorded, applied
-    workaround (it changes performance, so results must say so); a record nothing needs is an error too."""
-    launches = [ki.Launch(path, reg.resolve(role, parsed_settings(w))) for path, role, w, _ in ctx.workers()]
-    yield from ki.entry_problems(ctx.path, ctx.entry, launches, ctx.issues)
+    """An engine bug a worker's flags (or KV connectors) walk into on an image without the fix needs a
+    recorded, applied workaround (it changes performance, so results must say so); a record nothing needs
+    is an error too."""
+    launches = [
+        ki.Launch(path, reg.resolve(role, parsed_settings(w)), frozenset(kv_connectors(ctx.entry, role, pt)))
+        for path, role, w, pt in ctx.workers()
+    ]
+    build = eb.build_of(ctx.entry.image, ctx.builds or ())
+    yield from ki.entry_problems(ctx.path, ctx.entry, launches, ctx.issues, build)
 
 
 STRICT = (
@@ -404,6 +421,7 @@ STRICT = (
     _topology_fits_runner,
     _lmcache_l1_fits,
     _mooncake_needs_vllm_016,
+    _image_has_engine_build,
     _known_issues_handled,
 )
 

@@ -31,7 +31,7 @@ class ServeConfig:
     max_num_seqs: int
     prefix_caching: bool
     prompt_tokens_details: bool
-    api_key: str | None
+    api_key: tuple[str, ...]  # any of them (vLLM takes one or more); () = no key
     kv: Connectors | None
 
 

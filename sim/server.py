@@ -81,7 +81,8 @@ class Api:
                 dialect=self.dialect,
             )
         )
-        self.auth = f"Bearer {config.api_key}".encode() if config.api_key else None
+        keys = (config.api_key,) if isinstance(config.api_key, str) else config.api_key or ()
+        self.auth = frozenset(f"Bearer {key}".encode() for key in keys)
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
@@ -95,7 +96,7 @@ class Api:
             return await respond(send, 200, self.engine.metrics.render().encode(), METRICS)
         if path != "/v1/models" and path not in ENDPOINTS:
             return await respond(send, 404, b'{"detail":"Not Found"}')
-        if self.auth and dict(scope["headers"]).get(b"authorization") != self.auth:
+        if self.auth and dict(scope["headers"]).get(b"authorization") not in self.auth:
             return await respond(send, 401, b'{"error":"Unauthorized"}')
         if path == "/v1/models" and method == "GET":
             return await respond(send, 200, self.models)

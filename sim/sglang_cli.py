@@ -1,11 +1,12 @@
 """`python3 -m sglang.launch_server ARGS` parsed the way SGLang's ServerArgs does, into a frozen SGLangConfig.
 
-The simulated build is OpenBMB's SGLang fork (branch minicpm_sala, FACTS.md section 8): upstream flags plus
-`--dense-as-sparse`, `--force-dense-minicpm`, `--fuse-topk`, `--split-stage1` and the `minicpm_flashattn` /
-`minicpm_flashinfer` attention backends. Flag names, types, choices and defaults are those of that build's
-sglang/srt/server_args.py (see sim/README.md, "SGLang: the contract as seen"); only a subset is accepted.
+The simulated build is OpenBMB's SGLang fork (branch minicpm_sala, FACTS.md section 8). Its own parser is
+not published, so flag names, arities and choices are held to upstream SGLang 0.5.23's parser
+(sim/parity/sglang-0.5.23.json, tests/sim/test_parity.py) plus the fork's own flags that
+configs/engine-builds.yaml declares with their source (FORK_FLAGS); only a subset is accepted.
 
-Usage errors (unknown flag, bad value or choice, missing --model-path) print argparse's message and exit 2,
+Usage errors (unknown flag, ambiguous abbreviation, bad value or choice, missing --model-path) print
+argparse's message and exit 2,
 as SGLang's parser does; start-up errors print one ERROR line and exit 1.
 """
 
@@ -13,79 +14,64 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
+from decimal import Decimal
 from typing import Any
 
-from sim import settings
+from sim import realflags, settings
 from sim.config import StartupError, model_dir, read_hf_config
-from sim.sglang_config import FAKE_BOOTSTRAP_HOST, VERSION, SGLangConfig
+from sim.sglang_config import (
+    ATTENTION_BACKENDS,
+    FAKE_BOOTSTRAP_HOST,
+    KV_CACHE_DTYPES,
+    LOAD_BALANCE_METHODS,
+    LOAD_FORMATS,
+    QUANTIZATIONS,
+    SCHEDULE_POLICIES,
+    TRANSFER_BACKENDS,
+    VERSION,
+    SGLangConfig,
+)
 
 __all__ = ["FAKE_BOOTSTRAP_HOST", "VERSION", "SGLangConfig", "main"]
 
 PROG = "launch_server.py"  # argparse's prog under `python3 -m sglang.launch_server`
 SIMULATED_TRANSFER = "mooncake"
-ATTENTION_BACKENDS = (
-    "triton",
-    "torch_native",
-    "flex_attention",
-    "nsa",
-    "cutlass_mla",
-    "fa3",
-    "fa4",
-    "flashinfer",
-    "flashmla",
-    "trtllm_mla",
-    "trtllm_mha",
-    "dual_chunk_flash_attn",
-    "minicpm_flashattn",
-    "minicpm_flashinfer",
-    "aiter",
-    "wave",
-    "intel_amx",
-    "ascend",
-    "intel_xpu",
-)
-TRANSFER_BACKENDS = ("mooncake", "nixl", "ascend", "fake")
-QUANTIZATIONS = (
-    "awq",
-    "fp8",
-    "gptq",
-    "marlin",
-    "gptq_marlin",
-    "awq_marlin",
-    "bitsandbytes",
-    "gguf",
-    "modelopt",
-    "modelopt_fp8",
-    "modelopt_fp4",
-    "petit_nvfp4",
-    "w8a8_int8",
-    "w8a8_fp8",
-    "moe_wna16",
-    "qoq",
-    "w4afp8",
-    "mxfp4",
-    "auto-round",
-    "compressed-tensors",
-    "modelslim",
-)
-LOAD_FORMATS = (
-    "auto",
-    "pt",
-    "safetensors",
-    "npcache",
-    "dummy",
-    "sharded_state",
-    "gguf",
-    "bitsandbytes",
-    "layered",
-    "flash_rl",
-    "remote",
-    "remote_instance",
-    "fastsafetensors",
-    "private",
-)
+_HUMAN = re.compile(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)")
 CONTEXT_LENGTH_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length")
+
+
+def human_int(text: str) -> int:
+    """SGLang's human-readable integers: 32768, SI 32k (x1000), IEC 32Ki (x1024); case-sensitive."""
+    match = _HUMAN.fullmatch(text.strip())
+    if match:
+        number, suffix = match.groups()
+        if suffix.endswith("i"):
+            if "." in number:
+                message = f"Decimals are not allowed with IEC suffixes like '{suffix}'."
+                raise argparse.ArgumentTypeError(message)
+            return int(number) * 2 ** (10 * ("KMGT".index(suffix[0]) + 1))
+        return int(Decimal(number) * 10 ** (3 * ("kMGT".index(suffix) + 1)))
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"Invalid integer value: '{text}'. Use a plain integer, SI suffixes (1k, 1M), or IEC suffixes "
+            "(1Ki, 1Mi). Suffixes are case-sensitive."
+        ) from None
+
+
+class DeprecatedStoreTrueAction(argparse.Action):
+    """SGLang's deprecated switches: still True, with a warning."""
+
+    def __init__(self, option_strings, dest, **kw):
+        super().__init__(option_strings, dest, nargs=0, const=True, default=False, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        warning = f"'{option_string}' is deprecated and will be removed in a future release."
+        print(f"WARNING {warning}", file=sys.stderr)
+        setattr(namespace, self.dest, True)
 
 
 def _flag(p: argparse.ArgumentParser, *names: str, **kw: Any) -> None:
@@ -93,44 +79,34 @@ def _flag(p: argparse.ArgumentParser, *names: str, **kw: Any) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """A subset of ServerArgs.add_cli_args; dests are ServerArgs' field names."""
-    # SGLang's parser allows abbreviations; with a subset of its flags the sim cannot tell which ones real
-    # SGLang finds ambiguous, so it accepts none except --tp (documented, e.g. `--tp 8`; unambiguous).
+    """A subset of ServerArgs.add_cli_args with upstream 0.5.23's option strings, arities and choices, plus
+    the fork's own flags (declared in configs/engine-builds.yaml); dests are ServerArgs' field names.
+    Abbreviations are resolved before, over those same flags (sim/realflags.py)."""
     p = argparse.ArgumentParser(prog=PROG, allow_abbrev=False)
     _flag(p, "--model-path", "--model", dest="model_path", required=True)
     _flag(p, "--tokenizer-path")
     _flag(p, "--tokenizer-mode", default="auto", choices=["auto", "slow"])
     _flag(p, "--load-format", default="auto", choices=LOAD_FORMATS)
-    _flag(p, "--context-length", type=int)
+    _flag(p, "--context-length", type=human_int)
     _flag(p, "--revision")
     _flag(p, "--host", default="127.0.0.1")
     _flag(p, "--port", type=int, default=30000)
     _flag(p, "--warmups")
     _flag(p, "--dtype", default="auto", choices=["auto", "half", "float16", "bfloat16", "float", "float32"])
     _flag(p, "--quantization", choices=QUANTIZATIONS)
-    _flag(
-        p,
-        "--kv-cache-dtype",
-        default="auto",
-        choices=["auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16", "fp4_e2m1"],
-    )
+    _flag(p, "--kv-cache-dtype", default="auto", choices=KV_CACHE_DTYPES)
     _flag(p, "--mem-fraction-static", type=float)
     _flag(p, "--max-running-requests", type=int)
     _flag(p, "--max-queued-requests", type=int)
-    _flag(p, "--max-total-tokens", type=int)
+    _flag(p, "--max-total-tokens", type=human_int)
     _flag(p, "--chunked-prefill-size", type=int)
-    _flag(p, "--max-prefill-tokens", type=int, default=16384)
+    _flag(p, "--max-prefill-tokens", type=human_int, default=16384)
     _flag(p, "--prefill-max-requests", type=int)
-    _flag(
-        p,
-        "--schedule-policy",
-        default="fcfs",
-        choices=["lpm", "random", "fcfs", "dfs-weight", "lof", "priority"],
-    )
+    _flag(p, "--schedule-policy", default="fcfs", choices=SCHEDULE_POLICIES)
     _flag(p, "--schedule-conservativeness", type=float, default=1.0)
     _flag(p, "--page-size", type=int)
     _flag(p, "--device")
-    _flag(p, "--tensor-parallel-size", "--tp-size", "--tp", dest="tp_size", type=int, default=1)
+    _flag(p, "--tp-size", "--tensor-parallel-size", dest="tp_size", type=int, default=1)
     _flag(p, "--pipeline-parallel-size", "--pp-size", dest="pp_size", type=int, default=1)
     _flag(p, "--stream-interval", type=int, default=1)
     _flag(p, "--random-seed", type=int)
@@ -146,32 +122,25 @@ def build_parser() -> argparse.ArgumentParser:
     _flag(p, "--served-model-name")
     _flag(p, "--chat-template")
     _flag(p, "--data-parallel-size", "--dp-size", dest="dp_size", type=int, default=1)
-    _flag(
-        p,
-        "--load-balance-method",
-        default="auto",
-        choices=["auto", "round_robin", "follow_bootstrap_room", "shortest_queue", "minimum_tokens"],
-    )
+    _flag(p, "--load-balance-method", default="auto", choices=LOAD_BALANCE_METHODS)
     _flag(p, "--dist-init-addr", "--nccl-init-addr", dest="dist_init_addr")
     _flag(p, "--nnodes", type=int, default=1)
     _flag(p, "--node-rank", type=int, default=0)
     _flag(p, "--json-model-override-args", default="{}")
     for name in ("--attention-backend", "--prefill-attention-backend", "--decode-attention-backend"):
         _flag(p, name, choices=ATTENTION_BACKENDS)
-    _flag(p, "--sampling-backend", choices=["flashinfer", "pytorch", "ascend"])
+    _flag(p, "--sampling-backend", choices=["flashinfer", "pytorch", "ascend", "intel_xpu"])
     _flag(p, "--grammar-backend", choices=["xgrammar", "outlines", "llguidance", "none"])
-    _flag(p, "--cuda-graph-max-bs", type=int)
-    _flag(p, "--cuda-graph-bs", type=int, nargs="+")
     _flag(p, "--torch-compile-max-bs", type=int, default=32)
     _flag(p, "--num-continuous-decode-steps", type=int, default=1)
     _flag(p, "--disaggregation-mode", default="null", choices=["null", "prefill", "decode"])
     _flag(p, "--disaggregation-transfer-backend", default="mooncake", choices=TRANSFER_BACKENDS)
     _flag(p, "--disaggregation-bootstrap-port", type=int, default=8998)
-    _flag(p, "--disaggregation-decode-tp", type=int)
-    _flag(p, "--disaggregation-decode-dp", type=int)
-    _flag(p, "--disaggregation-prefill-pp", type=int, default=1)
     _flag(p, "--disaggregation-ib-device")
     _flag(p, "--num-reserved-decode-tokens", type=int, default=512)
+    _flag(p, "--enable-hierarchical-cache", "--enable-hicache", action="store_true")
+    for name in ("--disable-cuda-graph", "--enable-dp-attention"):
+        _flag(p, name, action=DeprecatedStoreTrueAction)
     for name in (
         "--trust-remote-code",
         "--skip-tokenizer-init",
@@ -181,18 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-requests",
         "--enable-cache-report",
         "--disable-radix-cache",
-        "--disable-cuda-graph",
         "--disable-cuda-graph-padding",
-        "--enable-piecewise-cuda-graph",
-        "--fuse-topk",
-        "--split-stage1",
-        "--dense-as-sparse",
-        "--force-dense-minicpm",
-        "--enable-hierarchical-cache",
         "--disable-custom-all-reduce",
         "--disable-overlap-schedule",
         "--enable-mixed-chunk",
-        "--enable-dp-attention",
         "--enable-torch-compile",
         "--enable-p2p-check",
         "--allow-auto-truncate",
@@ -200,12 +161,43 @@ def build_parser() -> argparse.ArgumentParser:
         "--disaggregation-decode-enable-offload-kvcache",
     ):
         _flag(p, name, action="store_true")
+    _fork_flags(p)
     return p
 
 
+def _fork_flags(p: argparse.ArgumentParser) -> None:
+    """The fork's own flags (its server_args.py; declared, with that source, in configs/engine-builds.yaml
+    for build sglang-minicpm-sala-fork): upstream 0.5.23 has none of them."""
+    for name in ("--dense-as-sparse", "--force-dense-minicpm", "--fuse-topk", "--split-stage1"):
+        _flag(p, name, action="store_true")
+    _flag(p, "--enable-piecewise-cuda-graph", action="store_true")
+    _flag(p, "--cuda-graph-max-bs", type=int)
+    _flag(p, "--cuda-graph-bs", type=int, nargs="+")
+    _flag(p, "--disaggregation-decode-tp", type=int)
+    _flag(p, "--disaggregation-decode-dp", type=int)
+    _flag(p, "--disaggregation-prefill-pp", type=int, default=1)
+
+
+FORK_FLAGS = (
+    "--dense-as-sparse",
+    "--force-dense-minicpm",
+    "--fuse-topk",
+    "--split-stage1",
+    "--enable-piecewise-cuda-graph",
+    "--cuda-graph-max-bs",
+    "--cuda-graph-bs",
+    "--disaggregation-decode-tp",
+    "--disaggregation-decode-dp",
+    "--disaggregation-prefill-pp",
+)
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    """argv after `-m sglang.launch_server`; argparse errors exit 2."""
-    return build_parser().parse_args(argv)
+    """argv after `-m sglang.launch_server`; argparse errors exit 2. Abbreviations resolve over upstream
+    0.5.23's flags and the fork's, as SGLang's parser (allow_abbrev) does over its own."""
+    parser = build_parser()
+    vocabulary = realflags.vocabulary("sglang", FORK_FLAGS)
+    return parser.parse_args(realflags.expand(list(argv), vocabulary, parser.error))
 
 
 def context_length(requested: int | None, hf_config: dict[str, Any]) -> int:

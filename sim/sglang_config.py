@@ -13,6 +13,103 @@ FAKE_BOOTSTRAP_HOST = "2.2.2.2"  # sglang/srt/disaggregation/utils.py: a fake tr
 # kv_indptr crash (FACTS.md section 8).
 BUGGY_BACKEND = "minicpm_flashinfer"
 
+# Choices as upstream SGLang 0.5.23 parses them (tests/sim/test_parity.py holds them to its parser).
+ATTENTION_BACKENDS = (
+    "triton",
+    "torch_native",
+    "flex_attention",
+    "dsa",
+    "nsa",
+    "qsa",
+    "dsv4",
+    "compressed",
+    "fa3",
+    "fa4",
+    "flashinfer",
+    "llada2_cfg_flashinfer",
+    "flashmla",
+    "trtllm_mla",
+    "cutedsl_mla",
+    "tokenspeed_mla",
+    "trtllm_mha",
+    "minicpm_flashattn",
+    "minicpm_flashinfer",
+    "hpc_ops",
+    "aiter",
+    "wave",
+    "intel_amx",
+    "ascend",
+    "intel_xpu",
+)
+TRANSFER_BACKENDS = ("mooncake", "mooncake_tcp", "nixl", "mori", "ascend", "fake")
+QUANTIZATIONS = (
+    "awq",
+    "fp8",
+    "mxfp8",
+    "gptq",
+    "gptq_marlin",
+    "awq_marlin",
+    "bitsandbytes",
+    "gguf",
+    "modelopt",
+    "modelopt_fp8",
+    "modelopt_fp4",
+    "modelopt_mixed",
+    "nvfp4_online",
+    "petit_nvfp4",
+    "w8a8_int8",
+    "w8a8_fp8",
+    "moe_wna16",
+    "w4afp8",
+    "mxfp4",
+    "auto-round",
+    "auto-round-int8",
+    "compressed-tensors",
+    "modelslim",
+    "quark",
+    "quark_int4fp8_moe",
+    "quark_mxfp4",
+    "mxfp_w4a8",
+    "humming",
+    "mlx_q4",
+    "mlx_q8",
+    "unquant",
+)
+LOAD_FORMATS = (
+    "auto",
+    "pt",
+    "safetensors",
+    "npcache",
+    "dummy",
+    "sharded_state",
+    "gguf",
+    "bitsandbytes",
+    "layered",
+    "flash_rl",
+    "remote",
+    "remote_instance",
+    "fastsafetensors",
+    "instanttensor",
+    "private",
+    "presharded",
+    "expert_pack",
+    "mistral",
+    "runai_streamer",
+)
+KV_CACHE_DTYPES = ("auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16", "mxfp8", "nvfp4", "fp4_mx_block16")
+SCHEDULE_POLICIES = (
+    "lpm",
+    "random",
+    "fcfs",
+    "dfs-weight",
+    "lof",
+    "priority",
+    "routing-key",
+    "hrrn",
+    "shortest-prefill-first",
+)
+LOAD_BALANCE_METHODS = ("auto", "round_robin", "follow_bootstrap_room", "total_requests", "total_tokens")
+
 
 @dataclass(frozen=True)
 class SGLangConfig:

@@ -66,7 +66,7 @@ class SGLangApi(Api):
             return await respond(send, 200, self.engine.metrics.render().encode(), METRICS)
         if path not in self.info and path not in COMPLETIONS:
             return await respond(send, 404, b'{"detail":"Not Found"}')
-        if self.auth and dict(scope["headers"]).get(b"authorization") != self.auth:
+        if self.auth and dict(scope["headers"]).get(b"authorization") not in self.auth:
             return await respond(send, 401, b'{"error":"Unauthorized"}')
         if path in self.info:
             if method != "GET":

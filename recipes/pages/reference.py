@@ -27,6 +27,7 @@ EXAMPLES = {
     "launch.schema.json": "configs/launch.yaml",
     "perf-changelog.schema.json": "perf-changelog.yaml",
     "known-issues.schema.json": "configs/known-issues.yaml",
+    "engine-builds.schema.json": "configs/engine-builds.yaml",
 }
 MAX_EXAMPLE = 70  # characters: a longer value is shown by its first item, or not at all
 

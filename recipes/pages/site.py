@@ -17,6 +17,7 @@ from pathlib import Path
 
 import jinja2
 
+from schemas import engine_builds as eb
 from schemas import known_issues as ki
 from schemas import lint
 from schemas.yamlio import YamlSyntaxError, load_file
@@ -117,6 +118,7 @@ def page(key: str, src: Sources, results: dict, env: jinja2.Environment | None =
         l2=grouped(variants, "l2"),
         results=verified_views(results, rendered),
         issues=issue_views(entry, src.issues),
+        build=eb.build_of(entry.image, eb.shipped()),
     )
 
 
@@ -144,7 +146,7 @@ def issue_views(entry, issues: tuple) -> list[dict]:
             {
                 "issue": issue,
                 "trigger": ki.trigger_settings(issue),
-                "fixed": ki.image_fixed(issue, entry.image),
+                "fixed": ki.image_fixed(issue, entry.image, eb.build_of(entry.image, eb.shipped())),
                 "fix": ki.fix_hint(issue).split("; or record a workaround")[0],
                 "workarounds": [
                     {

@@ -33,6 +33,7 @@ def test_variants_of_every_shipped_config(rendered):
         SGLANG_PD,
         SGLANG_ONE,
         MINICPM,
+        ("minicpm-sala-bf16-h200-sglang-upstream", "fsl8k1k_tp1"),
     }
 
 
@@ -110,7 +111,7 @@ def test_decode_nodes_run_no_lmcache(rendered):
 def test_engine_env_sets_mooncake_and_rocm(rendered):
     env = dict(rendered[SEED].plan.env_exported)
     assert env["VLLM_MOONCAKE_BOOTSTRAP_PORT"] == "8998" and env["VLLM_ROCM_USE_AITER"] == "1"
-    vllm = flat(rendered[SEED].plan.roles[1].services[0].argv)
+    vllm = flat(rendered[SEED].plan.roles[1].services[-1].argv)
     assert vllm[:2] == ["env", "VLLM_HOST_IP=${NODE_ADDR}"] and "--enable-prefix-caching" in vllm
 
 
@@ -234,8 +235,12 @@ def test_recorded_workarounds_reach_the_plan_and_log_signatures_are_watched_befo
         for role in plan.roles:
             names = [s.name for s in role.services]
             assert names.index("known-issues") == names.index("sglang") - 1, names
-    # vLLM has no known issue in the registry: nothing to watch, nothing recorded
-    assert rendered[LOCAL].plan.log_signatures == () and rendered[LOCAL].plan.workarounds == ()
+    # vLLM's known issue (vllm-multiconnector-prom-metrics) is fixed in this image: watched, nothing recorded
+    assert [s["issue"] for s in rendered[LOCAL].plan.log_signatures] == ["vllm-multiconnector-prom-metrics"]
+    assert rendered[LOCAL].plan.workarounds == ()
+    for role in rendered[LOCAL].plan.roles:
+        names = [s.name for s in role.services]
+        assert names.index("known-issues") == names.index("vllm") - 1, names
 
 
 def test_soak_cycles_concurrency_and_prompt_length_and_must_fit_the_time_limit(configs):

@@ -102,7 +102,7 @@ def lint_fixture(case: Case, profile="strict"):
 REJECT = cases(
     ("unfixed-image", [], [], "image", f"known issue {ISSUE}: {TITLE}",
      ("fixed by PR #3 on minicpm_sala (a2d3bcea9243, 2026-03-11)",
-      "listed under fixed-in.images in configs/known-issues.yaml once verified",
+      "use an image of sglang-0.5.23 (configs/engine-builds.yaml)",
       f"{RECS}: [{{issue: {ISSUE}, workaround: <id>}}]",
       "disable-cuda-graph sets DISABLE_CUDA_GRAPH=true, changes performance",
       "minicpm-flashattn sets ATTENTION_BACKEND=minicpm_flashattn instead of "
@@ -199,7 +199,7 @@ def test_rule_is_strict_only():
 
 def test_finding_is_one_line_at_the_image_line():
     code, out, err = run_lint("--runners", NVIDIA, "--launch", LAUNCH, "--known-issues", KNOWN_ISSUES, FIX)
-    assert (code, err) == (1, "lint: 1 finding in 4 files (strict)\n")
+    assert (code, err) == (1, "lint: 1 finding in 5 files (strict)\n")
     [(line, path, message, hint)] = rows(out, FIX)
     assert (line, path) == (6, f"{KEY}.image")
     assert FIX.read_text().splitlines()[line - 1] == "  image: lmsysorg/sglang:v0.5.9-minicpm-sala"
@@ -222,7 +222,7 @@ def test_render_path_loads_the_registry_itself():
     """lint_configs without a registry: strict loads (and reports) the shipped one."""
     report = lint.Report()
     lint.lint_configs([FIX], Runners.model_validate(load_file(NVIDIA).data), "strict", report, launch=None)
-    assert report.checked == [str(KNOWN_ISSUES), str(FIX)]
+    assert report.checked == [str(KNOWN_ISSUES), str(ROOT / "configs" / "engine-builds.yaml"), str(FIX)]
     assert [rel(f) for f in report.findings] == ["image"]
 
 
@@ -257,7 +257,7 @@ REGISTRY_REJECT = [
     ("engine-did-you-mean", [s("[0].engine", "sglan")], "[0].engine", "'sglang' or 'vllm'",
      "did you mean 'sglang'?"),
     ("flag-with-space", [s("[0].trigger.flags-all[1]", "--attention-backend minicpm_flashinfer")],
-     "[0].trigger.flags-all[1]", "is not an engine flag; write --name or --name=value", ""),
+     "[0].trigger.flags-all[1]", "is not an engine flag", "--name or --name=value"),
     ("flag-no-setting", [s("[0].trigger.flags-all[0]", "--enable-foo")], "[0].trigger.flags-all[0]",
      "no setting stands for engine flag --enable-foo", ""),
     ("flag-did-you-mean", [s("[0].workarounds[0].flags-add[0]", "--disable-cuda-graf")],
@@ -270,8 +270,8 @@ REGISTRY_REJECT = [
      "unknown setting 'SGLANG_FOO'", ""),
     ("env-bad-value", [s("[0].trigger.env", ["DENSE_AS_SPARSE=maybe"])], "[0].trigger.env[0]",
      "expected 1/0 or true/false", ""),
-    ("empty-trigger", [s("[0].trigger.flags-all", [])], "[0].trigger", "a trigger needs flags-all or env",
-     ""),
+    ("empty-trigger", [s("[0].trigger.flags-all", [])], "[0].trigger",
+     "a trigger needs flags-all, env or kv-connectors", ""),
     ("workaround-without-flags", [("del", "[0].workarounds[0].flags-add")], "[0].workarounds[0]",
      "a workaround needs flags-add or flags-remove", ""),
     ("workaround-id-twice", [s("[0].workarounds[1].id", "disable-cuda-graph")], "[0].workarounds",
@@ -281,12 +281,42 @@ REGISTRY_REJECT = [
     ("performance-not-bool", [s("[0].workarounds[0].changes-performance", "yes")],
      "[0].workarounds[0].changes-performance", "valid boolean", ""),
     ("short-commit", [s("[0].affected.engine-commits-before.commit", "a2d3bce")],
-     "[0].affected.engine-commits-before.commit", "'a2d3bce' is not a full 40-hex commit", ""),
+     "[0].affected.engine-commits-before.commit", "'a2d3bce' is not a full commit",
+     "40 lowercase hex digits"),
     ("date-not-a-date", [s("[0].affected.engine-commits-before.date", "March 11")],
      "[0].affected.engine-commits-before.date", "valid date", ""),
     ("no-affected-images", [s("[0].affected.images", [])], "[0].affected.images", "at least 1 item", ""),
     ("http-link", [s("[0].links", ["http://example.com/pull/3"])], "[0].links[0]",
      "'http://example.com/pull/3' is not an https:// URL", ""),
+    # one line of text, no control characters, no shell syntax where a value is a name
+    ("title-newline", [s("[0].title", "crash\ncause: known issue forged")], "[0].title", "is not a title",
+     "one line, without control characters or bidi overrides"),
+    ("title-terminal-escape", [s("[0].title", "crash \x1b]0;owned\x07")], "[0].title", "is not a title", ""),
+    ("title-too-long", [s("[0].title", "x" * 201)], "[0].title", "is not a title", "at most 200 characters"),
+    ("description-bidi", [s("[0].workarounds[0].description", "run \u202egnp.exe")],
+     "[0].workarounds[0].description", "is not a one-line text", ""),
+    ("source-newline", [s("[0].affected.source", "fork\r\nx")], "[0].affected.source",
+     "is not a one-line text", ""),
+    ("change-c1-csi", [s("[0].fixed-in.change", "PR #3\x9b2J")], "[0].fixed-in.change",
+     "is not a one-line text", ""),
+    ("signature-newline", [s("[0].log-signature", "kv_indptr\nboom")], "[0].log-signature",
+     "is not a one-line regex", ""),
+    ("signature-too-long", [s("[0].log-signature", "x" * 257)], "[0].log-signature",
+     "is not a one-line regex", "at most 256 characters"),
+    ("image-glob-quote", [s("[0].affected.images", ["lmsysorg/sglang:'*'"])], "[0].affected.images[0]",
+     "is not an image reference or glob", "with '*', '?' and '[...]' globs"),
+    ("image-glob-space", [s("[0].fixed-in.images", ["a b"])], "[0].fixed-in.images[0]",
+     "is not an image reference or glob", ""),
+    ("model-glob-substitution", [s("[0].trigger.model", "openbmb/$(id)")], "[0].trigger.model",
+     "is not a model id or glob", ""),
+    ("flag-value-quote", [s("[0].trigger.flags-all[1]", "--attention-backend='x'")],
+     "[0].trigger.flags-all[1]", "is not an engine flag", ""),
+    ("flag-value-unicode", [s("[0].trigger.flags-all[1]", "--attention-backend=minicpm_\uff46lashinfer")],
+     "[0].trigger.flags-all[1]", "is U+FF46, not ASCII", ""),
+    ("link-quote", [s("[0].links", ["https://github.com/x/y/pull/3'$(id)"])], "[0].links[0]",
+     "is not an https:// URL", "URL-safe ASCII"),
+    ("link-javascript", [s("[0].links", ["javascript:alert(1)"])], "[0].links[0]",
+     "is not an https:// URL", ""),
 ]]
 # fmt: on
 
@@ -379,7 +409,7 @@ def test_registry_json_schema_is_exported_and_checks():
 
 def test_signatures_for_the_log_watcher():
     sigs = ki.signatures(issues_of(registry_data()))
-    assert [id for id, _ in sigs] == [ISSUE]
+    assert [id for id, _ in sigs] == [ISSUE, "vllm-multiconnector-prom-metrics"]
     pattern = re.compile(sigs[0][1])
     assert pattern.search(CRASH)
     assert not pattern.search("kv_indptr[i+1] - kv_indptr[i] = 3")

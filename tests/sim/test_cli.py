@@ -81,10 +81,12 @@ def parse_error(args: list[str], capsys) -> str:
     "args, message",
     [
         (["/m", "--bogus-flag"], "unrecognized arguments: --bogus-flag"),
-        (["/m", "--tensor-parallel"], "unrecognized arguments: --tensor-parallel"),  # no abbreviations
+        # An abbreviation stands for the one real flag it starts (here with its value missing) ...
+        (["/m", "--tensor-parallel"], "argument --tensor-parallel-size/-tp: expected one argument"),
+        # ... and one of several is refused, as vLLM's argparse does.
+        (["/m", "--max-num", "4"], "ambiguous option: --max-num could match"),
+        (["/m", "-O", '{"mode": 3}'], 'unrecognized arguments: -O {"mode": 3}'),  # -O is a level
         (["/m", "--port", "eighty"], "argument --port: invalid int value"),
-        (["/m", "--kv-cache-dtype", "fp4"], "argument --kv-cache-dtype: invalid choice"),
-        (["/m", "--block-size", "3"], "argument --block-size: invalid choice"),
         (["/m", "--max-model-len", "lots"], "argument --max-model-len"),
         (["/m", "--kv-transfer-config", "{not json"], "invalid JSON"),
         (["/m", "--kv-transfer-config", "[]"], "must be a JSON object"),
@@ -101,12 +103,45 @@ def parse_error(args: list[str], capsys) -> str:
             ["/m", "--kv-transfer-config", '{"kv_role": "kv_both", "kv_load_failure_policy": "retry"}'],
             "kv_load_failure_policy",
         ),
-        (["--model", "/m"], "provide the model as a positional argument"),
         ([], "required: model_tag"),
     ],
 )
 def test_usage_errors_exit_2(args, message, capsys):
     assert message in parse_error(args, capsys)
+
+
+def test_what_vllm_takes_at_parse_time():
+    """vLLM's preprocessing and parser: --model moved to the positional, -O3 a level, any block size,
+    one or more API keys, on/off pairs with their --disable-/--no- forms."""
+    args = cli.parse_serve_args(
+        ["--model", "/m", "-O3", "--block-size", "3", "--api-key", "a", "b", "--disable-prefix-caching"]
+    )
+    assert (args.model_tag, args.optimization_level, args.block_size) == ("/m", "3", 3)
+    assert (args.api_key, args.enable_prefix_caching) == (["a", "b"], False)
+    args = cli.parse_serve_args(["/m", "-ep", "--no-trust-remote-code", "--enable-custom-all-reduce"])
+    assert (args.enable_expert_parallel, args.trust_remote_code, args.disable_custom_all_reduce) == (
+        True,
+        False,
+        False,
+    )
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--kv-cache-dtype", "fp4"], "Invalid kv_cache_dtype: 'fp4'. Valid values are: ["),
+        (["--distributed-executor-backend", "slurm"], "distributed_executor_backend: Input should be"),
+        (["-tp", "3"], "Total number of attention heads (64) must be divisible by tensor parallel size (3)."),
+        (["--enable-expert-parallel"], "Number of experts in the model must be greater than 0"),
+        (["--max-model-len", "300000"], "User-specified max_model_len (300000) is greater than the derived"),
+    ],
+)
+def test_what_vllm_refuses_when_building_its_config(args, message, tmp_path: Path):
+    """Start-up errors (exit 1) in vLLM 0.33's words, checked against the model's config.json."""
+    model = make_model(tmp_path, "m", max_position_embeddings=262144, num_attention_heads=64)
+    with pytest.raises(cli.StartupError) as error:
+        cli.resolve(cli.parse_serve_args([str(model), *args]))
+    assert message in str(error.value)
 
 
 def test_flexible_spelling_and_human_readable_ints():

@@ -77,13 +77,16 @@ def test_kv_indptr_bug_trigger_and_workarounds(extra, bug, tmp_path: Path):
         (["--model-path", "m", "--disaggregation-transfer-backend", "tcp"], "invalid choice: 'tcp'"),
         (
             ["--model-path", "m", "--tp-size", "eight"],
-            "argument --tensor-parallel-size/--tp-size/--tp: invalid",
+            "argument --tp-size/--tensor-parallel-size: invalid",
         ),
         (["--model-path", "m", "--mem-fraction-static", "high"], "invalid float value: 'high'"),
+        # A prefix of several real flags is refused, as SGLang's argparse does (one of one is taken).
         (
             ["--model-path", "m", "--disable-cuda"],
-            "unrecognized arguments: --disable-cuda",
-        ),  # no abbreviations
+            "ambiguous option: --disable-cuda could match --disable-cuda-graph, --disable-cuda-graph-padding",
+        ),
+        (["--model-path", "m", "--attention-backend", "cutlass_mla"], "invalid choice: 'cutlass_mla'"),
+        (["--model-path", "m", "--context-length", "32K"], "Invalid integer value: '32K'"),
         (["--model-path", "m", "--dense-as-sparse=1"], "ignored explicit argument"),
     ],
 )

@@ -46,9 +46,11 @@ NODE_ADDR=$(python3 "$SCRIPTS_DIR/sync.py" addr --interface ens51np0 "$NODE_NAME
 LOCAL_ADDR=127.0.0.1
 
 step "start barrier"
+# Every barrier line is sealed with the job's secret (written by make submit): only this job's nodes join.
 barrier start "$RANK" 2 "$LEADER_ADDR:29500" 600 \
-  --nodes "$NODE_NAMES" --publish-field addr="$NODE_ADDR" --out "$STATE_DIR/peers.json"
-peers=$(python3 "$SCRIPTS_DIR/sync.py" peers --file "$STATE_DIR/peers.json" --field addr --distinct)
+  --nodes "$NODE_NAMES" --secret-file "$RUN_DIR/job.secret" --publish-field addr="$NODE_ADDR" \
+  --out "$STATE_DIR/peers.json"
+peers=$(python3 "$SCRIPTS_DIR/sync.py" peers --file "$STATE_DIR/peers.json" --field addr --address --distinct)
 mapfile -t PEER_ADDR <<<"$peers"
 supervise
 
@@ -65,6 +67,10 @@ start_prefill() {
     --l1-init-size-gb "${LMCACHE_L1_INIT_SIZE_GB}" \
     --chunk-size "${LMCACHE_CHUNK_SIZE}"
   wait_http lmcache http://"${LOCAL_ADDR}":8080/healthcheck 300
+  step "prefill known-issues"
+  start_service known-issues python3 "${SCRIPTS_DIR}"/logwatch.py \
+    --plan "${RECIPE_DIR}"/plan.json \
+    --log "${LOG_DIR}"/vllm.log
   step "prefill vllm"
   start_service vllm env VLLM_HOST_IP="${NODE_ADDR}" vllm serve /models/amd/Kimi-K2.5-MXFP4 \
     --served-model-name amd/Kimi-K2.5-MXFP4 \
@@ -83,6 +89,10 @@ start_prefill() {
 }
 
 start_decode() {
+  step "decode known-issues"
+  start_service known-issues python3 "${SCRIPTS_DIR}"/logwatch.py \
+    --plan "${RECIPE_DIR}"/plan.json \
+    --log "${LOG_DIR}"/vllm.log
   step "decode vllm"
   start_service vllm env VLLM_HOST_IP="${NODE_ADDR}" vllm serve /models/amd/Kimi-K2.5-MXFP4 \
     --served-model-name amd/Kimi-K2.5-MXFP4 \
@@ -104,7 +114,7 @@ start_decode() {
 
 step "ready barrier"
 barrier ready "$RANK" 2 "$LEADER_ADDR:29500" 3600 \
-  --nodes "$NODE_NAMES"
+  --nodes "$NODE_NAMES" --secret-file "$RUN_DIR/job.secret"
 
 if [[ $RANK == 0 ]]; then
   step "router"
@@ -144,7 +154,7 @@ if [[ $RANK == 0 ]]; then
     --output-artifact-dir "${RESULTS_DIR}"/conc8 \
     --session-header X-Session-ID \
     --public-dataset semianalysis_cc_traces_weka_with_subagents_060826_256k
-  collect_result "$RESULTS_DIR/conc8/profile_export_aiperf.json" "$RESULTS_DIR/kimik2.5-fp4-mi355x-vllm-disagg-agentic_agentic_p1x8_d1x8_conc8.json" \
+  collect_result "$RESULTS_DIR/conc8/profile_export_aiperf.json" "$RESULTS_DIR"/kimik2.5-fp4-mi355x-vllm-disagg-agentic_agentic_p1x8_d1x8_conc8.json \
     0.10 300
   run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc8" \
     prefill0=http://"${PEER_ADDR[0]}":8000/metrics decode0=http://"${PEER_ADDR[1]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics
@@ -166,7 +176,7 @@ if [[ $RANK == 0 ]]; then
     --output-artifact-dir "${RESULTS_DIR}"/conc16 \
     --session-header X-Session-ID \
     --public-dataset semianalysis_cc_traces_weka_with_subagents_060826_256k
-  collect_result "$RESULTS_DIR/conc16/profile_export_aiperf.json" "$RESULTS_DIR/kimik2.5-fp4-mi355x-vllm-disagg-agentic_agentic_p1x8_d1x8_conc16.json" \
+  collect_result "$RESULTS_DIR/conc16/profile_export_aiperf.json" "$RESULTS_DIR"/kimik2.5-fp4-mi355x-vllm-disagg-agentic_agentic_p1x8_d1x8_conc16.json \
     0.10 300
   run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc16" \
     prefill0=http://"${PEER_ADDR[0]}":8000/metrics decode0=http://"${PEER_ADDR[1]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics
@@ -188,7 +198,7 @@ if [[ $RANK == 0 ]]; then
     --output-artifact-dir "${RESULTS_DIR}"/conc32 \
     --session-header X-Session-ID \
     --public-dataset semianalysis_cc_traces_weka_with_subagents_060826_256k
-  collect_result "$RESULTS_DIR/conc32/profile_export_aiperf.json" "$RESULTS_DIR/kimik2.5-fp4-mi355x-vllm-disagg-agentic_agentic_p1x8_d1x8_conc32.json" \
+  collect_result "$RESULTS_DIR/conc32/profile_export_aiperf.json" "$RESULTS_DIR"/kimik2.5-fp4-mi355x-vllm-disagg-agentic_agentic_p1x8_d1x8_conc32.json \
     0.10 300
   run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc32" \
     prefill0=http://"${PEER_ADDR[0]}":8000/metrics decode0=http://"${PEER_ADDR[1]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics
@@ -200,5 +210,5 @@ fi
 
 step "finish barrier"
 barrier finish "$RANK" 2 "$LEADER_ADDR:29500" 14400 \
-  --nodes "$NODE_NAMES"
+  --nodes "$NODE_NAMES" --secret-file "$RUN_DIR/job.secret"
 step "teardown"

@@ -45,9 +45,11 @@ step "resolve address"
 NODE_ADDR=$(python3 "$SCRIPTS_DIR/sync.py" addr --slurm-nodeaddr --allow-loopback "$NODE_NAME")
 
 step "start barrier"
+# Every barrier line is sealed with the job's secret (written by make submit): only this job's nodes join.
 barrier start "$RANK" 3 "$LEADER_ADDR:29500" 60 \
-  --nodes "$NODE_NAMES" --publish-field addr="$NODE_ADDR" --out "$STATE_DIR/peers.json"
-peers=$(python3 "$SCRIPTS_DIR/sync.py" peers --file "$STATE_DIR/peers.json" --field addr --distinct)
+  --nodes "$NODE_NAMES" --secret-file "$RUN_DIR/job.secret" --publish-field addr="$NODE_ADDR" \
+  --out "$STATE_DIR/peers.json"
+peers=$(python3 "$SCRIPTS_DIR/sync.py" peers --file "$STATE_DIR/peers.json" --field addr --address --distinct)
 mapfile -t PEER_ADDR <<<"$peers"
 supervise
 
@@ -109,7 +111,7 @@ start_decode() {
 
 step "ready barrier"
 barrier ready "$RANK" 3 "$LEADER_ADDR:29500" 120 \
-  --nodes "$NODE_NAMES"
+  --nodes "$NODE_NAMES" --secret-file "$RUN_DIR/job.secret"
 
 if [[ $RANK == 0 ]]; then
   step "router"
@@ -160,7 +162,7 @@ if [[ $RANK == 0 ]]; then
     --output-tokens-mean 64 \
     --output-tokens-stddev 0 \
     --prompt-corpus random
-  collect_result "$RESULTS_DIR/conc4/profile_export_aiperf.json" "$RESULTS_DIR/local-sim-sglang-disagg_fsl1k64_p2x8_d1x8_conc4.json" \
+  collect_result "$RESULTS_DIR/conc4/profile_export_aiperf.json" "$RESULTS_DIR"/local-sim-sglang-disagg_fsl1k64_p2x8_d1x8_conc4.json \
     0.10 5
   run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc4" \
     prefill0=http://"${PEER_ADDR[0]}":8000/metrics prefill1=http://"${PEER_ADDR[1]}":8000/metrics decode0=http://"${PEER_ADDR[2]}":8000/metrics router=http://"${NODE_ADDR}":29000/metrics
@@ -185,7 +187,7 @@ if [[ $RANK == 0 ]]; then
     --output-tokens-mean 64 \
     --output-tokens-stddev 0 \
     --prompt-corpus random
-  collect_result "$RESULTS_DIR/conc8/profile_export_aiperf.json" "$RESULTS_DIR/local-sim-sglang-disagg_fsl1k64_p2x8_d1x8_conc8.json" \
+  collect_result "$RESULTS_DIR/conc8/profile_export_aiperf.json" "$RESULTS_DIR"/local-sim-sglang-disagg_fsl1k64_p2x8_d1x8_conc8.json \
     0.10 5
   run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc8" \
     prefill0=http://"${PEER_ADDR[0]}":8000/metrics prefill1=http://"${PEER_ADDR[1]}":8000/metrics decode0=http://"${PEER_ADDR[2]}":8000/metrics router=http://"${NODE_ADDR}":29000/metrics
@@ -193,5 +195,5 @@ fi
 
 step "finish barrier"
 barrier finish "$RANK" 3 "$LEADER_ADDR:29500" 1200 \
-  --nodes "$NODE_NAMES"
+  --nodes "$NODE_NAMES" --secret-file "$RUN_DIR/job.secret"
 step "teardown"

@@ -47,9 +47,11 @@ NODE_ADDR=$(python3 "$SCRIPTS_DIR/sync.py" addr --slurm-nodeaddr --allow-loopbac
 LOCAL_ADDR="${NODE_ADDR}"
 
 step "start barrier"
+# Every barrier line is sealed with the job's secret (written by make submit): only this job's nodes join.
 barrier start "$RANK" 3 "$LEADER_ADDR:29500" 60 \
-  --nodes "$NODE_NAMES" --publish-field addr="$NODE_ADDR" --out "$STATE_DIR/peers.json"
-peers=$(python3 "$SCRIPTS_DIR/sync.py" peers --file "$STATE_DIR/peers.json" --field addr --distinct)
+  --nodes "$NODE_NAMES" --secret-file "$RUN_DIR/job.secret" --publish-field addr="$NODE_ADDR" \
+  --out "$STATE_DIR/peers.json"
+peers=$(python3 "$SCRIPTS_DIR/sync.py" peers --file "$STATE_DIR/peers.json" --field addr --address --distinct)
 mapfile -t PEER_ADDR <<<"$peers"
 supervise
 
@@ -66,6 +68,10 @@ start_prefill() {
     --l1-init-size-gb "${LMCACHE_L1_INIT_SIZE_GB}" \
     --chunk-size "${LMCACHE_CHUNK_SIZE}"
   wait_http lmcache http://"${LOCAL_ADDR}":8080/healthcheck 120
+  step "prefill known-issues"
+  start_service known-issues python3 "${SCRIPTS_DIR}"/logwatch.py \
+    --plan "${RECIPE_DIR}"/plan.json \
+    --log "${LOG_DIR}"/vllm.log
   step "prefill vllm"
   start_service vllm env VLLM_HOST_IP="${NODE_ADDR}" vllm serve /tmp/disagg-recipes-sim/models/amd/Kimi-K2.5-MXFP4 \
     --served-model-name amd/Kimi-K2.5-MXFP4 \
@@ -84,6 +90,10 @@ start_prefill() {
 }
 
 start_decode() {
+  step "decode known-issues"
+  start_service known-issues python3 "${SCRIPTS_DIR}"/logwatch.py \
+    --plan "${RECIPE_DIR}"/plan.json \
+    --log "${LOG_DIR}"/vllm.log
   step "decode vllm"
   start_service vllm env VLLM_HOST_IP="${NODE_ADDR}" vllm serve /tmp/disagg-recipes-sim/models/amd/Kimi-K2.5-MXFP4 \
     --served-model-name amd/Kimi-K2.5-MXFP4 \
@@ -105,7 +115,7 @@ start_decode() {
 
 step "ready barrier"
 barrier ready "$RANK" 3 "$LEADER_ADDR:29500" 120 \
-  --nodes "$NODE_NAMES"
+  --nodes "$NODE_NAMES" --secret-file "$RUN_DIR/job.secret"
 
 if [[ $RANK == 0 ]]; then
   step "router"
@@ -153,7 +163,7 @@ if [[ $RANK == 0 ]]; then
     --session-header X-Session-ID \
     --input-file "${RECIPE_DIR}"/traces/agentic-sim.jsonl \
     --custom-dataset-type multi_turn
-  collect_result "$RESULTS_DIR/conc4/profile_export_aiperf.json" "$RESULTS_DIR/local-sim-vllm-disagg-agentic_agentic_p2x8_d1x8_vllm-router_conc4.json" \
+  collect_result "$RESULTS_DIR/conc4/profile_export_aiperf.json" "$RESULTS_DIR"/local-sim-vllm-disagg-agentic_agentic_p2x8_d1x8_vllm-router_conc4.json \
     0.10 5
   run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc4" \
     prefill0=http://"${PEER_ADDR[0]}":8000/metrics prefill1=http://"${PEER_ADDR[1]}":8000/metrics decode0=http://"${PEER_ADDR[2]}":8000/metrics router=http://"${NODE_ADDR}":29000/metrics
@@ -165,5 +175,5 @@ fi
 
 step "finish barrier"
 barrier finish "$RANK" 3 "$LEADER_ADDR:29500" 1200 \
-  --nodes "$NODE_NAMES"
+  --nodes "$NODE_NAMES" --secret-file "$RUN_DIR/job.secret"
 step "teardown"

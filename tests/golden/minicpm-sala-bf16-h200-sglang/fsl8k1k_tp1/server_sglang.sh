@@ -40,9 +40,11 @@ step "resolve address"
 NODE_ADDR=$(python3 "$SCRIPTS_DIR/sync.py" addr --interface eth0 "$NODE_NAME")
 
 step "start barrier"
+# Every barrier line is sealed with the job's secret (written by make submit): only this job's nodes join.
 barrier start "$RANK" 1 "$LEADER_ADDR:29500" 600 \
-  --nodes "$NODE_NAMES" --publish-field addr="$NODE_ADDR" --out "$STATE_DIR/peers.json"
-peers=$(python3 "$SCRIPTS_DIR/sync.py" peers --file "$STATE_DIR/peers.json" --field addr --distinct)
+  --nodes "$NODE_NAMES" --secret-file "$RUN_DIR/job.secret" --publish-field addr="$NODE_ADDR" \
+  --out "$STATE_DIR/peers.json"
+peers=$(python3 "$SCRIPTS_DIR/sync.py" peers --file "$STATE_DIR/peers.json" --field addr --address --distinct)
 mapfile -t PEER_ADDR <<<"$peers"
 supervise
 
@@ -75,7 +77,7 @@ start_server() {
 
 step "ready barrier"
 barrier ready "$RANK" 1 "$LEADER_ADDR:29500" 3600 \
-  --nodes "$NODE_NAMES"
+  --nodes "$NODE_NAMES" --secret-file "$RUN_DIR/job.secret"
 
 if [[ $RANK == 0 ]]; then
   step "smoke"
@@ -107,7 +109,7 @@ if [[ $RANK == 0 ]]; then
     --synthetic-input-tokens-stddev 0 \
     --output-tokens-mean 1024 \
     --output-tokens-stddev 0
-  collect_result "$RESULTS_DIR/conc8/profile_export_aiperf.json" "$RESULTS_DIR/minicpm-sala-bf16-h200-sglang_fsl8k1k_tp1_conc8.json" \
+  collect_result "$RESULTS_DIR/conc8/profile_export_aiperf.json" "$RESULTS_DIR"/minicpm-sala-bf16-h200-sglang_fsl8k1k_tp1_conc8.json \
     0.10 300
   run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc8" \
     server0=http://"${PEER_ADDR[0]}":8000/metrics
@@ -131,7 +133,7 @@ if [[ $RANK == 0 ]]; then
     --synthetic-input-tokens-stddev 0 \
     --output-tokens-mean 1024 \
     --output-tokens-stddev 0
-  collect_result "$RESULTS_DIR/conc16/profile_export_aiperf.json" "$RESULTS_DIR/minicpm-sala-bf16-h200-sglang_fsl8k1k_tp1_conc16.json" \
+  collect_result "$RESULTS_DIR/conc16/profile_export_aiperf.json" "$RESULTS_DIR"/minicpm-sala-bf16-h200-sglang_fsl8k1k_tp1_conc16.json \
     0.10 300
   run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc16" \
     server0=http://"${PEER_ADDR[0]}":8000/metrics
@@ -155,7 +157,7 @@ if [[ $RANK == 0 ]]; then
     --synthetic-input-tokens-stddev 0 \
     --output-tokens-mean 1024 \
     --output-tokens-stddev 0
-  collect_result "$RESULTS_DIR/conc32/profile_export_aiperf.json" "$RESULTS_DIR/minicpm-sala-bf16-h200-sglang_fsl8k1k_tp1_conc32.json" \
+  collect_result "$RESULTS_DIR/conc32/profile_export_aiperf.json" "$RESULTS_DIR"/minicpm-sala-bf16-h200-sglang_fsl8k1k_tp1_conc32.json \
     0.10 300
   run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc32" \
     server0=http://"${PEER_ADDR[0]}":8000/metrics
@@ -163,5 +165,5 @@ fi
 
 step "finish barrier"
 barrier finish "$RANK" 1 "$LEADER_ADDR:29500" 14400 \
-  --nodes "$NODE_NAMES"
+  --nodes "$NODE_NAMES" --secret-file "$RUN_DIR/job.secret"
 step "teardown"

@@ -1,0 +1,136 @@
+"""`python -m recipes.engines [--config KEY] [--dir DIR]` (`make check-engines`): judge every engine command
+line of every config's variants (rendered now, or the plan.json files under DIR) with the real engine
+its image carries. One line per command line, `<config>/<variant>/<role>: ok|REJECTED: <engine's words>`,
+then `engines: <N> command lines checked, <M> rejected`. Exit 0 all accepted, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from recipes.render import RenderError, load, render_config
+from schemas.engine_builds import BUILDS_FILE, check_engine_builds
+from schemas.yamlio import YamlSyntaxError, load_file
+
+from .judge import DEFAULT_CACHE, ROOT, Tool, ToolMissing, Verdict, judge
+from .lines import PlanError, engine_lines
+
+
+class Refused(Exception):
+    """Nothing to judge (bad input, an invalid config, a missing tool): the lines say why."""
+
+    def __init__(self, *lines: str):
+        super().__init__(lines[0] if lines else "")
+        self.lines = lines
+
+
+def engine_builds() -> tuple:
+    try:
+        builds, findings = check_engine_builds(load_file(ROOT / BUILDS_FILE))
+    except YamlSyntaxError as exc:
+        raise Refused(f"{exc.file}:{exc.line}: {exc.message}") from None
+    if findings:
+        raise Refused(*(f.format() for f in findings))
+    return builds
+
+
+def rendered_plans(key: str | None) -> list[dict]:
+    """plan.json of every variant of `key` (every config when None), rendered as `make render` does."""
+    try:
+        loaded = load(key)
+        keys = [key] if key else sorted(loaded.entries)
+        return [json.loads(r.files["plan.json"]) for k in keys for r in render_config(k, loaded)]
+    except RenderError as exc:
+        raise Refused(*(f.format() for f in exc.findings)) from None
+
+
+def plans_in(folder: Path, key: str | None) -> list[dict]:
+    """Every plan.json below `folder` (a render's out/, one config's, one variant's, a run's recipe/)."""
+    if not folder.is_dir():
+        raise Refused(f"check-engines: no such folder: {folder}")
+    plans = [json.loads(p.read_text()) for p in sorted(folder.rglob("plan.json"))]
+    plans = [p for p in plans if key is None or p["config_key"] == key]
+    if not plans:
+        raise Refused(f"check-engines: no plan.json{f' of {key}' if key else ''} below {folder}")
+    return plans
+
+
+def verdict_line(v: Verdict) -> str:
+    if not v.ok:
+        return f"{v.line.name}: REJECTED: {v.message} [{v.stage}]"
+    notes = []
+    if v.line.depth == "parse":
+        p = v.line.build.parser
+        notes.append(f"{v.line.build.id}: parsed by {p.package} {p.version}'s parser only")
+    if v.line.unchecked:
+        notes.append("declared, unchecked: " + " ".join(v.line.unchecked))
+    return f"{v.line.name}: ok" + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def summary(verdicts: list[Verdict]) -> str:
+    rejected = sum(not v.ok for v in verdicts)
+    unchecked = [flag for v in verdicts for flag in v.line.unchecked]
+    text = f"engines: {len(verdicts)} command lines checked, {rejected} rejected"
+    if unchecked:
+        text += f"; {len(unchecked)} declared flags unchecked ({', '.join(dict.fromkeys(unchecked))})"
+    return text
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="check-engines", description=__doc__.splitlines()[0])
+    p.add_argument("--config", help="one config key (default: every config)")
+    p.add_argument(
+        "--dir", type=Path, help="judge the plan.json files below this folder instead of rendering"
+    )
+    p.add_argument(
+        "--dump-parsers",
+        type=Path,
+        metavar="DIR",
+        help="also describe every engine parser into DIR/<engine>-<version>.json (sim/parity/ keeps them)",
+    )
+    p.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help=f"default: {DEFAULT_CACHE}")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    builds = engine_builds()
+    plans = plans_in(args.dir, args.config) if args.dir else rendered_plans(args.config)
+    try:
+        lines = [line for plan in plans for line in engine_lines(plan, builds, args.cache / "stubs")]
+    except PlanError as exc:
+        raise Refused(f"check-engines: {exc}") from None
+    tools = tuple(dict.fromkeys(Tool(b.parser.package, b.parser.version) for b in builds))
+    try:
+        verdicts = judge(
+            lines, cache=args.cache, dump_dir=args.dump_parsers, tools=tools if args.dump_parsers else ()
+        )
+    except (ToolMissing, RuntimeError) as exc:
+        raise Refused(f"check-engines: {exc}") from None
+    for v in verdicts:
+        print(verdict_line(v))
+    print(summary(verdicts))
+    return 1 if any(not v.ok for v in verdicts) else 0
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return run(args)
+    except Refused as exc:
+        for line in exc.lines:
+            print(line)
+        print("engines: nothing judged", file=sys.stderr)
+        return 1
+    except Exception as exc:  # a bug, not bad input: one line unless debugging
+        if os.environ.get("RECIPES_DEBUG"):
+            raise
+        print(f"check-engines: internal error: {type(exc).__name__}: {exc} (rerun with RECIPES_DEBUG=1)")
+        return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

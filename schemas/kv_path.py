@@ -1,0 +1,46 @@
+"""Which vLLM KV connectors each worker of an entry runs (FACTS §1/§2): decided once here, rendered into
+--kv-transfer-config by recipes/vllm.py, matched by known issues that a connector set triggers.
+
+A decode is a Mooncake consumer; a prefill a Mooncake producer, joined by LMCacheMPConnector under a
+MultiConnector when LMCache is its offload backend. Other engines, and single-node servers, run none.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from . import settings as reg
+from .config import MasterEntry
+from .entries import Point
+
+MOONCAKE, LMCACHE_MP, MULTI = "MooncakeConnector", "LMCacheMPConnector", "MultiConnector"
+# The connectors vLLM 0.33's KVConnectorFactory registers: what a known-issue trigger may name.
+Connector = Literal[
+    "ExampleConnector",
+    "FlexKVConnectorV1",
+    "LMCacheConnectorV1",
+    "LMCacheMPConnector",
+    "MoRIIOConnector",
+    "MooncakeConnector",
+    "MooncakeStoreConnector",
+    "MultiConnector",
+    "NixlConnector",
+    "OffloadingConnector",
+    "P2pNcclConnector",
+    "SimpleCPUOffloadConnector",
+    "DecodeBenchConnector",
+]
+
+
+def kv_connectors(entry: MasterEntry, role: str, point: Point) -> tuple[str, ...]:
+    """The connectors of `role`'s engines at `point`: the top-level one first, then its children."""
+    if (
+        reg.engine_of(entry.framework) != "vllm"
+        or role not in reg.ROLES
+        or entry.kv_p2p_transfer != "mooncake"
+    ):
+        return ()
+    backend = point.space.kv_offload_backend
+    if role == "prefill" and backend is not None and backend.name == "lmcache":
+        return (MULTI, MOONCAKE, LMCACHE_MP)
+    return (MOONCAKE,)

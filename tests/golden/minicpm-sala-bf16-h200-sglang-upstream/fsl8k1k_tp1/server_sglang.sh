@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# Rendered from config minicpm-sala-bf16-h200-sglang-upstream, variant fsl8k1k_tp1; do not edit: change the config and run `make render`.
+# The one node of a single-node job, started by job.sbatch through srun: the sglang server and
+# the benchmark against it. Every step is named; any failure ends the job.
+set -Eeuo pipefail
+: "${RUN_DIR:?set by job.sbatch}"
+: "${RECIPE_DIR:?set by job.sbatch}"
+: "${LEADER_ADDR:?set by job.sbatch}"
+: "${NODE_NAMES:?set by job.sbatch}"
+RANK=${SLURM_NODEID:?run under srun}
+NODE_NAME=${SLURMD_NODENAME:-$(hostname)}
+SCRIPTS_DIR=$RECIPE_DIR/scripts
+LOG_DIR=$RUN_DIR/logs/$NODE_NAME
+STATE_DIR=$RUN_DIR/state/$NODE_NAME
+RESULTS_DIR=$RUN_DIR/results
+POLL_INTERVAL=1
+export NODE_NAME SCRIPTS_DIR LOG_DIR STATE_DIR POLL_INTERVAL
+# shellcheck source=/dev/null
+source "$RECIPE_DIR/env.sh"
+# shellcheck source=/dev/null
+source "$SCRIPTS_DIR/lib/node.sh"
+node_init
+
+case "$RANK" in
+  0) ROLE=server ;;
+  *) fail "rank $RANK is not in the plan (1 nodes)" ;;
+esac
+
+step "preflight"
+case "$ROLE" in
+  server)
+    require_commands python3
+    ;;
+esac
+if [[ $RANK == 0 ]]; then
+  require_commands python3 aiperf
+fi
+
+step "resolve address"
+NODE_ADDR=$(python3 "$SCRIPTS_DIR/sync.py" addr --interface eth0 "$NODE_NAME")
+
+step "start barrier"
+# Every barrier line is sealed with the job's secret (written by make submit): only this job's nodes join.
+barrier start "$RANK" 1 "$LEADER_ADDR:29500" 600 \
+  --nodes "$NODE_NAMES" --secret-file "$RUN_DIR/job.secret" --publish-field addr="$NODE_ADDR" \
+  --out "$STATE_DIR/peers.json"
+peers=$(python3 "$SCRIPTS_DIR/sync.py" peers --file "$STATE_DIR/peers.json" --field addr --address --distinct)
+mapfile -t PEER_ADDR <<<"$peers"
+supervise
+
+
+start_server() {
+  step "server known-issues"
+  start_service known-issues python3 "${SCRIPTS_DIR}"/logwatch.py \
+    --plan "${RECIPE_DIR}"/plan.json \
+    --log "${LOG_DIR}"/sglang.log
+  step "server sglang"
+  start_service sglang python3 \
+    -m sglang.launch_server \
+    --model-path /models/openbmb/MiniCPM-SALA \
+    --served-model-name openbmb/MiniCPM-SALA \
+    --host "${NODE_ADDR}" \
+    --port 8000 \
+    --tp-size 1 \
+    --trust-remote-code \
+    --disable-radix-cache \
+    --chunked-prefill-size 8192 \
+    --max-running-requests 32 \
+    --skip-server-warmup \
+    --attention-backend minicpm_flashattn \
+    --enable-metrics
+  wait_http sglang http://"${NODE_ADDR}":8000/health 3600
+}
+
+"start_$ROLE"
+
+step "ready barrier"
+barrier ready "$RANK" 1 "$LEADER_ADDR:29500" 3600 \
+  --nodes "$NODE_NAMES" --secret-file "$RUN_DIR/job.secret"
+
+if [[ $RANK == 0 ]]; then
+  step "smoke"
+  run_cmd python3 "${SCRIPTS_DIR}"/proof.py smoke \
+    --engine sglang \
+    --router http://"${NODE_ADDR}":8000 \
+    --model openbmb/MiniCPM-SALA
+  # Counters before the sweep and after each concurrency: the report turns them into per-run deltas.
+  mkdir -p "$RESULTS_DIR"
+  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/start" \
+    server0=http://"${PEER_ADDR[0]}":8000/metrics
+
+  step "benchmark conc8"
+  run_cmd aiperf profile \
+    --url http://"${NODE_ADDR}":8000 \
+    --endpoint /v1/chat/completions \
+    --endpoint-type chat \
+    --streaming \
+    --model openbmb/MiniCPM-SALA \
+    --tokenizer /models/openbmb/MiniCPM-SALA \
+    --concurrency 8 \
+    --benchmark-duration 600 \
+    --random-seed 42 \
+    --failed-request-threshold 0.10 \
+    --use-server-token-count \
+    --extra-inputs ignore_eos:true \
+    --output-artifact-dir "${RESULTS_DIR}"/conc8 \
+    --synthetic-input-tokens-mean 8192 \
+    --synthetic-input-tokens-stddev 0 \
+    --output-tokens-mean 1024 \
+    --output-tokens-stddev 0
+  collect_result "$RESULTS_DIR/conc8/profile_export_aiperf.json" "$RESULTS_DIR"/minicpm-sala-bf16-h200-sglang-upstream_fsl8k1k_tp1_conc8.json \
+    0.10 300
+  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc8" \
+    server0=http://"${PEER_ADDR[0]}":8000/metrics
+
+  step "benchmark conc16"
+  run_cmd aiperf profile \
+    --url http://"${NODE_ADDR}":8000 \
+    --endpoint /v1/chat/completions \
+    --endpoint-type chat \
+    --streaming \
+    --model openbmb/MiniCPM-SALA \
+    --tokenizer /models/openbmb/MiniCPM-SALA \
+    --concurrency 16 \
+    --benchmark-duration 600 \
+    --random-seed 42 \
+    --failed-request-threshold 0.10 \
+    --use-server-token-count \
+    --extra-inputs ignore_eos:true \
+    --output-artifact-dir "${RESULTS_DIR}"/conc16 \
+    --synthetic-input-tokens-mean 8192 \
+    --synthetic-input-tokens-stddev 0 \
+    --output-tokens-mean 1024 \
+    --output-tokens-stddev 0
+  collect_result "$RESULTS_DIR/conc16/profile_export_aiperf.json" "$RESULTS_DIR"/minicpm-sala-bf16-h200-sglang-upstream_fsl8k1k_tp1_conc16.json \
+    0.10 300
+  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc16" \
+    server0=http://"${PEER_ADDR[0]}":8000/metrics
+
+  step "benchmark conc32"
+  run_cmd aiperf profile \
+    --url http://"${NODE_ADDR}":8000 \
+    --endpoint /v1/chat/completions \
+    --endpoint-type chat \
+    --streaming \
+    --model openbmb/MiniCPM-SALA \
+    --tokenizer /models/openbmb/MiniCPM-SALA \
+    --concurrency 32 \
+    --benchmark-duration 600 \
+    --random-seed 42 \
+    --failed-request-threshold 0.10 \
+    --use-server-token-count \
+    --extra-inputs ignore_eos:true \
+    --output-artifact-dir "${RESULTS_DIR}"/conc32 \
+    --synthetic-input-tokens-mean 8192 \
+    --synthetic-input-tokens-stddev 0 \
+    --output-tokens-mean 1024 \
+    --output-tokens-stddev 0
+  collect_result "$RESULTS_DIR/conc32/profile_export_aiperf.json" "$RESULTS_DIR"/minicpm-sala-bf16-h200-sglang-upstream_fsl8k1k_tp1_conc32.json \
+    0.10 300
+  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc32" \
+    server0=http://"${PEER_ADDR[0]}":8000/metrics
+fi
+
+step "finish barrier"
+barrier finish "$RANK" 1 "$LEADER_ADDR:29500" 14400 \
+  --nodes "$NODE_NAMES" --secret-file "$RUN_DIR/job.secret"
+step "teardown"
