@@ -53,7 +53,8 @@ node_init() {
   _node_check_config
   mkdir -p -- "$LOG_DIR" "$STATE_DIR"
   # State of an earlier run in the same directory must not look like ours.
-  rm -f -- "$STATE_DIR/services" "$STATE_DIR/failure" "$STATE_DIR/failure.code" "$STATE_DIR/outcome"
+  rm -f -- "$STATE_DIR/services" "$STATE_DIR/failure" "$STATE_DIR/failure.code" "$STATE_DIR/failure.at" \
+    "$STATE_DIR/outcome"
   printf '%s\n' "$_NODE_STEP" > "$STATE_DIR/step"
 }
 
@@ -171,9 +172,20 @@ _node_tell_others() {
 
 _node_on_signal() {
   _node_failing
+  _node_stop_watcher  # one writer of the failure report from here on: this trap
   local report="${STATE_DIR:-}/failure"
+  # A service that died before the stop signal came is this node's failure, even when another node's
+  # failure (caused by it, say: a peer's request to it) stopped the job before the watcher's next round.
+  # Not one the stop signal itself ended (TERM, INT, HUP: srun and scancel signal every process).
+  if [[ ! -s $report && -d ${STATE_DIR:-} ]] && _node_find_exited && [[ $_NODE_CODE =~ ^[0-9]+$ ]] &&
+    ((_NODE_CODE != 129 && _NODE_CODE != 130 && _NODE_CODE != 143)); then
+    _node_write_failure "$_NODE_FOUND" "$_NODE_CODE" "$_NODE_CODE_AT"
+  fi
   if [[ -s $report ]]; then
     cat -- "$report" >&2
+    _NODE_FAILED_AT=$(< "$report.at") || _NODE_FAILED_AT=$EPOCHREALTIME
+    _NODE_FAILED_KIND=failure
+    _NODE_FAILED_STEP=$_NODE_STEP
     _node_exit "$(< "$report.code")"
   fi
   _node_say "$(_node_word signal "$1")"

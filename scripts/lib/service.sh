@@ -130,10 +130,12 @@ _node_alive() {
   [[ ${stat%% *} != Z ]]
 }
 
-# _node_exited NAME — status 0 once NAME has exited; its code (or "unknown") is left in _NODE_CODE.
+# _node_exited NAME — status 0 once NAME has exited; its code (or "unknown") is left in _NODE_CODE and
+# when it exited (epoch seconds; now, if the wrapper could not say) in _NODE_CODE_AT.
 _node_exited() {
   local rc_file="$STATE_DIR/$1.rc" pid
   _NODE_CODE=
+  _NODE_CODE_AT=
   if [[ ! -s $rc_file ]]; then
     read -r pid < "$STATE_DIR/$1.pid"
     if _node_alive "$pid"; then
@@ -142,8 +144,9 @@ _node_exited() {
   fi
   _NODE_CODE=unknown  # the wrapper itself was killed before it could record a code
   if [[ -s $rc_file ]]; then
-    read -r _NODE_CODE < "$rc_file"  # read again: the wrapper writes it just before it exits
+    read -r _NODE_CODE _NODE_CODE_AT < "$rc_file"  # read again: the wrapper writes it just before it exits
   fi
+  : "${_NODE_CODE_AT:=$EPOCHREALTIME}"
   return 0
 }
 

@@ -26,7 +26,9 @@ _node_watch() {
   # The services file is read on every round, so services started later are watched too.
   while kill -0 "$_NODE_MAIN_PID" 2> /dev/null; do
     if _node_find_exited; then
-      _node_flag_failure "$_NODE_FOUND" "$_NODE_CODE"
+      trap '' TERM  # the report is written whole: the node script's trap waits for this watcher to end
+      _node_write_failure "$_NODE_FOUND" "$_NODE_CODE" "$_NODE_CODE_AT"
+      kill -TERM "$_NODE_MAIN_PID"
       exit 0
     fi
     sleep "${POLL_INTERVAL:-1}" &
@@ -47,12 +49,13 @@ _node_find_exited() {
   return 1
 }
 
-_node_flag_failure() {
+# _node_write_failure NAME CODE AT — the report of a service that exited, for the node script to print.
+_node_write_failure() {
   local report="$STATE_DIR/failure"
   _node_report "$1" "$(_node_word service-exit "$1" "$2")" "$2" > "$report.tmp"
   _node_failure_code "$2" > "$report.code"
+  printf '%s\n' "$3" > "$report.at"
   mv -f -- "$report.tmp" "$report"  # complete before the node script reads it
-  kill -TERM "$_NODE_MAIN_PID"
 }
 
 _node_watch_stop() {

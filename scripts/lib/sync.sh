@@ -64,5 +64,8 @@ _node_service_gone() {
   _node_exited "$1" || _NODE_CODE=unknown
   local code=$_NODE_CODE
   _node_report "$1" "$(_node_word service-exit "$1" "$code")" "$code" >&2
+  _NODE_FAILED_AT=${_NODE_CODE_AT:-$EPOCHREALTIME}  # the failure is the exit, not its discovery
+  _NODE_FAILED_KIND=failure
+  _NODE_FAILED_STEP=$_NODE_STEP
   _node_exit "$(_node_failure_code "$code")"
 }

@@ -338,3 +338,24 @@ def test_hostile_config_values_reach_programs_verbatim_and_execute_nothing(tmp_p
         assert not pwned.exists()
     finally:
         subprocess.run(["pkill", "-KILL", "-f", marker], check=False)
+
+
+def test_a_service_death_is_the_root_cause_even_when_a_peer_notices_first(cluster):
+    """sim2's engine exits; rank 0's next request to it may fail before sim2's watcher polls. The verdict
+    orders failures by when they happened (the engine's exit), and sim2, stopped by the job, still names
+    its dead engine rather than the stop signal."""
+    job = cluster.run({0: {"FAKE_AIPERF": "hang"}, 1: {"FAKE_VLLM": "exit0-after:2"}})
+    sim2 = job.nodes[1].text
+    assert "FAILED" in sim2 and "vllm exited (code 0)" in sim2 and "received SIGTERM" not in sim2, sim2
+    sim2_end = node_outcome(job, "sim2")
+    assert sim2_end["kind"] == "failure" and sim2_end["rc"] == "1"
+    for node in ("sim1", "sim3"):
+        end = node_outcome(job, node)
+        if end["kind"] == "failure":  # a peer that failed on its own, because of the dead engine
+            assert float(end["at"]) > float(sim2_end["at"]), node
+
+
+def node_outcome(job: Job, node: str) -> dict[str, str]:
+    """The key=value lines a node script writes to state/<node>/outcome as it ends."""
+    text = (job.run_dir / "state" / node / "outcome").read_text()
+    return dict(line.split("=", 1) for line in text.splitlines())

@@ -242,7 +242,8 @@ done
         env={"WEIRD": weird},
     )
     assert run.rc == 0, run.text
-    assert (run.work / "state" / "argv.rc").read_text() == "0\n"
+    code, at = (run.work / "state" / "argv.rc").read_text().split()  # exit code, and when (epoch seconds)
+    assert code == "0" and float(at) > 0
     assert (run.work / "logs" / "argv.log").read_text() == weird + "\n"
     assert (run.work / "run_cmd.out").read_text() == weird
     assert not [p for p in tmp_path.rglob("*") if p.name.startswith("pwned") or p.name == "x"]
