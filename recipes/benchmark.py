@@ -18,13 +18,18 @@ def entry_url(t: Target, ports: Ports):
 
 
 def concurrencies(t: Target) -> tuple:
-    sp = t.point.space
-    if sp.conc_list is not None:
-        return tuple(sp.conc_list)
-    out, c = [], sp.conc_start
-    while c <= sp.conc_end:  # InferenceX ranges double from start to end
+    return expand_concurrencies(t.point.space)
+
+
+def expand_concurrencies(space) -> tuple:
+    """A point's concurrencies as InferenceX runs them: conc-list as written, or conc-start doubling up to
+    conc-end, which is inclusive: 4..48 runs 4, 8, 16, 32, 48 (its CONFIGS.md; the last step is clamped)."""
+    if space.conc_list is not None:
+        return tuple(space.conc_list)
+    out, c = [space.conc_start], space.conc_start
+    while c < space.conc_end:
+        c = min(c * 2, space.conc_end)
         out.append(c)
-        c *= 2
     return tuple(out)
 
 
@@ -107,6 +112,7 @@ def _benchmark(t: Target, ports: Ports, name: str, c: int, seconds: int, workloa
         c,
         "--benchmark-duration",
         seconds,
+        *_grace(t),
         "--random-seed",
         42,
         "--failed-request-threshold",
@@ -127,6 +133,12 @@ def _benchmark(t: Target, ports: Ports, name: str, c: int, seconds: int, workloa
         min_duration=seconds // 2,
         name=name,
     )
+
+
+def _grace(t: Target) -> list:
+    """The runner's grace for answers in flight at the end (launch profile benchmark.grace-seconds)."""
+    grace = t.launch.benchmark.grace_seconds
+    return ["--benchmark-grace-period", grace] if grace else []
 
 
 def _workload_args(t: Target, isl: int | None) -> list:

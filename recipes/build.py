@@ -91,6 +91,7 @@ def build_plan(
         node_local_addr=_private_addr(t) if t.uses_lmcache else None,
         env_exported=tuple(sorted((k, str(v)) for k, v in _engine_env(t, engine, ports).items())),
         env_shell=engine.shell_env(t),
+        dram_budget=engine.l1_budget(t),
         nodes=nodes,
         roles=_roles(t, engine, ports, timeouts, signatures),
         router=router,
@@ -108,6 +109,12 @@ def build_plan(
 
 def _check_supported(t: Target) -> None:
     engine = ENGINES[t.engine]  # Target.engine raises Unsupported for engines not rendered
+    # Valid InferenceX shapes this renderer cannot launch: said as such, never a schema error.
+    if t.disagg and t.worker("decode").num_worker == 0:
+        raise Unsupported(
+            "decode num-worker 0 (InferenceX's aggregated multinode run: the prefill workers serve both) "
+            "is not supported by this renderer, which launches disaggregated prefill and decode nodes only"
+        )
     if t.disagg != t.entry.disagg:
         raise Unsupported("multinode entries are rendered disaggregated only (prefill and decode nodes)")
     engine.check(t)
@@ -115,6 +122,10 @@ def _check_supported(t: Target) -> None:
         w = t.worker(role)
         if w.dp_attn or (w.ep or 1) > 1 or (w.pp or 1) > 1:
             raise Unsupported(f"{role}: dp-attn, ep and pp are not rendered yet")
+        if (w.dcp_size or 1) > 1 or (w.pcp_size or 1) > 1:
+            raise Unsupported(
+                f"{role}: dcp-size and pcp-size (context parallelism) are not supported by this renderer yet"
+            )
         if t.disagg and role_gpus(w) != t.hardware.gpus_per_node:
             raise Unsupported(
                 f"{role}: only one tp={t.hardware.gpus_per_node} worker per node is rendered "

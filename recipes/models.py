@@ -16,6 +16,7 @@ class EngineRecipe:
     env: dict = field(default_factory=dict)  # gpu-vendor -> ((NAME, value), ...) exported for the engine
 
 
+TINY_LLAMA = "disagg-recipes/tiny-llama"
 _ROCM_KIMI = (
     ("VLLM_ROCM_USE_AITER", "1"),
     ("VLLM_ROCM_QUICK_REDUCE_QUANTIZATION", "INT4"),
@@ -55,6 +56,9 @@ MODELS: dict[str, dict[str, EngineRecipe]] = {
             ),
         ),
     },
+    # The local-cpu runner's model: tiny, random weights, made on the machine by sim/cpu/make_model.py (no
+    # hub). Nothing beyond the config's settings: its engines' knobs are the runner's (configs/launch.yaml).
+    TINY_LLAMA: {"vllm": EngineRecipe()},
 }
 
 
@@ -192,6 +196,23 @@ ARCHITECTURES: dict[str, Architecture] = {
             ("mup_denominator", 32),
         ),
         source="openbmb/MiniCPM-SALA config.json (as saved in a public quantization log)",
+    ),
+    # sim/cpu/make_model.py writes this model's weights with these shapes. head_dim 64: vLLM's CPU attention
+    # kernel refuses 16. KV: 2 layers x (K, V) x 2 heads x 64 x 2 bytes = 1 KiB per token.
+    TINY_LLAMA: Architecture(
+        architecture="LlamaForCausalLM",
+        model_type="llama",
+        layers=2,
+        hidden_size=128,
+        heads=2,
+        kv_heads=2,
+        head_dim=64,
+        intermediate_size=256,
+        vocab_size=1024,
+        max_positions=32768,
+        extra=(("rope_theta", 10000.0),),
+        source="made locally with random weights (sim/cpu/make_model.py); a BPE tokenizer trained on "
+        "sim/traces",
     ),
 }
 

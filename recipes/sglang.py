@@ -12,10 +12,8 @@ from .words import argv, word
 
 
 def check(t: Target) -> None:
-    if t.disagg and t.entry.kv_p2p_transfer != "mooncake":
-        raise Unsupported(
-            f"kv-p2p-transfer {t.entry.kv_p2p_transfer!r} is not rendered for SGLang (mooncake only)"
-        )
+    if t.disagg and t.kv_transfer != "mooncake":
+        raise Unsupported(f"kv-p2p-transfer {t.kv_transfer!r} is not rendered for SGLang (mooncake only)")
     if t.point.space.kv_offload_backend is not None:
         raise Unsupported(
             "kv-offload-backend is not rendered for SGLang (the LMCache MP connector is vLLM's)"
@@ -69,6 +67,11 @@ def _sglang_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> S
 def engine_env(t: Target, ports: Ports) -> dict:
     """SGLang reads its PD settings from flags, not the environment."""
     return {}
+
+
+def l1_budget(t: Target) -> None:
+    """No host-DRAM KV tier is rendered for SGLang (check() refuses a kv-offload-backend)."""
+    return None
 
 
 def shell_env(t: Target) -> tuple:

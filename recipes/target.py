@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from schemas import settings as reg
 from schemas.config import MasterEntry
-from schemas.entries import Point, parsed_settings, server_worker
+from schemas.entries import Point, kv_transfer, parsed_settings, server_worker
 from schemas.launch import LaunchProfile
 from schemas.runners import Hardware
 
@@ -63,6 +63,11 @@ class Target:
     @property
     def router(self):
         return self.point.space.router or self.entry.router
+
+    @property
+    def kv_transfer(self) -> str | None:
+        """The point's own kv-p2p-transfer, else the entry's."""
+        return kv_transfer(self.entry, self.point.space)
 
     @property
     def uses_lmcache(self) -> bool:

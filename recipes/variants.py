@@ -24,9 +24,18 @@ def variant_name(t_point, params: dict, entry) -> str:
         name = f"{head}_tp{sp.tp}"
     if sp.spec_decoding != "none":
         name += f"_{sp.spec_decoding}"
-    if sp.router is not None and (entry.router is None or sp.router.name != entry.router.name):
+    if sp.router is not None and sp.router.name != _usual_router(entry):
         name += f"_{sp.router.name}"
     return name
+
+
+def _usual_router(entry) -> str | None:
+    """The router a variant name leaves unsaid: the entry's, else (routers only per point, as InferenceX
+    allows) the first point's."""
+    if entry.router is not None:
+        return entry.router.name
+    first = next(points(entry, ()), None)
+    return first.space.router.name if first is not None and first.space.router is not None else None
 
 
 def targets(key: str, entry, *, runners, launch, issues: tuple) -> list[Target]:

@@ -4,7 +4,7 @@ prefill nodes, and the two PD routers that front vLLM (our proxy, vllm-router)."
 from __future__ import annotations
 
 from schemas import settings as reg
-from schemas.entries import l1_size_gb
+from schemas.entries import dram_budget
 from schemas.kv_path import LMCACHE_MP, kv_connectors
 
 from .models import model_recipe
@@ -16,8 +16,8 @@ MOONCAKE_ABORT_TIMEOUT_S = 480
 
 
 def check(t: Target) -> None:
-    if t.disagg and t.entry.kv_p2p_transfer != "mooncake":
-        raise Unsupported(f"kv-p2p-transfer {t.entry.kv_p2p_transfer!r} is not rendered (mooncake only)")
+    if t.disagg and t.kv_transfer != "mooncake":
+        raise Unsupported(f"kv-p2p-transfer {t.kv_transfer!r} is not rendered (mooncake only)")
 
 
 def services(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> list[Service]:
@@ -69,14 +69,26 @@ _LMCACHE_OPTIONAL = {
 }
 
 
+def l1_budget(t: Target):
+    """The prefill server's KV-offload DRAM budget (schemas/dram.py), which sizes LMCache's L1 pool; None
+    when the variant runs no LMCache."""
+    if not t.uses_lmcache:
+        return None
+    budget = dram_budget(t.hardware, t.point.dram_utilization, t.worker("prefill"))
+    if budget is None:  # lint's _dram_budget_tiles_node refuses such a config first
+        raise Unsupported("the prefill worker does not tile a node: its DRAM budget is undefined")
+    return budget
+
+
 def shell_env(t: Target) -> tuple:
     """env.sh's LMCache values, which the node script expands into the server's flags and the connector
-    config (L1 = runner DRAM x dram-utilization, per node)."""
-    if not t.uses_lmcache:
+    config (L1 = the prefill server's DRAM budget in whole GiB, one pool per node)."""
+    budget = l1_budget(t)
+    if budget is None:
         return ()
     s = t.settings("prefill")
     values = {
-        "LMCACHE_L1_SIZE_GB": l1_size_gb(t.hardware, t.point.dram_utilization),
+        "LMCACHE_L1_SIZE_GB": budget.l1_gib,
         "LMCACHE_MP_MQ_TIMEOUT": s["LMCACHE_MP_MQ_TIMEOUT"],
     }
     for name in (

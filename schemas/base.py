@@ -54,14 +54,22 @@ def clip(value: str, limit: int = 80) -> str:
     return repr(value) if len(value) <= limit else repr(value[:limit]) + f"... [{len(value)} characters]"
 
 
-def shape(pattern: str, what: str, *, max_length: int, allowed: str) -> Any:
+def shape(pattern: str, what: str, *, max_length: int, allowed: str, reasons: tuple = ()) -> Any:
     """A string that is `what`: it fully matches `pattern` (ASCII classes only: re.ASCII, and [0-9] never
     \\d, which also takes Arabic-Indic and fullwidth digits) and has at most `max_length` characters.
-    The error names the value, what it should be and (fix) the allowed shape."""
+    The error names the value, what it should be and (fix) the allowed shape. `reasons`: (regex, message,
+    fix) said instead when a value matches regex (searched): a mistake worth naming, such as InferenceX's
+    own reason for refusing it."""
     regex = re.compile(pattern, re.ASCII)
     fix = f"{allowed}; at most {max_length} characters"
+    named = tuple((re.compile(r, re.ASCII), message, hint) for r, message, hint in reasons)
 
     def check(value: str) -> str:
+        for reason, message, hint in named:
+            if reason.search(value):
+                raise PydanticCustomError(
+                    "shape", "{message}", {"message": f"{clip(value)}: {message}", "fix": hint}
+                )
         if len(value) > max_length or not regex.fullmatch(value):
             message = f"{clip(value)} is not {what}" + _lookalike(value)
             raise PydanticCustomError("shape", "{message}", {"message": message, "fix": fix})
@@ -81,7 +89,19 @@ _NAME = r"[a-z0-9][a-z0-9._-]*"
 _NAME_WORDS = "lowercase ASCII letters, digits, '.', '_' and '-', starting with a letter or digit"
 # A config key: as InferenceX writes them (kimik2.5-fp4-mi355x-vllm-disagg-agentic, 49 characters at most);
 # it names folders, files and SLURM jobs.
-ConfigKey = shape(_NAME, "a config key", max_length=128, allowed=_NAME_WORDS)
+ConfigKey = shape(
+    _NAME,
+    "a config key",
+    max_length=128,
+    allowed=_NAME_WORDS,
+    reasons=(
+        (
+            r"\*",
+            "'*' is reserved for changelog config-key wildcards; InferenceX refuses it in a config key",
+            "name the config without '*'",
+        ),
+    ),
+)
 # A lowercase name: model-prefix, precision, framework, router, backend, kv transfer.
 Name = shape(_NAME, "a name", max_length=64, allowed=_NAME_WORDS)
 # A runner label: h100, b200-nscale, cluster:mi355x-amds (every label of InferenceX's runners.yaml).
@@ -104,6 +124,14 @@ Version = shape(
     "a version",
     max_length=64,
     allowed="ASCII letters, digits, '.', '_', '+' and '-', as in 0.1.17, 0.5.5.dev104+rocm7.2 or a commit",
+    reasons=(
+        (
+            r"^image:",
+            "a component version is its own release, package version or commit, not the image it comes "
+            "in; InferenceX refuses an image reference here",
+            "the component's own version, e.g. 0.1.17 or a commit",
+        ),
+    ),
 )
 # A Hugging Face model id: org/name (amd/Kimi-K2.5-MXFP4); no part starts with '.', so never '..'.
 ModelId = shape(
@@ -161,7 +189,6 @@ MAX_TOKENS = 2**24  # 16,777,216: a sequence, context or batch; real contexts ar
 MAX_PARALLEL = 1024  # workers, tp, pp, ep: real ones are at most 8
 MAX_GPUS_PER_NODE = 64  # real nodes have 4 or 8
 MAX_DRAM_MIB = 64 * 2**20  # 64 TiB per node; the largest real node has ~3 TiB (3,095,781 MiB)
-MAX_L1_GB = MAX_DRAM_MIB // 1024  # what the largest node's whole DRAM gives an LMCache L1 pool
 MAX_WAIT_S = 86_400  # a day: the longest real wait (engine start) is an hour
 MAX_TTL_S = 7 * 86_400  # a week
 MAX_ENV_INT = 2**63 - 1  # a 64-bit integer
@@ -183,5 +210,6 @@ PosInt = Annotated[int, Field(gt=0)]
 Concurrency = bounded(1, MAX_CONCURRENCY)
 Tokens = bounded(1, MAX_TOKENS)
 Parallel = bounded(1, MAX_PARALLEL)
+Workers = bounded(0, MAX_PARALLEL)  # num-worker: a decode of 0 is InferenceX's aggregated run
 WaitSeconds = bounded(1, MAX_WAIT_S)
 EnvInt = bounded(-MAX_ENV_INT - 1, MAX_ENV_INT)

@@ -6,9 +6,10 @@ import fnmatch
 import re
 from typing import Annotated, Literal
 
-from pydantic import Field, RootModel
+from pydantic import AfterValidator, Field, RootModel
+from pydantic_core import PydanticCustomError
 
-from .base import Model, clip, prose, shape
+from .base import Model, bounded, clip, prose, shape
 from .check import duplicate_findings, validate
 from .findings import Finding, Problem
 from .yamlio import Document
@@ -24,6 +25,16 @@ KeyPattern = shape(
     allowed="lowercase ASCII letters, digits, '.', '_', '-' and the wildcards '*', '?', '[...]'",
 )
 Description = prose("a description line", 2000)  # the longest real one has 1081 characters
+Scenario = Literal["fixed-seq-len", "agentic-coding"]
+
+
+def _some_scenarios(types: list) -> list:
+    if not types:
+        message = "scenario-type lists no scenario; InferenceX refuses an empty list"
+        raise PydanticCustomError(
+            "shape", "{message}", {"message": message, "fix": "name one, or drop the key to mean every one"}
+        )
+    return types
 
 
 class ChangelogEntry(Model):
@@ -36,10 +47,17 @@ class ChangelogEntry(Model):
     pr_link: Annotated[str, Field(max_length=512)] | None = Field(
         description="https://github.com/<org>/<repo>/pull/<number>, digits in ASCII."
     )
-    scenario_type: list[Literal["fixed-seq-len", "agentic-coding"]] | None = None
+    scenario_type: Annotated[list[Scenario], AfterValidator(_some_scenarios)] | None = Field(
+        None, description="Only these scenarios; at least one when given."
+    )
     evals_only: bool | None = None
     all_evals: bool | None = None
-    append_only: bool | None = None
+    append_only: bool | None = Field(
+        None, description="Run only the points added while keeping every existing one; no eval selection."
+    )
+    eval_min_prefill_ep: bounded(1, 1024) | None = Field(
+        None, description="Multinode evals: drop rows whose prefill ep is below this, 1 to 1024."
+    )
 
 
 class Changelog(RootModel[list[ChangelogEntry]]):
@@ -84,6 +102,26 @@ def _unresolved_keys(entry: ChangelogEntry, config_keys: set[str], path: tuple):
             )
 
 
+EVAL_SELECTION = ("evals-only", "all-evals", "eval-min-prefill-ep")
+
+
+def _append_only_selects_no_evals(entry: ChangelogEntry, path: tuple):
+    """append-only entries add throughput points to the latest curve; they select no evals (InferenceX)."""
+    if not entry.append_only:
+        return
+    chosen = [k for k in EVAL_SELECTION if getattr(entry, k.replace("-", "_")) not in (None, False)]
+    if chosen:
+        yield Problem(
+            path + ("append-only",),
+            f"append-only cannot be combined with {', '.join(chosen)}",
+            "an append-only entry runs new throughput points only: drop the eval selection, or append-only",
+        )
+
+
+# Checks of one appended entry beyond its model, each a named function (tests name them).
+ENTRY_CHECKS = (_append_only_selects_no_evals,)
+
+
 def _history_problems(old: list, new: list) -> list[Problem]:
     """Entries of the base that were changed or removed: the file is append-only."""
     out = []
@@ -123,6 +161,7 @@ def check_changelog(
         problem = pr_link_problem(entry.pr_link, repo, (i, "pr-link"))
         if problem:
             findings.append(problem.at(doc))
+        findings += [p.at(doc) for check in ENTRY_CHECKS for p in check(entry, (i,))]
         if config_keys is not None:
             findings += [p.at(doc) for p in _unresolved_keys(entry, config_keys, (i,))]
     return findings

@@ -20,6 +20,7 @@ from .base import (
     SettingText,
     Tokens,
     Version,
+    Workers,
     shape,
 )
 from .images import REFERENCE, REFERENCE_WORDS
@@ -32,6 +33,10 @@ _SETTINGS = (
     "KEY=VALUE settings; checked against the settings registry. Under every profile: ASCII letters, digits "
     "and '._/:,+=@%-' only, at most 1024 characters."
 )
+
+
+def _absent(value) -> bool:
+    return value is None
 
 
 class Router(Model):
@@ -51,7 +56,10 @@ class OffloadBackend(Model):
 class Worker(Model):
     """One role (prefill or decode) of a disaggregated search-space entry."""
 
-    num_worker: Parallel = Field(description=f"Engine instances of this role, {_PARALLEL}")
+    num_worker: Workers = Field(
+        description=f"Engine instances of this role, 0 to {base.MAX_PARALLEL}. A decode num-worker of 0 is "
+        "InferenceX's aggregated run: the prefill workers serve prefill and decode."
+    )
     tp: Parallel = Field(description=f"Tensor-parallel GPUs per engine, {_PARALLEL}")
     pp: Parallel | None = Field(None, description=f"Pipeline stages, {_PARALLEL}")
     dcp_size: Parallel | None = Field(None, description=f"Decode context parallel size, {_PARALLEL}")
@@ -66,6 +74,19 @@ class SearchSpace(Model):
     """One point family of the sweep: topology plus the concurrencies to run it at."""
 
     tp: Parallel | None = Field(None, description=f"Single-node: GPUs of the server, {_PARALLEL}")
+    # Keys added after configs were recorded are left out of the dump when absent, so an entry without
+    # them hashes (config_sha256) as it did before they existed.
+    pp: Parallel | None = Field(
+        None, exclude_if=_absent, description=f"Single-node: pipeline stages, {_PARALLEL}"
+    )
+    dcp_size: Parallel | None = Field(
+        None,
+        exclude_if=_absent,
+        description=f"Single-node: decode context parallel size, dividing tp; {_PARALLEL}",
+    )
+    pcp_size: Parallel | None = Field(
+        None, exclude_if=_absent, description=f"Single-node: prefill context parallel size, {_PARALLEL}"
+    )
     ep: Parallel | None = Field(None, description=f"Single-node: expert-parallel size, {_PARALLEL}")
     dp_attn: bool | None = None
     prefill: Worker | None = None
@@ -85,6 +106,11 @@ class SearchSpace(Model):
     kv_offloading: Literal["none", "dram"] | None = None
     kv_offload_backend: OffloadBackend | None = None
     router: Router | None = None
+    kv_p2p_transfer: Name | None = Field(
+        None,
+        exclude_if=_absent,
+        description="Multinode: the KV transfer of this point, when the entry does not name one for all.",
+    )
     additional_settings: list[SettingText] = Field(
         default_factory=list,
         exclude_if=lambda v: not v,  # entries without it hash (config_sha256) as before the key existed

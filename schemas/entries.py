@@ -1,11 +1,13 @@
-"""Walking a validated entry: its search-space points, their engines (workers) and typed settings, and
-the LMCache L1 size. Shared by the lint rules and the planner (recipes/)."""
+"""Walking a validated entry: its search-space points, their engines (workers) and typed settings, the KV
+transfer of a point and the DRAM budget of its offloading server. Shared by the lint rules and the planner
+(recipes/)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from . import dram
 from . import settings as reg
 from .config import MasterEntry, SearchSpace, Worker
 from .runners import Hardware
@@ -52,6 +54,9 @@ def server_worker(space: SearchSpace) -> Worker:
         {
             "num-worker": 1,
             "tp": space.tp,
+            "pp": space.pp,
+            "dcp-size": space.dcp_size,
+            "pcp-size": space.pcp_size,
             "ep": space.ep,
             "dp-attn": space.dp_attn,
             "additional-settings": space.additional_settings,
@@ -72,10 +77,23 @@ def parsed_settings(worker: Worker) -> dict:
 
 
 def role_gpus(worker: Worker) -> int:
-    """GPUs one engine instance of this role spans."""
-    return worker.tp * (worker.pp or 1)
+    """GPUs one engine instance of this role spans: tp x pp x pcp-size."""
+    return dram.footprint(worker.tp, worker.pp, worker.pcp_size)
 
 
-def l1_size_gb(hw: Hardware, dram_utilization: float) -> int:
-    """LMCache L1 pool per node, whole GiB: the node's DRAM share (one pool per node, not per rank)."""
-    return int(hw.available_cpu_dram_mib * dram_utilization // 1024)
+def kv_transfer(entry: MasterEntry, space: SearchSpace) -> str | None:
+    """The KV transfer of a point: its own kv-p2p-transfer, else the entry's (InferenceX allows either)."""
+    return space.kv_p2p_transfer or entry.kv_p2p_transfer
+
+
+def offloading_worker(entry: MasterEntry, space: SearchSpace) -> Worker | None:
+    """The engine whose node's DRAM the KV offload uses: a multinode point's prefill, else the server."""
+    if entry.multinode:
+        return space.prefill
+    return server_worker(space) if space.tp is not None else None
+
+
+def dram_budget(hw: Hardware, dram_utilization: float, worker: Worker) -> dram.DramBudget | None:
+    """InferenceX's KV-offload DRAM budget of one server of `worker` (schemas/dram.py); None when the
+    worker does not tile a node."""
+    return dram.budget(hw.available_cpu_dram_mib, hw.gpus_per_node, dram_utilization, role_gpus(worker))

@@ -32,6 +32,7 @@ from .config import MasterEntry
 from .findings import Problem, did_you_mean, format_path, one_of
 from .images import engine_version, parse_image
 from .kv_path import Connector
+from .launch import PythonModule
 
 RECORDS = "known-issue-workarounds"  # the entry key that records applied workarounds
 REGISTRY_FILE = "configs/known-issues.yaml"
@@ -177,13 +178,19 @@ class Workaround(Model):
     description: Text
     flags_add: list[EngineFlag] = Field(default_factory=list)
     flags_remove: list[EngineFlag] = Field(default_factory=list)
+    kv_connector_module: PythonModule | None = Field(
+        None,
+        description="Applied by the runner instead of the config: its launch profile's kv-connector-module "
+        "(a local runner's own MooncakeConnector module, configs/launch.yaml) is this module.",
+    )
     changes_performance: bool = Field(description="true: results are not comparable with runs without it.")
 
     @model_validator(mode="after")
     def _changes_flags(self):
-        if not (self.flags_add or self.flags_remove):
+        if not (self.flags_add or self.flags_remove or self.kv_connector_module):
             raise ValueError(
-                "a workaround needs flags-add or flags-remove: lint checks that a config applies it"
+                "a workaround needs flags-add, flags-remove or kv-connector-module: lint checks that a "
+                "config applies it"
             )
         return self
 
@@ -414,6 +421,12 @@ def trigger_settings(issue: KnownIssue) -> str:
 
 def workaround_settings(workaround: Workaround) -> str:
     """What a config sets to apply it: 'ATTENTION_BACKEND=minicpm_flashattn instead of ...'."""
+    if workaround.kv_connector_module:
+        return (
+            f"kv-connector-module {{module: {workaround.kv_connector_module}}} in the runner's launch "
+            "profile "
+            "(local runners only)"
+        )
     add = ", ".join(reg.flag_setting(f) for f in workaround.flags_add)
     drop = ", ".join(reg.flag_setting(f) for f in workaround.flags_remove)
     if add and drop:
@@ -480,6 +493,11 @@ def recorded_workarounds(entry: MasterEntry, registry) -> tuple[dict, ...]:
                 "settings": workaround_settings(workaround),
                 "flags-add": list(workaround.flags_add),
                 "flags-remove": list(workaround.flags_remove),
+                **(
+                    {"kv-connector-module": workaround.kv_connector_module}
+                    if workaround.kv_connector_module
+                    else {}
+                ),
             }
         )
     return tuple(out)

@@ -11,7 +11,7 @@ from typing import Literal
 
 from . import settings as reg
 from .config import MasterEntry
-from .entries import Point
+from .entries import Point, kv_transfer
 
 MOONCAKE, LMCACHE_MP, MULTI = "MooncakeConnector", "LMCacheMPConnector", "MultiConnector"
 # The connectors vLLM 0.33's KVConnectorFactory registers: what a known-issue trigger may name.
@@ -37,7 +37,7 @@ def kv_connectors(entry: MasterEntry, role: str, point: Point) -> tuple[str, ...
     if (
         reg.engine_of(entry.framework) != "vllm"
         or role not in reg.ROLES
-        or entry.kv_p2p_transfer != "mooncake"
+        or kv_transfer(entry, point.space) != "mooncake"
     ):
         return ()
     backend = point.space.kv_offload_backend

@@ -1,6 +1,7 @@
 """configs/launch.yaml: how a job launches on each runner label. Real and local clusters differ only in
 this data (SLURM, container, devices, addresses, timeouts, benchmark length, engine environment,
-tokenizer and trace source, which engine build runs); the defaults here are a real GPU cluster's.
+tokenizer and trace source, which engine build runs, the knobs a CPU engine needs, the one local-only
+connector module); the defaults here are a real GPU cluster's.
 
 InferenceX's own tools read configs/runners.yaml, never this file: its validator refuses keys it does not
 know, so the launch facts of a site live here, keyed by the same runner labels.
@@ -23,10 +24,33 @@ from .base import (
     Model,
     RelPath,
     WaitSeconds,
+    bounded,
     shape,
 )
 
 Engine = Literal["vllm", "sglang"]
+Role = Literal["prefill", "decode", "server"]
+Router = Literal["pd-proxy", "vllm-router", "sglang-router"]
+# One word of a command line the runner adds (a flag or its value): no space, quote, '$' or glob.
+Arg = shape(
+    r"[A-Za-z0-9-][A-Za-z0-9._/:=,+@%-]*",
+    "a command-line word",
+    max_length=256,
+    allowed="ASCII letters, digits and '._/:=,+@%-', as in --health-timeout or 10",
+)
+PythonModule = shape(
+    r"[A-Za-z_][A-Za-z0-9_]*",
+    "a top-level Python module name",
+    max_length=64,
+    allowed="as in local_cpu_mooncake",
+)
+ToolName = shape(
+    r"[a-z][a-z0-9-]*",
+    "a tool name",
+    max_length=64,
+    allowed="a pyproject.toml extra and its .venv-<name>, as in vllm-cpu",
+)
+Port = bounded(1024, 65535)
 HMS = shape(
     r"[0-9]{1,3}:[0-5][0-9]:[0-5][0-9]", "a time limit", max_length=9, allowed="H:MM:SS, as in 04:00:00"
 )
@@ -70,6 +94,48 @@ class Benchmark(Model):
     prompt_corpus: Literal["random"] | None = Field(
         None, description="AIPerf --prompt-corpus for fixed-seq-len prompts (random: for word tokenizers)."
     )
+    grace_seconds: WaitSeconds | None = Field(
+        None,
+        description="AIPerf --benchmark-grace-period: how long answers still in flight when the duration "
+        "ends may take and count (AIPerf's default 30 s; a CPU engine's long prompts take minutes).",
+    )
+
+
+class ConnectorModule(Model):
+    """A local runner's own KV-connector module (FACTS section 9 item 2): every MooncakeConnector of the job
+    is loaded from it (kv_connector_module_path), and the shipped folder that holds it is put on the engines'
+    PYTHONPATH. It may only make the upstream connector run on this runner's engines; lint refuses it on any
+    runner that is not a local one."""
+
+    module: PythonModule = Field(description="The module MooncakeConnector is loaded from.")
+    shipped: Ident = Field(description="The ship folder (see ship) that holds it.")
+
+
+class Lmcache(Model):
+    """LMCache server flags this runner's engines need (lmcache server's own defaults when absent)."""
+
+    transfer_mode: Literal["lmcache_driven", "engine_driven", "auto"] | None = Field(
+        None,
+        description="--supported-transfer-mode. A CPU engine's LMCacheMPConnector registers an engine-driven "
+        "context, which the default (lmcache_driven) has no handler for: the engine then waits 2 x "
+        "lmcache.mp.mq_timeout at start.",
+    )
+    worker_reap_timeout: bounded(0, MAX_WAIT_S) | None = Field(
+        None,
+        description="--worker-reap-timeout-seconds (LMCache's default 120; 0: never). A reaped engine's next "
+        "store waits forever while its /health stays 200: a busy CPU engine misses heartbeats for minutes.",
+    )
+
+
+class MooncakeBootstrap(Model):
+    """Where prefill engines serve Mooncake's bootstrap /query (VLLM_MOONCAKE_BOOTSTRAP_PORT)."""
+
+    port: Port = Field(8998, description="The port (vLLM's default 8998).")
+    per_node: bool = Field(
+        False,
+        description="Port + the node's rank instead, one per prefill node: Mooncake's bootstrap server binds "
+        "0.0.0.0, so nodes sharing one host's addresses need distinct ports.",
+    )
 
 
 class LaunchProfile(Model):
@@ -78,10 +144,20 @@ class LaunchProfile(Model):
     gpu_vendor: Literal["amd", "nvidia", "none"] = Field(
         description="Device mapping of the container: amd -> /dev/kfd, /dev/dri; nvidia -> --gpus all; none."
     )
-    engine_build: Literal["image", "simulator"] = Field(
+    engine_build: Literal["image", "simulator", "cpu"] = Field(
         "image",
-        description="Which engines run: the image's own (a real cluster), or this repository's simulator "
-        "(sim/bin, the local cluster).",
+        description="Which engines run: the image's own (a real cluster), this repository's simulator "
+        "(sim/bin, the local cluster), or the engine's CPU build from the tool virtualenv engine-venv (the "
+        "local CPU cluster: real engines on this host's processors).",
+    )
+    engine_venv: ToolName | None = Field(
+        None,
+        description="engine-build cpu: the pyproject.toml extra whose pins are the engines (its first pin) "
+        "and their KV connectors, installed by `make tools` as .venv-<name>; preflight checks the engine's "
+        "pinned version and lock.json names every pin.",
+    )
+    kv_connector_module: ConnectorModule | None = Field(
+        None, description="The local runner's own MooncakeConnector module (local runners only)."
     )
     partition: Ident = Field(description="SLURM partition.")
     account: Ident | None = Field(None, description="SLURM account, if the cluster needs one.")
@@ -125,11 +201,77 @@ class LaunchProfile(Model):
         default_factory=dict,
         description="Environment exported to the engines from a setting's resolved value (NAME: SETTING).",
     )
+    engine_args: dict[Role, list[Arg | EnvInt]] = Field(
+        default_factory=dict,
+        description="Flags added to the engine command line of a role here, after the recipe's own: what "
+        "this hardware needs (a CPU engine's KV-cache size), never what a config setting renders.",
+    )
+    router_args: dict[Router, list[Arg | EnvInt]] = Field(
+        default_factory=dict,
+        description="Flags added to a router's command line here (slower engines need longer health "
+        "timeouts).",
+    )
+    lmcache: Lmcache = Field(default_factory=Lmcache)
+    mooncake_bootstrap: MooncakeBootstrap = Field(default_factory=MooncakeBootstrap)
 
     @model_validator(mode="after")
     def _interface_when_read(self):
         if self.node_address == "interface" and self.data_plane_interface is None:
             raise ValueError("node-address: interface needs data-plane-interface")
+        return self
+
+    @model_validator(mode="after")
+    def _engine_args_are_no_settings(self):
+        """A flag a setting stands for is the config's to set, where lint and the known-issue registry see
+        it."""
+        from .settings import REGISTRY
+
+        owned = {s.flag: s.name for s in REGISTRY.values() if s.flag}
+        for role, args in self.engine_args.items():
+            for arg in args:
+                flag = str(arg).partition("=")[0]
+                if flag in owned:
+                    raise ValueError(
+                        f"engine-args.{role}: {flag} is setting {owned[flag]}'s: set it in the config's "
+                        "additional-settings"
+                    )
+        return self
+
+    @model_validator(mode="after")
+    def _cpu_engines_name_their_venv(self):
+        if (self.engine_build == "cpu") != (self.engine_venv is not None):
+            raise ValueError(
+                "engine-build cpu and engine-venv go together: the venv is where its engines are"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _connector_module_only_on_local_runners(self):
+        """The connector shim makes upstream code run on this host's CPU engines; on a runner whose engines
+        are an image's, or whose nodes are separate machines, it would only hide a broken image."""
+        shim = self.kv_connector_module
+        if shim is None:
+            return self
+        if self.engine_build != "cpu" or not self.loopback or self.container_runtime != "none":
+            raise ValueError(
+                "kv-connector-module is a local runner's shim (FACTS section 9 item 2): only with "
+                "engine-build cpu, container-runtime none and loopback true; a real cluster runs the "
+                "image's own connectors"
+            )
+        if shim.shipped not in self.ship:
+            raise ValueError(f"kv-connector-module.shipped {shim.shipped!r} is not a ship folder")
+        return self
+
+    @model_validator(mode="after")
+    def _cpu_lmcache_serves_engine_driven(self):
+        """FACTS section 9 item 3: the mismatch is a start-up hang, so it is refused before anything
+        starts."""
+        if self.engine_build == "cpu" and self.lmcache.transfer_mode in (None, "lmcache_driven"):
+            raise ValueError(
+                "engine-build cpu: lmcache.transfer-mode must serve engine-driven transfers (auto or "
+                "engine_driven); the server's default, lmcache_driven, answers a CPU engine's registration "
+                "'No handler registered' and the prefill hangs at start"
+            )
         return self
 
     @model_validator(mode="after")

@@ -3,13 +3,26 @@ InferenceX's tools read our file too. How a job launches on a runner is configs/
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Annotated
+
+from pydantic import AfterValidator, Field
+from pydantic_core import PydanticCustomError
 
 from .base import MAX_DRAM_MIB, MAX_GPUS_PER_NODE, Ident, Label, Model, bounded
 
 # Bounded so the LMCache L1 pool derived from it (DRAM x dram-utilization) stays a sane number too.
 DramMib = bounded(1, MAX_DRAM_MIB)
 GpusPerNode = bounded(1, MAX_GPUS_PER_NODE)
+
+
+def _some_nodes(nodes: list) -> list:
+    if not nodes:
+        message = "a runner label lists no nodes; InferenceX refuses an empty label list"
+        raise PydanticCustomError("shape", "{message}", {"message": message, "fix": "list its node names"})
+    return nodes
+
+
+Nodes = Annotated[list[Ident], AfterValidator(_some_nodes)]
 
 
 class Hardware(Model):
@@ -22,8 +35,12 @@ class Hardware(Model):
 
 
 class Runners(Model):
-    labels: dict[Label, list[Ident]] = Field(
+    labels: dict[Label, Nodes] = Field(
         description="Runner label (a lowercase name with at most one ':', as in h100 or cluster:mi355x-amds; "
         "at most 64 characters) -> node names."
     )
-    hardware: dict[Label, Hardware] = Field(description="Runner label -> node shape.")
+    hardware: dict[Label, Hardware] = Field(
+        default_factory=dict,
+        description="Runner label -> node shape (optional in InferenceX; strict lint requires the shape of "
+        "every runner a config uses).",
+    )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from . import base
+from . import base, dram
 from .findings import did_you_mean, one_of
 
 ROLES = ("prefill", "decode")  # the two roles of a disaggregated (PD) entry
@@ -179,11 +179,11 @@ REGISTRY: dict[str, Setting] = {
         _s(
             "LMCACHE_L1_INIT_SIZE_GB",
             "int",
-            "lmcache server --l1-init-size-gb (L1 may not be smaller; at most what 64 TiB of DRAM gives).",
+            "lmcache server --l1-init-size-gb (L1 may not be smaller; at most what the 3 TB cap gives).",
             roles=_PREFILL,
             engines=_VLLM,
             low=1,
-            high=base.MAX_L1_GB,
+            high=dram.MAX_L1_GIB,
             default=20,
         ),
         _s(
@@ -239,19 +239,20 @@ REGISTRY: dict[str, Setting] = {
             "lmcache server --l1-size-gb.",
             roles=_PREFILL,
             engines=_VLLM,
-            derived_from="the runner's available-cpu-dram-mib x the scenario's dram-utilization, per node",
+            derived_from="the server's DRAM budget: min(the runner's available-cpu-dram-mib, 3 TB) x the "
+            "scenario's dram-utilization x the GPUs it uses / gpus-per-node, in GB, as whole GiB",
         ),
         _s(
             "PREFILL_NODES",
             "derived",
             "Prefill node count.",
-            derived_from="prefill num-worker x tp x pp / the runner's gpus-per-node",
+            derived_from="prefill num-worker x tp x pp x pcp-size / the runner's gpus-per-node",
         ),
         _s(
             "DECODE_NODES",
             "derived",
             "Decode node count.",
-            derived_from="decode num-worker x tp x pp / the runner's gpus-per-node",
+            derived_from="decode num-worker x tp x pp x pcp-size / the runner's gpus-per-node",
         ),
         _s("ROUTER_TYPE", "derived", "Router implementation.", derived_from="the entry's router.name"),
         _s(

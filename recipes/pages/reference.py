@@ -332,17 +332,27 @@ def _rule_text(rule) -> str:
 
 
 def _rules_part() -> list[str]:
-    strict_only = [r for r in rules.PROFILES["strict"] if r not in rules.STRUCTURAL]
-    rows = [(f"`{r.__name__}`", "structural (every profile)", _rule_text(r)) for r in rules.STRUCTURAL]
-    rows += [(f"`{r.__name__}`", "strict", _rule_text(r)) for r in strict_only]
+    groups = (
+        (rules.INFERENCEX, "inferencex, strict", "rules_inferencex.py"),
+        (rules.EXTENSIONS, "inferencex", "rules_inferencex.py"),
+        (rules.STRICT, "strict", "rules_strict.py"),
+        (rules.LOCAL, "strict", "rules_local.py"),
+    )
+    rows = [
+        (f"`{r.__name__}`", profiles, f"[{file}](../schemas/{file})", _rule_text(r))
+        for group, profiles, file in groups
+        for r in group
+    ]
     return [
         "## Lint rules",
         "",
         "`make lint` checks each file against its schema, then runs these rules over every config entry",
-        "([schemas/rules.py](../schemas/rules.py)): structural rules are InferenceX's own and run under",
-        "every profile; strict rules run under `strict`, the default.",
+        "([schemas/rules.py](../schemas/rules.py) names the profiles). `inferencex` is InferenceX's own",
+        "validator: its rules, and the refusal of this repository's two extension keys, so its verdict on an",
+        "entry is InferenceX's. `strict`, the default, is every InferenceX rule and this repository's own;",
+        "it accepts the two extension keys (README, Profiles).",
         "",
-        *_table(("rule", "profile", "checks"), rows),
+        *_table(("rule", "profiles", "defined in", "checks"), rows),
     ]
 
 

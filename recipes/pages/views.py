@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from schemas.entries import kv_transfer, points
 from scripts import failures
 
 from ..submit import lock
@@ -235,10 +236,15 @@ def _components(rendered: list) -> list[tuple[str, str]]:
     return out
 
 
+def _transfers(entry) -> list:
+    """The KV transfers of an entry's points (each its own kv-p2p-transfer, else the entry's)."""
+    return [x for x in _distinct(kv_transfer(entry, pt.space) for pt in points(entry, ())) if x]
+
+
 def _kv_path(entry, plans: list) -> str:
     if not any("decode" in {r.name for r in p.roles} for p in plans):
         return "none: one server does prefill and decode"
-    out = f"prefill → decode over `{entry.kv_p2p_transfer}`"
+    out = f"prefill → decode over {' or '.join(f'`{x}`' for x in _transfers(entry))}"
     for size in _distinct(dict(p.env_shell).get("LMCACHE_L1_SIZE_GB") for p in plans):
         if size is not None:
             out += (
@@ -270,8 +276,8 @@ def _on_path(plans: list) -> str:
 
 def _intro(entry, engine: str, plans: list) -> str:
     out = f"{entry.model} ({entry.precision}) served by {engine} on runner `{entry.runner}`"
-    if any(p.slurm.nodes > 1 for p in plans) and entry.kv_p2p_transfer:
-        kv = KV_TRANSFERS.get(entry.kv_p2p_transfer, entry.kv_p2p_transfer)
+    if any(p.slurm.nodes > 1 for p in plans) and _transfers(entry):
+        kv = " or ".join(KV_TRANSFERS.get(x, x) for x in _transfers(entry))
         out += f": prefill and decode engines on separate nodes, KV moved by {kv}"
     elif all(p.router is None for p in plans):
         out += ": one server on one node, not disaggregated; requests go to it directly"

@@ -15,7 +15,8 @@ CTLD_ADDR = "127.0.0.10"  # the controller is not a node: it gets an address no 
 CTLD_PORT = 16817
 SLURMD_PORT_BASE = 16820  # simN's slurmd listens on 16820 + N
 MAX_NODES = 9  # keeps node addresses 127.0.0.11..19 and slurmd ports below 16830
-# Node shape of runner `local` in configs/runners.yaml (available-cpu-dram-mib); a test keeps them equal.
+# Node shape of runner `cluster:local-sim` in configs/runners.yaml (available-cpu-dram-mib); a test keeps
+# them equal.
 NODE_CPUS = 2
 NODE_MEMORY_MIB = 4096
 

@@ -1,5 +1,5 @@
-"""What the local cluster is built from agrees with the repository: runner `local` in
-configs/runners.yaml and configs/launch.yaml, and the tools' pins in pyproject.toml."""
+"""What the local cluster is built from agrees with the repository: runner `cluster:local-sim`
+in configs/runners.yaml and configs/launch.yaml, and the tools' pins in pyproject.toml."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import yaml
 
 from sim.cluster import extras, layout
 from sim.cluster.layout import ROOT, Layout
+
+LOCAL = "cluster:local-sim"  # the runner label of the simulated cluster
 
 
 def _runners() -> dict:
@@ -20,17 +22,17 @@ def _launch() -> dict:
 
 def test_nodes_are_runner_local_each_on_its_own_address_and_port():
     node_list = layout.nodes(3)
-    assert [n.name for n in node_list] == _runners()["labels"]["local"]
+    assert [n.name for n in node_list] == _runners()["labels"][LOCAL]
     assert len({n.addr for n in node_list}) == len({n.port for n in node_list}) == 3
     assert layout.CTLD_ADDR not in {n.addr for n in node_list}
     assert layout.CTLD_PORT not in {n.port for n in node_list}
 
 
 def test_slurm_conf_carries_runner_local_shape(tmp_path):
-    hardware = _runners()["hardware"]["local"]
+    hardware = _runners()["hardware"][LOCAL]
     conf = layout.render_conf(Layout(tmp_path), layout.nodes(3))
     assert f"RealMemory={hardware['available-cpu-dram-mib']} " in conf
-    assert f"PartitionName={_launch()['local']['partition']} Nodes=sim1,sim2,sim3 " in conf
+    assert f"PartitionName={_launch()[LOCAL]['partition']} Nodes=sim1,sim2,sim3 " in conf
     assert "NodeName=sim2 NodeAddr=127.0.0.12 Port=16822 " in conf
     assert "${" not in conf and str(tmp_path / "run" / "munge.socket") in conf
 

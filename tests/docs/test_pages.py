@@ -148,7 +148,7 @@ def make_run(tmp_path, plan, *, config_sha256=None, verdict="job succeeded: ever
 
 @pytest.fixture
 def one(src):
-    key = next(k for k in keys(src) if src.entries[k].runner == "local")
+    key = next(k for k in keys(src) if src.entries[k].runner == "cluster:local-sim")
     return key, rendered_of(src, key)[0].plan
 
 
@@ -218,7 +218,7 @@ def test_cli_check_fails_on_a_stale_page_and_names_it(src, tmp_path, monkeypatch
 
 
 def test_a_valid_config_the_renderer_refuses_gets_a_page_saying_why(src):
-    key = next(k for k in keys(src) if src.entries[k].runner == "local")
+    key = next(k for k in keys(src) if src.entries[k].runner == "cluster:local-sim")
     data = src.entries[key].model_dump(by_alias=True)
     for scenario in data["scenarios"].values():
         for group in scenario or ():

@@ -34,6 +34,8 @@ def test_variants_of_every_shipped_config(rendered):
         SGLANG_ONE,
         MINICPM,
         ("minicpm-sala-bf16-h200-sglang-upstream", "fsl8k1k_tp1"),
+        ("local-cpu-vllm-disagg-agentic", "agentic_p1x1_d1x1"),
+        ("local-cpu-vllm-disagg-agentic", "agentic_p1x1_d1x1_vllm-router"),
     }
 
 
@@ -85,9 +87,12 @@ def test_without_lmcache_prefill_is_a_plain_mooncake_producer(rendered):
     assert cfg["kv_connector"] == "MooncakeConnector" and cfg["kv_role"] == "kv_producer"
 
 
-def test_lmcache_l1_is_runner_dram_times_utilization_per_node(rendered):
+def test_lmcache_l1_is_the_inferencex_dram_budget_per_server(rendered):
     env = dict(rendered[SEED].plan.env_shell)
-    assert env["LMCACHE_L1_SIZE_GB"] == str(int(3_095_781 * 0.80 // 1024))  # 2418 GiB, one pool per node
+    # MI355X: 3,095,781 MiB available, capped at 3 TB (2,861,022 MiB) a server, x 0.80, all 8 GPUs: 2399 GB,
+    # which LMCache counts in GiB: 2234 (not 3,095,781 MiB x 0.80 = 2418 GiB, over the cap).
+    assert env["LMCACHE_L1_SIZE_GB"] == str(int(2_861_022 * 2**20 * 0.80 // 10**9) * 10**9 // 2**30) == "2234"
+    assert "at most 3000 GB a server" in rendered[SEED].files["env.sh"]
     assert env["LMCACHE_EVICTION_POLICY"] == "LRU" and env["LMCACHE_MP_MQ_TIMEOUT"] == "1200"
     assert dict(rendered[LOCAL].plan.env_shell)["LMCACHE_L1_SIZE_GB"] == "2"
 

@@ -1,6 +1,7 @@
-"""Accept/reject cases over the baseline entry, shared by the tables of test_rules.py, test_shapes.py and
-test_bounds.py: each case names the rule (a function of schemas/rules.py) or "model" (a constraint of the
-models) that must refuse it, the key path below the config key, and fragments of the message and hint."""
+"""Accept/reject cases over the baseline entry, shared by the tables of test_rules.py, test_inferencex.py,
+test_shapes.py and test_bounds.py: each case names the rule (a function of schemas/rules_inferencex.py or
+schemas/rules_strict.py, by name in schemas.rules.RULES) or "model" (a constraint of the models) that must
+refuse it, the key path below the config key, and fragments of the message and hint."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ from schemas.yamlio import load_text
 
 from .conftest import (
     KEY,
+    SS,
+    D,
+    P,
     apply,
     baseline,
     dump,
@@ -30,12 +34,40 @@ from .conftest import (
 )
 
 AMDS = "cluster:mi355x-amds"
+LOCAL = "cluster:local-sim"
 IX = {"profile": "inferencex"}
+AGENTIC = "scenarios.agentic-coding[0]"
+LMC = f"{SS}.kv-offload-backend"
+FSS = "scenarios.fixed-seq-len[0].search-space[0]"  # the baseline's point once FIXED_SEQ_LEN moved it
+
+
+def s(path, value):
+    return ("set", path, value)
+
+
+def d(path):
+    return ("del", path)
+
+
+# The baseline as a single-node agentic entry: one tp=8 server, no offloading.
+SINGLE_NODE = [
+    *(s("multinode", False), s("disagg", False), d("router"), d("kv-p2p-transfer")),
+    *(d(P), d(D), d(LMC), s(f"{SS}.kv-offloading", "none"), s(f"{SS}.tp", 8)),
+]
+# The baseline's point as a fixed-seq-len 8k/1k scenario (no kv offloading: an agentic setting).
+FIXED_SEQ_LEN = [
+    d(f"{SS}.kv-offloading"),
+    d(LMC),
+    ("rename", "scenarios.agentic-coding", "fixed-seq-len"),
+    d("scenarios.fixed-seq-len[0].dram-utilization"),
+    s("scenarios.fixed-seq-len[0].isl", 8192),
+    s("scenarios.fixed-seq-len[0].osl", 1024),
+]
 
 
 @dataclass(frozen=True)
 class Case:
-    rule: str  # a function of schemas/rules.py, or "model" for a pydantic constraint
+    rule: str  # a rule's name (schemas.rules.RULES), or "model" for a pydantic constraint
     ops: tuple  # mutations of the baseline entry (conftest.apply)
     path: str = ""
     fragment: str = ""
@@ -55,14 +87,6 @@ def cases(rule: str, *rows) -> list:
     return out
 
 
-def s(path, value):
-    return ("set", path, value)
-
-
-def d(path):
-    return ("del", path)
-
-
 def add(settings_path, index, item):
     """Set additional-settings[index] (appended when index is the list's length)."""
     return s(f"{settings_path}[{index}]", item)
@@ -73,8 +97,8 @@ PINNED = (
     s(f"labels.{AMDS}", [f"mi355x-amds_0{i}" for i in range(9)]),
     s(f"hardware.{AMDS}.gpus-per-node", 8),
     s(f"hardware.{AMDS}.available-cpu-dram-mib", 3_095_781),
-    s("hardware.local.gpus-per-node", 8),
-    s("hardware.local.available-cpu-dram-mib", 4096),
+    s(f"hardware.{LOCAL}.gpus-per-node", 8),
+    s(f"hardware.{LOCAL}.available-cpu-dram-mib", 4096),
 )
 
 
@@ -94,7 +118,7 @@ def check_reject(case: Case) -> None:
         profiles = LaunchProfiles.model_validate(launch)
         hardware = Runners.model_validate(runners)
         ctx = rules.Context(KEY, validated, hardware, known_issues(), profiles, builds)
-        own = [format_path(p.path[1:]) for p in getattr(rules, case.rule)(ctx) if case.fragment in p.message]
+        own = [format_path(p.path[1:]) for p in rules.RULES[case.rule](ctx) if case.fragment in p.message]
         assert own == [case.path]
 
 

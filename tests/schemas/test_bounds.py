@@ -8,9 +8,10 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from schemas import base
+from schemas import dram
 from schemas import settings as reg
-from schemas.entries import l1_size_gb
+from schemas.config import Worker
+from schemas.entries import dram_budget
 from schemas.launch import LaunchProfile
 from schemas.runners import Hardware, Runners
 
@@ -20,7 +21,7 @@ from .conftest import SS, D, P, dump, rows, run_lint, runners_data, write
 PS, DS = f"{P}.additional-settings", f"{D}.additional-settings"
 TOKENS, CONC, PAR = 2**24, 65_536, 1024
 FSL = [  # the agentic baseline as a fixed-seq-len scenario, for isl/osl
-    s(f"{SS}.kv-offloading", "none"),
+    ("del", f"{SS}.kv-offloading"),
     ("del", f"{SS}.kv-offload-backend"),
     ("rename", "scenarios.agentic-coding", "fixed-seq-len"),
     ("del", "scenarios.fixed-seq-len[0].dram-utilization"),
@@ -50,7 +51,8 @@ REJECT = [
          f"{SS}.conc-end", out_of(10**9, 1, CONC)),
         ("isl", FSL + [s(ISL, TOKENS + 1)], ISL, out_of(TOKENS + 1, 1, TOKENS), None, IX),
         ("osl-zero", FSL + [s(OSL, 0)], OSL, out_of(0, 1, TOKENS)),
-        ("num-worker", [s(f"{P}.num-worker", PAR + 1)], f"{P}.num-worker", out_of(PAR + 1, 1, PAR), None, IX),
+        ("num-worker", [s(f"{P}.num-worker", PAR + 1)], f"{P}.num-worker", out_of(PAR + 1, 0, PAR), None, IX),
+        ("num-worker-negative", [s(f"{D}.num-worker", -1)], f"{D}.num-worker", out_of(-1, 0, PAR), None, IX),
         ("tp", [s(f"{D}.tp", 10**6)], f"{D}.tp", out_of(10**6, 1, PAR)),
         ("pp", [s(f"{D}.pp", PAR + 1)], f"{D}.pp", out_of(PAR + 1, 1, PAR)),
         ("ep", [s(f"{P}.ep", PAR + 1)], f"{P}.ep", out_of(PAR + 1, 1, PAR)),
@@ -65,8 +67,8 @@ REJECT = [
          f"MAX_NUM_BATCHED_TOKENS: {out_of(10**12, 1, TOKENS)}"),
         ("max-num-seqs", [add(DS, 2, f"MAX_NUM_SEQS={CONC + 1}")], f"{DS}[2]",
          f"MAX_NUM_SEQS: {out_of(CONC + 1, 1, CONC)}"),
-        ("l1-init-size", [add(PS, 7, "LMCACHE_L1_INIT_SIZE_GB=65537")], f"{PS}[7]",
-         f"LMCACHE_L1_INIT_SIZE_GB: {out_of(65537, 1, 65536)}"),
+        ("l1-init-size", [add(PS, 7, "LMCACHE_L1_INIT_SIZE_GB=2794")], f"{PS}[7]",
+         f"LMCACHE_L1_INIT_SIZE_GB: {out_of(2794, 1, 2793)}"),
         ("l1-read-ttl", [add(PS, 3, "LMCACHE_L1_READ_TTL_SECONDS=604801")], f"{PS}[3]",
          f"LMCACHE_L1_READ_TTL_SECONDS: {out_of(604801, 1, 604800)}"),
         ("chunk-size", [add(PS, 4, "LMCACHE_CHUNK_SIZE=65537")], f"{PS}[4]",
@@ -92,7 +94,7 @@ ACCEPT = [
                            add(PS, 3, "LMCACHE_L1_READ_TTL_SECONDS=604800"),
                            add(PS, 4, "LMCACHE_CHUNK_SIZE=65536"),
                            add(PS, 6, "LMCACHE_MP_MQ_TIMEOUT=86400")]),
-        ("l1-init-size-on-the-largest-node", [add(PS, 7, "LMCACHE_L1_INIT_SIZE_GB=65536"),
+        ("l1-init-size-on-the-largest-node", [add(PS, 7, "LMCACHE_L1_INIT_SIZE_GB=2793"),
                                               s("scenarios.agentic-coding[0].dram-utilization", 1.0)],
          {"runner_ops": (s(f"hardware.{AMDS}.available-cpu-dram-mib", 64 * 2**20),)}),
     ),
@@ -113,6 +115,12 @@ def test_accept(case: Case):
 # ---------------------------------------------------------------- runners.yaml and launch.yaml (model)
 
 TIB64 = 64 * 2**20  # MiB
+
+
+def server_of(tp: int) -> Worker:
+    return Worker.model_validate({"num-worker": 1, "tp": tp})
+
+
 DAY = 86_400
 
 
@@ -141,12 +149,13 @@ def test_runner_hardware_at_the_bounds():
     Hardware.model_validate({"available-cpu-dram-mib": TIB64, "gpus-per-node": 64})
 
 
-def test_derived_l1_size_is_bounded_by_the_largest_node():
-    """LMCACHE_L1_SIZE_GB is derived from the runner's DRAM: at most what 64 TiB gives, and exactly the
-    largest LMCACHE_L1_INIT_SIZE_GB a config may ask for."""
+def test_derived_l1_size_is_bounded_by_the_3_tb_cap():
+    """LMCACHE_L1_SIZE_GB is InferenceX's DRAM budget of a server in GiB: at most what 3 TB gives, however
+    large the node, and exactly the largest LMCACHE_L1_INIT_SIZE_GB a config may ask for."""
     largest = Hardware.model_validate({"available-cpu-dram-mib": TIB64, "gpus-per-node": 8})
     init = reg.REGISTRY["LMCACHE_L1_INIT_SIZE_GB"]
-    assert l1_size_gb(largest, 1.0) == base.MAX_L1_GB == 65_536 == init.high
+    whole_node = server_of(8)
+    assert dram_budget(largest, 1.0, whole_node).l1_gib == dram.MAX_L1_GIB == 2793 == init.high
 
 
 def test_every_int_setting_has_an_upper_bound():

@@ -150,9 +150,9 @@ def test_required_keys(key):
 
 def test_optional_fields_accepted():
     optional = {"scenario-type": ["agentic-coding"], "evals-only": False, "all-evals": True,
-                "append-only": True}
-    e = entry(**optional)
-    assert lint_changelog([e]) == []
+                "eval-min-prefill-ep": 8}
+    assert lint_changelog([entry(**optional)]) == []
+    assert lint_changelog([entry(**{"append-only": True, "evals-only": False})]) == []
 
 
 # fmt: off

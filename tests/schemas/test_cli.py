@@ -75,8 +75,8 @@ def test_duplicate_key_in_runners(tmp_path):
     runners = write(tmp_path, "runners.yaml", text)
     code, out, _ = run_lint("--runners", runners, "--launch", FIX_LAUNCH, GOOD)
     assert code == 1
-    assert rows(out, runners) == [(8, "hardware.test:mi355x.gpus-per-node", "duplicate key 'gpus-per-node'",
-                                   "first defined on line 7")]
+    path = "hardware.cluster:test-mi355x.gpus-per-node"
+    assert rows(out, runners) == [(8, path, "duplicate key 'gpus-per-node'", "first defined on line 7")]
 
 
 def test_unknown_key_in_runners_did_you_mean(tmp_path):
@@ -84,7 +84,7 @@ def test_unknown_key_in_runners_did_you_mean(tmp_path):
     runners = write(tmp_path, "runners.yaml", text)
     code, out, _ = run_lint("--runners", runners)
     assert code == 1
-    assert (7, "hardware.test:mi355x.gpus-per-nod", "unknown key 'gpus-per-nod'",
+    assert (7, "hardware.cluster:test-mi355x.gpus-per-nod", "unknown key 'gpus-per-nod'",
             "did you mean 'gpus-per-node'?") in rows(out, runners)
 
 
@@ -93,7 +93,7 @@ def test_config_key_defined_in_two_files(tmp_path):
     code, out, _ = run_lint("--runners", FIX_RUNNERS, "--launch", FIX_LAUNCH, GOOD, copy)
     assert code == 1
     again = "config key defined in another file too"
-    assert [r[:3] for r in rows(out, copy)] == [(2, "fixture-agentic", again), (28, "fixture-fixed", again)]
+    assert [r[:3] for r in rows(out, copy)] == [(2, "fixture-agentic", again), (32, "fixture-fixed", again)]
 
 
 def test_a_key_with_a_line_break_stays_on_one_line(tmp_path):

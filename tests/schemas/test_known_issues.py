@@ -273,7 +273,7 @@ REGISTRY_REJECT = [
     ("empty-trigger", [s("[0].trigger.flags-all", [])], "[0].trigger",
      "a trigger needs flags-all, env or kv-connectors", ""),
     ("workaround-without-flags", [("del", "[0].workarounds[0].flags-add")], "[0].workarounds[0]",
-     "a workaround needs flags-add or flags-remove", ""),
+     "a workaround needs flags-add, flags-remove or kv-connector-module", ""),
     ("workaround-id-twice", [s("[0].workarounds[1].id", "disable-cuda-graph")], "[0].workarounds",
      "workaround id 'disable-cuda-graph' is used twice", ""),
     ("performance-not-said", [("del", "[0].workarounds[0].changes-performance")],

@@ -103,7 +103,7 @@ def test_defaults_are_a_real_clusters():
 
 def test_shipped_launch_file_lints_clean_and_covers_every_runner_a_config_uses():
     profiles = LaunchProfiles.model_validate(load_file(LAUNCH).data).profiles
-    assert {"cluster:mi355x-amds", "cluster:h200-dgxc", "local"} <= set(profiles)
+    assert {"cluster:mi355x-amds", "cluster:h200-dgxc", "cluster:local-sim"} <= set(profiles)
     assert run_lint("--launch", LAUNCH) == (0, "", "lint: ok, 1 file (strict)\n")
 
 

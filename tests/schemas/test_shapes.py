@@ -18,7 +18,7 @@ from schemas.runners import Runners
 from schemas.yamlio import load_file, load_text
 from tests.paths import reference
 
-from .cases import IX, Case, add, cases, check_accept, check_reject, s
+from .cases import FIXED_SEQ_LEN, IX, Case, add, cases, check_accept, check_reject, s
 from .conftest import KNOWN_ISSUES, SS, P, baseline, dump, launch_data, rows, run_lint, write
 
 PS = f"{P}.additional-settings"
@@ -106,7 +106,7 @@ def test_runner_label_refused_in_runners_and_launch(tmp_path, label):
         "labels": {label: ["n0"]},
         "hardware": {label: {"available-cpu-dram-mib": 1, "gpus-per-node": 8}},
     }
-    profile = launch_data()["profiles"]["local"]
+    profile = launch_data()["profiles"]["cluster:local-sim"]
     files = {
         "runners": write(tmp_path, "runners.yaml", dump(runners)),
         "launch": write(tmp_path, "launch.yaml", dump({"profiles": {label: profile}})),
@@ -203,7 +203,8 @@ ACCEPT = [
         ("model-dots", [s("model", "Qwen/Qwen3.5-397B-A17B-FP8")], IX),
         ("names", [s("model-prefix", "glm5.2"), s("precision", "mxfp4"), s("framework", "dynamo-sglang")],
          IX),
-        ("label-without-cluster", [s("runner", "mi355x")], IX),
+        # a label without 'cluster:' is a label; agentic entries need one with it (_agentic_runner_is_cluster)
+        ("label-without-cluster", FIXED_SEQ_LEN + [s("runner", "mi355x")], IX),
         ("version-local", [s(f"{LMC}.version", "0.5.5.dev104+rocm7.2")]),
         ("setting-inferencex-image",
          [add(PS, 7, "CLIENT_IMAGE=lmsysorg/sglang-rocm:v0.5.15.post1-rocm720")], IX),

@@ -13,12 +13,16 @@ export VLLM_ROCM_USE_AITER=1
 export VLLM_ROCM_USE_AITER_PAGED_ATTN=0
 export VLLM_ROCM_USE_AITER_RMSNORM=1
 
-# LMCache MP server on prefill nodes (L1 = runner DRAM x dram-utilization, per node).
+# LMCache MP server on prefill nodes (one L1 pool per node).
+# L1 is the prefill server's KV-offload DRAM budget as InferenceX states it: per server, proportional
+# to the GPUs its engine uses, in GB, at most 3000 GB a server; lmcache --l1-size-gb counts GiB.
+#   min(3095781 MiB available, 2861022 MiB cap) x 2^20 B x dram-utilization 0.8
+#   x 8/8 GPUs = 2399 GB = 2234 GiB
 LMCACHE_CHUNK_SIZE=256
 LMCACHE_EVICTION_POLICY=LRU
 LMCACHE_L1_INIT_SIZE_GB=20
 LMCACHE_L1_READ_TTL_SECONDS=7200
-LMCACHE_L1_SIZE_GB=2418
+LMCACHE_L1_SIZE_GB=2234
 LMCACHE_MAX_WORKERS=8
 LMCACHE_MP_MQ_TIMEOUT=1200
 

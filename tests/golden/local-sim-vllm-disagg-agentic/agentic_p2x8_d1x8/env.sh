@@ -11,7 +11,11 @@ export SIM_L2_CHUNK_TOKENS=256
 export VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT=480
 export VLLM_MOONCAKE_BOOTSTRAP_PORT=8998
 
-# LMCache MP server on prefill nodes (L1 = runner DRAM x dram-utilization, per node).
+# LMCache MP server on prefill nodes (one L1 pool per node).
+# L1 is the prefill server's KV-offload DRAM budget as InferenceX states it: per server, proportional
+# to the GPUs its engine uses, in GB, at most 3000 GB a server; lmcache --l1-size-gb counts GiB.
+#   min(4096 MiB available, 2861022 MiB cap) x 2^20 B x dram-utilization 0.75
+#   x 8/8 GPUs = 3 GB = 2 GiB
 LMCACHE_CHUNK_SIZE=256
 LMCACHE_EVICTION_POLICY=LRU
 LMCACHE_L1_INIT_SIZE_GB=1

@@ -1,0 +1,281 @@
+"""InferenceX's own rules for a master-config entry (its utils/matrix_logic/validation.py at 843c6254), one
+named function each, yielding Problems. They run under every profile: `inferencex` is exactly these (plus
+the refusal of this repository's extension keys), `strict` is these and rules_strict.py.
+
+Facts carried over, not code: what each rule refuses is what InferenceX's validator refuses, said with the
+key path and InferenceX's reason.
+"""
+
+from __future__ import annotations
+
+from . import settings as reg
+from .context import Context
+from .entries import server_worker
+from .findings import Problem
+
+CLUSTER_PREFIX = "cluster:"  # agentic entries run on one exact fleet
+COMPONENTS = ("router", "kv-p2p-transfer")  # declared at the top or per point, never both
+_PER_WORKER = "set it per worker (prefill and decode)"
+_AGENTIC_ONLY = "kv offloading is an agentic-coding setting"
+# Keys InferenceX's point models do not take, by (scenario, multinode): a fixed-seq-len multinode point is
+# its workers and the concurrencies, and a multinode agentic point may not set pp, dcp-size or pcp-size.
+NOT_ON_POINT = {
+    ("fixed-seq-len", True): {
+        "ep": _PER_WORKER,
+        "dp-attn": _PER_WORKER,
+        "pp": _PER_WORKER,
+        "dcp-size": _PER_WORKER,
+        "pcp-size": _PER_WORKER,
+        "kv-offloading": _AGENTIC_ONLY,
+        "kv-offload-backend": _AGENTIC_ONLY,
+    },
+    ("fixed-seq-len", False): {"kv-offloading": _AGENTIC_ONLY, "kv-offload-backend": _AGENTIC_ONLY},
+    ("agentic-coding", True): {"pp": _PER_WORKER, "dcp-size": _PER_WORKER, "pcp-size": _PER_WORKER},
+    ("agentic-coding", False): {},
+}
+
+
+def _has_a_scenario(ctx: Context):
+    """At least one scenario type (fixed-seq-len or agentic-coding)."""
+    sc = ctx.entry.scenarios
+    if not (sc.fixed_seq_len or sc.agentic_coding):
+        yield Problem(ctx.path + ("scenarios",), "no scenario to run", "add fixed-seq-len or agentic-coding")
+
+
+def _conc_list_xor_range(ctx: Context):
+    """conc-list, or conc-start and conc-end with start <= end; not both forms."""
+    for pt in ctx.points():
+        sp = pt.space
+        has_list, has_start, has_end = (
+            sp.conc_list is not None,
+            sp.conc_start is not None,
+            sp.conc_end is not None,
+        )
+        if has_list and (has_start or has_end):
+            yield Problem(pt.path, "both conc-list and conc-start/conc-end given", "use one of the two forms")
+        elif not has_list and not (has_start and has_end):
+            yield Problem(pt.path, "no concurrency given", "set conc-list, or both conc-start and conc-end")
+        elif has_start and has_end and sp.conc_start > sp.conc_end:
+            yield Problem(
+                pt.path + ("conc-start",),
+                f"conc-start {sp.conc_start} exceeds conc-end {sp.conc_end}",
+                "conc-start <= conc-end",
+            )
+
+
+def _topology_matches_multinode(ctx: Context):
+    """A multinode point is prefill and decode workers, a single-node point one server of tp GPUs; never
+    both, and a multinode point has no settings of its own."""
+    for pt in ctx.points():
+        sp = pt.space
+        roles = [r for r in reg.ROLES if getattr(sp, r) is not None]
+        if ctx.entry.multinode and len(roles) < 2:
+            missing = " and ".join(r for r in reg.ROLES if r not in roles)
+            yield Problem(pt.path, f"multinode entry without {missing}", "give prefill and decode blocks")
+        if not ctx.entry.multinode and sp.tp is None:
+            yield Problem(pt.path, "single-node entry without tp", "set tp (GPUs per engine)")
+        if sp.tp is not None and roles:
+            yield Problem(
+                pt.path + ("tp",),
+                "a point is one server (tp) or prefill and decode workers, not both",
+                "multinode: prefill and decode; single-node: tp",
+            )
+        if ctx.entry.multinode and sp.additional_settings:
+            yield Problem(
+                pt.path + ("additional-settings",),
+                "a multinode point has no server of its own to apply these to",
+                "put them under prefill or decode additional-settings",
+            )
+
+
+def _point_keys_fit_its_kind(ctx: Context):
+    """Keys a point may carry depend on its scenario and topology: a fixed-seq-len multinode point takes no
+    ep, dp-attn, pp, dcp-size or pcp-size (its workers do), a multinode agentic point no pp, dcp-size or
+    pcp-size, and only agentic points take kv-offloading."""
+    for pt in ctx.points():
+        refused = NOT_ON_POINT[(pt.scenario, ctx.entry.multinode)]
+        for name in sorted(pt.space.model_fields_set):
+            key = name.replace("_", "-")
+            if key in refused:
+                kind = f"{'multinode' if ctx.entry.multinode else 'single-node'} {pt.scenario}"
+                yield Problem(pt.path + (key,), f"{key} is not a key of a {kind} point", refused[key])
+
+
+def _workers_declare_ep_and_dp_attn(ctx: Context):
+    """Every prefill and decode worker says its ep and dp-attn (InferenceX requires both)."""
+    for path, role, worker, _ in ctx.workers():
+        if role not in reg.ROLES:
+            continue
+        missing = [k for k, v in (("ep", worker.ep), ("dp-attn", worker.dp_attn)) if v is None]
+        if missing:
+            yield Problem(
+                path,
+                f"{role} worker without {' and '.join(missing)}; InferenceX requires ep and dp-attn on every "
+                "worker",
+                "ep: 1 and dp-attn: false for a plain tensor-parallel worker",
+            )
+
+
+def _dcp_divides_tp(ctx: Context):
+    """dcp-size divides tp, on every worker and single-node server."""
+    for pt in ctx.points():
+        sp = pt.space
+        engines = [(pt.path + (r,), getattr(sp, r)) for r in reg.ROLES if getattr(sp, r) is not None]
+        if sp.tp is not None:
+            engines.append((pt.path, server_worker(sp)))
+        for path, w in engines:
+            if w.dcp_size is not None and w.tp % w.dcp_size:
+                yield Problem(
+                    path + ("dcp-size",),
+                    f"dcp-size {w.dcp_size} does not divide tp {w.tp}",
+                    "a divisor of tp (decode context parallelism splits the tp ranks)",
+                )
+
+
+def _hardware_on_both_roles_or_neither(ctx: Context):
+    """A worker's hardware is given for prefill and decode together, or for neither."""
+    for pt in ctx.points():
+        p, d = pt.space.prefill, pt.space.decode
+        if p is not None and d is not None and bool(p.hardware) != bool(d.hardware):
+            only = "prefill" if p.hardware else "decode"
+            yield Problem(
+                pt.path + (only, "hardware"),
+                f"hardware given for {only} only",
+                "set hardware on both prefill and decode, or on neither",
+            )
+
+
+def _kv_offloading_consistent(ctx: Context):
+    """A kv-offload-backend only with kv-offloading: dram, dram only with a backend, and dram needs the
+    scenario's dram-utilization."""
+    for pt in ctx.points():
+        sp = pt.space
+        if sp.kv_offloading == "dram" and sp.kv_offload_backend is None:
+            yield Problem(
+                pt.path,
+                "kv-offloading: dram without kv-offload-backend",
+                "kv-offload-backend: {name: lmcache, version: ...}",
+            )
+        if sp.kv_offload_backend is not None and sp.kv_offloading != "dram":
+            yield Problem(
+                pt.path + ("kv-offload-backend",),
+                "kv-offload-backend given but kv-offloading is not dram",
+                "kv-offloading: dram, or drop the backend",
+            )
+        if sp.kv_offloading == "dram" and pt.scenario == "agentic-coding" and pt.dram_utilization is None:
+            yield Problem(
+                pt.path[:-2],
+                "kv-offloading: dram needs dram-utilization to size the DRAM tier",
+                "dram-utilization: 0.8",
+            )
+
+
+def _single_node_agentic_declares_offloading(ctx: Context):
+    """A single-node agentic point says its kv-offloading (none or dram)."""
+    if ctx.entry.multinode:
+        return
+    for pt in ctx.points():
+        if pt.scenario == "agentic-coding" and pt.space.kv_offloading is None:
+            yield Problem(
+                pt.path, "single-node agentic point without kv-offloading", "kv-offloading: none or dram"
+            )
+
+
+def _disagg_needs_a_transfer(ctx: Context):
+    """disagg: true names its kv-p2p-transfer, at the top or in every search-space point."""
+    e = ctx.entry
+    if not e.disagg or e.kv_p2p_transfer is not None:
+        return
+    missing = [pt for pt in ctx.points() if pt.space.kv_p2p_transfer is None]
+    if missing or not list(ctx.points()):
+        yield Problem(
+            ctx.path,
+            "disagg entry without kv-p2p-transfer",
+            "kv-p2p-transfer: mooncake at the top, or in every search-space point",
+        )
+
+
+def _disagg_only_multinode(ctx: Context):
+    """disagg: true only on a multinode entry (prefill and decode run on separate nodes)."""
+    if ctx.entry.disagg and not ctx.entry.multinode:
+        yield Problem(
+            ctx.path + ("disagg",),
+            "disagg: true on a single-node entry",
+            "multinode: true, or disagg: false",
+        )
+
+
+def _transfer_only_multinode(ctx: Context):
+    """kv-p2p-transfer only on a multinode entry, at the top or in its points."""
+    if ctx.entry.multinode:
+        return
+    if ctx.entry.kv_p2p_transfer is not None:
+        yield Problem(ctx.path + ("kv-p2p-transfer",), "kv-p2p-transfer on a single-node entry", "drop it")
+    for pt in ctx.points():
+        if pt.space.kv_p2p_transfer is not None:
+            yield Problem(pt.path + ("kv-p2p-transfer",), "kv-p2p-transfer on a single-node entry", "drop it")
+
+
+def _components_declared_once(ctx: Context):
+    """router and kv-p2p-transfer are declared at the top or in search-space points, not both."""
+    for key in COMPONENTS:
+        attr = key.replace("-", "_")
+        if getattr(ctx.entry, attr) is None:
+            continue
+        if any(getattr(pt.space, attr) is not None for pt in ctx.points()):
+            yield Problem(
+                ctx.path + (key,),
+                f"{key} declared at the top and in search-space points",
+                "declare it once: at the top for every point, or in each point",
+            )
+
+
+def _agentic_runner_is_cluster(ctx: Context):
+    """An agentic entry runs on a 'cluster:<name>' runner, so every point runs on one exact fleet."""
+    runner = ctx.entry.runner
+    if ctx.entry.scenarios.agentic_coding and not runner.startswith(CLUSTER_PREFIX):
+        yield Problem(
+            ctx.path + ("runner",),
+            f"agentic entry on runner {runner!r}: agentic points run on one exact fleet, a "
+            f"'{CLUSTER_PREFIX}<name>' runner",
+            f"runner: {CLUSTER_PREFIX}{runner}",
+        )
+
+
+INFERENCEX = (
+    _has_a_scenario,
+    _conc_list_xor_range,
+    _topology_matches_multinode,
+    _point_keys_fit_its_kind,
+    _workers_declare_ep_and_dp_attn,
+    _dcp_divides_tp,
+    _hardware_on_both_roles_or_neither,
+    _kv_offloading_consistent,
+    _single_node_agentic_declares_offloading,
+    _disagg_needs_a_transfer,
+    _disagg_only_multinode,
+    _transfer_only_multinode,
+    _components_declared_once,
+    _agentic_runner_is_cluster,
+)
+
+
+# ---------------------------------------------------------------- this repository's extension keys
+
+
+def _extension_keys_absent(ctx: Context):
+    """Under the inferencex profile only: this repository's two extension keys (known-issue-workarounds on
+    an entry, additional-settings on a single-node point), which InferenceX's validator refuses."""
+    said = "is this repository's extension; InferenceX's validator refuses the key"
+    how = "lint it under strict; without it the entry is what InferenceX's tools read (README, Profiles)"
+    if ctx.entry.known_issue_workarounds:
+        yield Problem(ctx.path + ("known-issue-workarounds",), f"known-issue-workarounds {said}", how)
+    if ctx.entry.multinode:
+        return
+    for pt in ctx.points():
+        if pt.space.additional_settings:
+            where = pt.path + ("additional-settings",)
+            yield Problem(where, f"additional-settings on a single-node point {said}", how)
+
+
+EXTENSIONS = (_extension_keys_absent,)

@@ -1,0 +1,371 @@
+"""This repository's rules over a structurally valid entry, on top of InferenceX's (rules_inferencex.py):
+what InferenceX misses (FACTS §7). One named function per rule, each yielding Problems; they run under the
+strict profile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from . import engine_builds as eb
+from . import known_issues as ki
+from . import settings as reg
+from .context import Context
+from .entries import dram_budget, kv_transfer, offloading_worker, parsed_settings, role_gpus
+from .findings import Problem, did_you_mean, one_of
+from .images import engine_version, image_problems
+from .kv_path import kv_connectors
+from .routers import PD_PROXY, PD_PROXY_VERSION, ROUTERS
+from .versions import VERSION_HINT, is_real_version
+
+KV_TRANSFERS = ("mooncake", "nixl", "mori", "moriio")
+MOONCAKE_MIN_VLLM = (0, 16)  # the bootstrap + transfer_id contract (FACTS §1)
+
+
+def _image_public_and_pinned(ctx: Context):
+    for problem, fix in image_problems(ctx.entry.image):
+        yield Problem(ctx.path + ("image",), problem, fix)
+
+
+def _settings_known_and_typed(ctx: Context):
+    for path, role, worker, _ in ctx.workers():
+        seen: dict[str, int] = {}
+        for i, item in enumerate(worker.additional_settings):
+            where = path + ("additional-settings", i)
+            try:
+                key, raw = reg.split_setting(item)
+                setting = reg.lookup(key)
+            except reg.SettingError as exc:
+                yield Problem(where, str(exc))
+                continue
+            try:
+                setting.parse(raw)
+            except reg.SettingError as exc:
+                yield Problem(where, f"{key}: {exc}", setting.help)
+                continue
+            if role not in setting.roles:
+                yield Problem(where, f"{key} is not a {role} setting", reg.role_note(setting))
+            if key in seen:
+                yield Problem(where, f"{key} is set twice", f"first at additional-settings[{seen[key]}]")
+            seen.setdefault(key, i)
+
+
+def _settings_fit_engine(ctx: Context):
+    """A setting means something to one engine only (GPU_MEMORY_UTILIZATION is vLLM's, DISABLE_CUDA_GRAPH
+    SGLang's): given to the other, it would be dropped or refused at launch, so lint refuses it."""
+    engine = reg.engine_of(ctx.entry.framework)
+    if engine is None:
+        return
+    for path, _, worker, _ in ctx.workers():
+        for i, item in enumerate(worker.additional_settings):
+            try:
+                key, _raw = reg.split_setting(item)
+                setting = reg.lookup(key)
+            except reg.SettingError:
+                continue  # reported by _settings_known_and_typed
+            if engine not in setting.engines:
+                yield Problem(
+                    path + ("additional-settings", i),
+                    f"{key} is a {'/'.join(setting.engines)} setting; framework {ctx.entry.framework} runs "
+                    f"{engine}",
+                    f"{engine} settings: {', '.join(_engine_settings(engine))}",
+                )
+
+
+def _engine_settings(engine: str) -> list[str]:
+    return [n for n, s in reg.REGISTRY.items() if engine in s.engines and s.kind != "derived"]
+
+
+def _shared_settings_agree(ctx: Context):
+    for pt in ctx.points():
+        if pt.space.prefill is None or pt.space.decode is None:
+            continue
+        values = {r: reg.resolve(r, parsed_settings(getattr(pt.space, r))) for r in reg.ROLES}
+        for name, setting in reg.REGISTRY.items():
+            if setting.shared and values["prefill"].get(name) != values["decode"].get(name):
+                yield Problem(
+                    pt.path,
+                    f"{name} differs between prefill ({values['prefill'][name]}) and decode "
+                    f"({values['decode'][name]})",
+                    "both roles must use the same value",
+                )
+
+
+def _routers(ctx: Context) -> Iterator[tuple[tuple, object]]:
+    if ctx.entry.router is not None:
+        yield ctx.path + ("router",), ctx.entry.router
+    for pt in ctx.points():
+        if pt.space.router is not None:
+            yield pt.path + ("router",), pt.space.router
+
+
+def _router_known_and_versioned(ctx: Context):
+    for path, router in _routers(ctx):
+        if router.name not in ROUTERS:
+            hint = did_you_mean(router.name, ROUTERS) or one_of(ROUTERS)
+            yield Problem(path + ("name",), f"unknown router {router.name!r}", hint)
+        if router.name == PD_PROXY and router.version != PD_PROXY_VERSION:
+            yield Problem(
+                path + ("version",),
+                f"{PD_PROXY} is this repository's proxy, version {PD_PROXY_VERSION}",
+                f'version: "{PD_PROXY_VERSION}"',
+            )
+        elif not is_real_version(router.version):
+            yield Problem(
+                path + ("version",),
+                f"router version {router.version!r} is not a release or commit",
+                VERSION_HINT,
+            )
+
+
+def _router_fits_topology(ctx: Context):
+    entry_router = ctx.entry.router
+    for pt in ctx.points():
+        router = pt.space.router or entry_router
+        spec = ROUTERS.get(router.name) if router else None
+        if spec is None or not ctx.entry.multinode:
+            continue
+        for role, limit in (("prefill", spec.max_prefill), ("decode", spec.max_decode)):
+            worker = getattr(pt.space, role)
+            if limit is not None and worker is not None and worker.num_worker > limit:
+                yield Problem(
+                    pt.path + (role, "num-worker"),
+                    f"router {router.name} serves at most {limit} {role} worker(s), got {worker.num_worker}",
+                    spec.note or "use pd-proxy or vllm-router",
+                )
+        if ctx.entry.framework not in spec.frameworks:
+            yield Problem(
+                ctx.path + ("framework",),
+                f"router {router.name} cannot front {ctx.entry.framework}",
+                one_of(spec.frameworks),
+            )
+        transfer = kv_transfer(ctx.entry, pt.space)
+        if transfer and transfer not in spec.transfers:
+            where = pt.path if pt.space.kv_p2p_transfer else ctx.path
+            yield Problem(
+                where + ("kv-p2p-transfer",),
+                f"router {router.name} does not speak the {transfer} PD contract",
+                one_of(spec.transfers),
+            )
+
+
+def _transfers(ctx: Context) -> Iterator[tuple[tuple, str]]:
+    if ctx.entry.kv_p2p_transfer is not None:
+        yield ctx.path + ("kv-p2p-transfer",), ctx.entry.kv_p2p_transfer
+    for pt in ctx.points():
+        if pt.space.kv_p2p_transfer is not None:
+            yield pt.path + ("kv-p2p-transfer",), pt.space.kv_p2p_transfer
+
+
+def _disagg_is_complete(ctx: Context):
+    """A disaggregated entry names a known KV transfer and a router for every point."""
+    for path, transfer in _transfers(ctx):
+        if transfer not in KV_TRANSFERS:
+            yield Problem(
+                path,
+                f"unknown kv-p2p-transfer {transfer!r}",
+                did_you_mean(transfer, KV_TRANSFERS) or one_of(KV_TRANSFERS),
+            )
+    e = ctx.entry
+    if e.disagg and e.router is None and any(pt.space.router is None for pt in ctx.points()):
+        yield Problem(ctx.path, "disagg entry without router", 'router: {name: pd-proxy, version: "0.1.0"}')
+
+
+def _prefill_workers_serve(ctx: Context):
+    """A multinode point has prefill workers: a decode num-worker of 0 is InferenceX's aggregated run (the
+    prefill workers serve both), a prefill num-worker of 0 serves nothing."""
+    for pt in ctx.points():
+        p = pt.space.prefill
+        if ctx.entry.multinode and p is not None and p.num_worker == 0:
+            yield Problem(
+                pt.path + ("prefill", "num-worker"),
+                "no prefill worker: nothing would serve the requests",
+                "prefill num-worker >= 1 (an aggregated run writes decode num-worker: 0)",
+            )
+
+
+def _offload_backend_versioned(ctx: Context):
+    for pt in ctx.points():
+        backend = pt.space.kv_offload_backend
+        if backend is None:
+            continue
+        where = pt.path + ("kv-offload-backend",)
+        if backend.version is None:
+            yield Problem(where, f"{backend.name} backend without a version", f"version: {VERSION_HINT}")
+        elif not is_real_version(backend.version):
+            yield Problem(
+                where + ("version",),
+                f"backend version {backend.version!r} is not a release or commit",
+                VERSION_HINT,
+            )
+
+
+def _runner_exists(ctx: Context):
+    if ctx.runners is None:
+        return
+    known = set(ctx.runners.labels) | set(ctx.runners.hardware)
+    labels = [(ctx.path + ("runner",), ctx.entry.runner)]
+    labels += [(path + ("hardware",), w.hardware) for path, _, w, _ in ctx.workers() if w.hardware]
+    for path, label in labels:
+        if label not in known:
+            yield Problem(path, f"runner {label!r} is not in runners.yaml", did_you_mean(label, known))
+        elif ctx.hardware(label) is None:
+            yield Problem(
+                path,
+                f"runner {label!r} has no hardware entry in runners.yaml",
+                "add hardware.<label> with gpus-per-node and available-cpu-dram-mib",
+            )
+
+
+def _runner_launchable(ctx: Context):
+    """A runner a config uses needs its launch facts (configs/launch.yaml): nothing else says how a job
+    starts there."""
+    label = ctx.entry.runner
+    if ctx.launch is None or ctx.hardware(label) is None or label in ctx.launch.profiles:
+        return
+    yield Problem(
+        ctx.path + ("runner",),
+        f"runner {label!r} has no launch profile in configs/launch.yaml",
+        did_you_mean(label, ctx.launch.profiles)
+        or "add profiles.<label> with gpu-vendor, partition, container-runtime and model-root",
+    )
+
+
+def _topology_fits_runner(ctx: Context):
+    for path, role, worker, _ in ctx.workers():
+        hw = ctx.hardware(worker.hardware or ctx.entry.runner)
+        if hw is None:
+            continue
+        if role == reg.SERVER:
+            if role_gpus(worker) > hw.gpus_per_node:
+                yield Problem(
+                    path + ("tp",),
+                    f"a single-node server of {role_gpus(worker)} GPUs (tp x pp x pcp-size) exceeds the "
+                    f"{hw.gpus_per_node} GPUs of a node",
+                    f"tp x pp x pcp-size <= {hw.gpus_per_node}, or a multinode entry",
+                )
+            continue
+        gpus = worker.num_worker * role_gpus(worker)
+        per_worker = role_gpus(worker)
+        if gpus % hw.gpus_per_node or (per_worker > hw.gpus_per_node and per_worker % hw.gpus_per_node):
+            yield Problem(
+                path,
+                f"{role}: {worker.num_worker} worker(s) x {per_worker} GPUs = {gpus} GPUs does not "
+                f"fill whole {hw.gpus_per_node}-GPU nodes",
+                "nodes x gpus-per-node = workers x tp x pp x pcp-size",
+            )
+        if worker.ep is not None and worker.ep > per_worker:
+            yield Problem(
+                path + ("ep",),
+                f"ep {worker.ep} exceeds the {per_worker} GPUs of one {role} worker",
+                f"ep <= tp x pp x pcp-size = {per_worker}",
+            )
+        nodes_labels = ctx.runners.labels.get(worker.hardware or ctx.entry.runner) if ctx.runners else None
+        if nodes_labels is not None and gpus // hw.gpus_per_node > len(nodes_labels):
+            yield Problem(
+                path,
+                f"{role} needs {gpus // hw.gpus_per_node} nodes, the runner lists {len(nodes_labels)}",
+                "fewer workers or a larger runner",
+            )
+
+
+def _offloads(ctx: Context):
+    """(path, worker, hardware, dram-utilization) of every point whose KV offloads to host DRAM: the
+    engine that offloads (prefill, or the single-node server), where the budget is derived from."""
+    for pt in ctx.points():
+        worker = offloading_worker(ctx.entry, pt.space)
+        if pt.space.kv_offloading != "dram" or worker is None or pt.dram_utilization is None:
+            continue  # a dram point without dram-utilization: _kv_offloading_consistent
+        hw = ctx.hardware(worker.hardware or ctx.entry.runner)
+        if hw is not None:
+            path = pt.path + (("prefill",) if ctx.entry.multinode else ())
+            yield path, worker, hw, pt
+
+
+def _dram_budget_tiles_node(ctx: Context):
+    """The engine that offloads KV to DRAM tiles its node (tp x pp x pcp-size divides gpus-per-node, or
+    fills whole nodes): its DRAM budget is its share of the node's GPUs (InferenceX's generator refuses
+    other shapes)."""
+    for path, worker, hw, pt in _offloads(ctx):
+        if dram_budget(hw, pt.dram_utilization, worker) is None:
+            yield Problem(
+                path,
+                f"{role_gpus(worker)} GPUs per engine neither divide nor fill a {hw.gpus_per_node}-GPU node: "
+                "its share of the node's DRAM is undefined",
+                f"tp x pp x pcp-size dividing {hw.gpus_per_node}, or a multiple of it",
+            )
+
+
+def _lmcache_l1_fits(ctx: Context):
+    """The LMCache L1 pool (InferenceX's DRAM budget of the server, in GiB) is not below its init size."""
+    for path, worker, hw, pt in _offloads(ctx):
+        backend = pt.space.kv_offload_backend
+        budget = dram_budget(hw, pt.dram_utilization, worker)
+        if backend is None or backend.name != "lmcache" or budget is None:
+            continue
+        init = reg.resolve("prefill", parsed_settings(worker))["LMCACHE_L1_INIT_SIZE_GB"]
+        if budget.l1_gib < init:
+            yield Problem(
+                path,
+                f"LMCache L1 of {budget.l1_gib} GiB (the server's DRAM budget of {budget.budget_gb} GB) is "
+                f"below its init size {init} GiB",
+                "raise dram-utilization or set LMCACHE_L1_INIT_SIZE_GB lower",
+            )
+
+
+def _mooncake_needs_vllm_016(ctx: Context):
+    e = ctx.entry
+    if not e.framework.startswith("vllm") or all(
+        kv_transfer(e, pt.space) != "mooncake" for pt in ctx.points()
+    ):
+        return
+    version = engine_version(e.image)
+    if version is not None and version[:2] < MOONCAKE_MIN_VLLM:
+        found = ".".join(map(str, version))
+        yield Problem(
+            ctx.path + ("image",),
+            f"vLLM {found} speaks the old Mooncake PD contract (decode silently recomputes)",
+            "use vLLM >= 0.16",
+        )
+
+
+def _image_has_engine_build(ctx: Context):
+    """The image carries exactly one engine build of configs/engine-builds.yaml, of the engine the framework
+    runs: it says which parser judges the config's command lines (`make check-engines`) and which known
+    issues its release carries."""
+    if ctx.builds is not None:
+        engine = reg.engine_of(ctx.entry.framework)
+        yield from eb.image_build_problems(ctx.path + ("image",), ctx.entry.image, engine, ctx.builds)
+
+
+def _known_issues_handled(ctx: Context):
+    """An engine bug a worker's flags (or KV connectors) walk into on an image without the fix needs a
+    recorded, applied workaround (it changes performance, so results must say so); a record nothing needs
+    is an error too."""
+    launches = [
+        ki.Launch(path, reg.resolve(role, parsed_settings(w)), frozenset(kv_connectors(ctx.entry, role, pt)))
+        for path, role, w, pt in ctx.workers()
+    ]
+    build = eb.build_of(ctx.entry.image, ctx.builds or ())
+    yield from ki.entry_problems(ctx.path, ctx.entry, launches, ctx.issues, build)
+
+
+STRICT = (
+    _image_public_and_pinned,
+    _settings_known_and_typed,
+    _settings_fit_engine,
+    _shared_settings_agree,
+    _router_known_and_versioned,
+    _router_fits_topology,
+    _disagg_is_complete,
+    _prefill_workers_serve,
+    _offload_backend_versioned,
+    _runner_exists,
+    _runner_launchable,
+    _topology_fits_runner,
+    _dram_budget_tiles_node,
+    _lmcache_l1_fits,
+    _mooncake_needs_vllm_016,
+    _image_has_engine_build,
+    _known_issues_handled,
+)
