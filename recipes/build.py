@@ -11,6 +11,7 @@ import hashlib
 from schemas import known_issues as ki
 from schemas.entries import role_gpus
 from schemas.images import engine_version
+from schemas.pins import requirements
 from schemas.routers import PD_PROXY
 
 from . import sglang, vllm
@@ -45,8 +46,8 @@ def build_plan(
     varied concurrency and prompt length for that long."""
     _check_supported(t)
     engine = ENGINES[t.engine]
-    ports = ports or Ports()
     profile = t.launch
+    ports = ports or Ports(mooncake_bootstrap=profile.mooncake_bootstrap.port)
     timeouts = timeouts or Timeouts(
         done=seconds_of(profile.time_limit), **profile.timeouts.model_dump(by_alias=False)
     )
@@ -174,11 +175,17 @@ def _shipped(t: Target) -> tuple:
 
 
 def _components(t: Target) -> tuple:
-    """What the numbers depend on besides the config: engine, KV transfer, L2 cache, router."""
+    """What the numbers depend on besides the config: engine, KV transfer, L2 cache, router. A runner whose
+    engines come from a tool venv (engine-build cpu) names that venv's pins, not the image's."""
     version = engine_version(t.entry.image)
     out = [(t.engine, ".".join(map(str, version)) if version else f"as in {t.entry.image}")]
+    venv = t.launch.engine_venv
+    if venv is not None:
+        pin = requirements(venv)[0]  # lint: the image's release
+        out = [(t.engine, f"{pin.partition('==')[2]} ({pin} in .venv-{venv})")]
     if t.disagg:
-        out.append(("mooncake", f"as in {t.entry.image}"))
+        mooncake = requirements(venv, only="mooncake-transfer-engine-non-cuda") if venv else ()
+        out.append(("mooncake", mooncake[0] if mooncake else f"as in {t.entry.image}"))
     if t.uses_lmcache:
         out.append(("lmcache", t.point.space.kv_offload_backend.version))
     if t.disagg:
@@ -200,7 +207,7 @@ def _roles(t: Target, engine, ports: Ports, timeouts: Timeouts, signatures: tupl
     for role in t.roles:
         services = engine.services(t, role, ports, timeouts)
         if signatures:  # started before the engine, so that start-up is watched too
-            services.insert(-1, _log_watch(services[-1]))
+            services.insert(-1, _log_watch(services))
         pinned = (
             (Pinned("lmcache", "lmcache", t.point.space.kv_offload_backend.version),)
             if (role == "prefill" and t.uses_lmcache)
@@ -218,23 +225,29 @@ def _commands(*argvs) -> tuple:
 
 def _log_signatures(t: Target) -> tuple:
     """Known issues of this engine whose log signature fails the job when it appears (any image: a fix
-    that regressed, or a registry that is wrong, must not cost hours either)."""
-    return tuple(
+    that regressed, or a registry that is wrong, must not cost hours either), then the engine's own
+    hang signatures (a service that logs its error and waits instead of exiting)."""
+    known = tuple(
         {"issue": issue.id, "title": issue.title, "regex": issue.log_signature, "fix": ki.fix_hint(issue)}
         for issue in t.issues
         if issue.engine == t.engine
     )
+    return known + ENGINES[t.engine].hang_signatures(t)
 
 
-def _log_watch(engine_service: Service) -> Service:
-    log = word(Ref("LOG_DIR"), f"/{engine_service.name}.log")
+def _log_watch(services: list) -> Service:
+    """Follows the log of every service of the node (the engine's last): a signature may be in any."""
+    logs = [
+        arg
+        for s in (services[-1], *services[:-1])
+        for arg in ("--log", word(Ref("LOG_DIR"), f"/{s.name}.log"))
+    ]
     args = argv(
         "python3",
         word(Ref("SCRIPTS_DIR"), "/logwatch.py"),
         "--plan",
         word(Ref("RECIPE_DIR"), "/plan.json"),
-        "--log",
-        log,
+        *logs,
     )
     return Service(name="known-issues", argv=args, ready_url=None, ready_timeout=0)
 

@@ -69,6 +69,11 @@ def engine_env(t: Target, ports: Ports) -> dict:
     return {}
 
 
+def hang_signatures(t: Target) -> tuple:
+    """No LMCache server on SGLang nodes (check() refuses an offload backend)."""
+    return ()
+
+
 def l1_budget(t: Target) -> None:
     """No host-DRAM KV tier is rendered for SGLang (check() refuses a kv-offload-backend)."""
     return None

@@ -15,6 +15,23 @@ from .words import Ref, argv, json_word, word
 MOONCAKE_ABORT_TIMEOUT_S = 480
 
 
+# Errors a service logs and then waits instead of exiting; the node's log watcher ends the job at the line.
+# FACTS section 9 item 3, seen on this machine kind: a CPU engine's LMCacheMPConnector registers an
+# engine-driven context; a server that does not serve that mode logs this within a millisecond, and the
+# prefill then blocks in register_kv_caches for 2 x lmcache.mp.mq_timeout before it fails.
+LMCACHE_HANG_SIGNATURES = (
+    {
+        "issue": "lmcache-transfer-mode",
+        "title": "the LMCache server has no handler for the engine's transfer mode: the prefill waits at "
+        "start for 2 x lmcache.mp.mq_timeout, then fails",
+        "regex": r"No handler registered for operation \S*engine_driven",
+        "fix": "serve the engine's mode: the runner's lmcache.transfer-mode in configs/launch.yaml (auto), "
+        "or an LMCache server and connector of one release",
+        "source": "recipes/vllm.py LMCACHE_HANG_SIGNATURES",
+    },
+)
+
+
 def check(t: Target) -> None:
     if t.disagg and t.kv_transfer != "mooncake":
         raise Unsupported(f"kv-p2p-transfer {t.kv_transfer!r} is not rendered (mooncake only)")
@@ -22,11 +39,11 @@ def check(t: Target) -> None:
 
 def services(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> list[Service]:
     """What a node of `role` starts, in order: LMCache first where it is the prefill's L2."""
-    lmcache = [_lmcache_service(ports, timeouts)] if role == "prefill" and t.uses_lmcache else []
+    lmcache = [_lmcache_service(t, ports, timeouts)] if role == "prefill" and t.uses_lmcache else []
     return [*lmcache, _vllm_service(t, role, ports, timeouts)]
 
 
-def _lmcache_service(ports: Ports, timeouts: Timeouts) -> Service:
+def _lmcache_service(t: Target, ports: Ports, timeouts: Timeouts) -> Service:
     s = {name: Ref(name) for name in _LMCACHE_FLAGS.values()}
     args = [
         "lmcache",
@@ -47,6 +64,7 @@ def _lmcache_service(ports: Ports, timeouts: Timeouts) -> Service:
         s["LMCACHE_L1_INIT_SIZE_GB"],
         "--chunk-size",
         s["LMCACHE_CHUNK_SIZE"],
+        *_lmcache_runner_args(t),
     ]
     return Service(
         name="lmcache",
@@ -54,6 +72,18 @@ def _lmcache_service(ports: Ports, timeouts: Timeouts) -> Service:
         ready_url=word("http://", LOCAL_ADDR, f":{ports.lmcache_http}/healthcheck"),
         ready_timeout=timeouts.lmcache_ready,
     )
+
+
+def _lmcache_runner_args(t: Target) -> list:
+    """What the runner's engines need of the server (launch profile lmcache): a CPU engine registers an
+    engine-driven context, and a busy one must not be reaped."""
+    lmc = t.launch.lmcache
+    args = []
+    if lmc.transfer_mode is not None:
+        args += ["--supported-transfer-mode", lmc.transfer_mode]
+    if lmc.worker_reap_timeout is not None:
+        args += ["--worker-reap-timeout-seconds", lmc.worker_reap_timeout]
+    return args
 
 
 # lmcache server flag -> the env.sh variable that holds its value (optional ones only when set)
@@ -67,6 +97,10 @@ _LMCACHE_OPTIONAL = {
     "l1-read-ttl-seconds": "LMCACHE_L1_READ_TTL_SECONDS",
     "max-workers": "LMCACHE_MAX_WORKERS",
 }
+
+
+def hang_signatures(t: Target) -> tuple:
+    return LMCACHE_HANG_SIGNATURES if t.uses_lmcache else ()
 
 
 def l1_budget(t: Target):
@@ -109,6 +143,7 @@ def _vllm_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> Ser
     args = [
         "env",
         word("VLLM_HOST_IP=", NODE_ADDR),
+        *_connector_module_path(t),
         "vllm",
         "serve",
         t.model_path,
@@ -134,12 +169,28 @@ def _vllm_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> Ser
             args += [flag, s[name]]
     if role in reg.ROLES:
         args += ["--kv-transfer-config", json_word(_kv_transfer_config(t, role, s, ports))]
+    args += t.launch.engine_args.get(role, [])  # what this runner's hardware needs, after the recipe's
     return Service(
         name="vllm",
         argv=argv(*args),
         ready_url=word("http://", NODE_ADDR, f":{ports.vllm}/health"),
         ready_timeout=timeouts.engine_ready,
     )
+
+
+def _connector_module_path(t: Target) -> list:
+    """A local runner's own connector module (launch profile kv-connector-module): its shipped folder goes
+    on the engine's PYTHONPATH."""
+    shim = t.launch.kv_connector_module
+    return [word("PYTHONPATH=", Ref("RECIPE_DIR"), f"/{shim.shipped}")] if shim else []
+
+
+def _mooncake(t: Target, role: str, extra: dict) -> dict:
+    """One MooncakeConnector: vLLM's own, or loaded from the runner's connector module."""
+    out = {"kv_connector": "MooncakeConnector", "kv_role": role, "kv_connector_extra_config": extra}
+    if t.launch.kv_connector_module is not None:
+        out["kv_connector_module_path"] = t.launch.kv_connector_module.module
+    return out
 
 
 def _kv_transfer_config(t: Target, role: str, s: dict, ports: Ports) -> dict:
@@ -149,17 +200,8 @@ def _kv_transfer_config(t: Target, role: str, s: dict, ports: Ports) -> dict:
     mooncake_extra = {"mooncake_protocol": s["MC_PROTOCOL"], "num_workers": s["MC_NUM_WORKERS"]}
     if role == "decode":
         # "fail", not recompute: a lost transfer must surface, never turn into silent recompute.
-        return {
-            "kv_connector": "MooncakeConnector",
-            "kv_role": "kv_consumer",
-            "kv_load_failure_policy": "fail",
-            "kv_connector_extra_config": mooncake_extra,
-        }
-    mooncake = {
-        "kv_connector": "MooncakeConnector",
-        "kv_role": "kv_producer",
-        "kv_connector_extra_config": mooncake_extra,
-    }
+        return {**_mooncake(t, "kv_consumer", mooncake_extra), "kv_load_failure_policy": "fail"}
+    mooncake = _mooncake(t, "kv_producer", mooncake_extra)
     if LMCACHE_MP not in kv_connectors(t.entry, role, t.point):
         return mooncake
     lmcache = {
@@ -215,6 +257,7 @@ def router_service(t: Target, backends: list, ports: Ports, timeouts: Timeouts, 
             1800,
             "--health-check-endpoint",
             "/health",
+            *t.launch.router_args.get("vllm-router", []),
         ]
         return Service("router", argv(*args), url, timeouts.router_ready)
     # The proxy runs from the job's snapshot of this repository, not from an installed package.
@@ -229,6 +272,7 @@ def router_service(t: Target, backends: list, ports: Ports, timeouts: Timeouts, 
         "--port",
         ports.router,
         *backends,
+        *t.launch.router_args.get("pd-proxy", []),
     ]
     expect = tuple(f"{role}.healthy={n}" for role, n in counts.items())
     return Service("router", argv(*args), url, timeouts.router_ready, ready_expect=expect)

@@ -130,11 +130,10 @@ class Lmcache(Model):
 class MooncakeBootstrap(Model):
     """Where prefill engines serve Mooncake's bootstrap /query (VLLM_MOONCAKE_BOOTSTRAP_PORT)."""
 
-    port: Port = Field(8998, description="The port (vLLM's default 8998).")
-    per_node: bool = Field(
-        False,
-        description="Port + the node's rank instead, one per prefill node: Mooncake's bootstrap server binds "
-        "0.0.0.0, so nodes sharing one host's addresses need distinct ports.",
+    port: Port = Field(
+        8998,
+        description="The port (vLLM's default 8998). Mooncake's bootstrap server binds 0.0.0.0: runners "
+        "whose nodes share one host's addresses give it a port no other job of the host uses.",
     )
 
 

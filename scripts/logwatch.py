@@ -31,6 +31,7 @@ LONG_LINE = 1 << 20
 OVERLAP = 64 << 10
 MAX_PLAN_BYTES = 16 << 20
 SIGNATURE_KEYS = ("issue", "title", "regex", "fix")
+KNOWN_ISSUES = "configs/known-issues.yaml"  # where a signature comes from, unless it names its source
 
 
 class WatchError(Exception):
@@ -43,6 +44,7 @@ class Signature:
     title: str
     fix: str
     pattern: re.Pattern
+    source: str = KNOWN_ISSUES
 
 
 def _signature(index: int, entry: object) -> Signature:
@@ -58,7 +60,10 @@ def _signature(index: int, entry: object) -> Signature:
         raise WatchError(f"{where}.regex does not compile: {err}") from None
     if pattern.search(""):
         raise WatchError(f"{where}.regex matches an empty line: it would flag every log")
-    return Signature(entry["issue"], entry["title"], entry["fix"], pattern)
+    source = entry.get("source", KNOWN_ISSUES)
+    if not isinstance(source, str) or not source:
+        raise WatchError(f"{where}.source is not a non-empty string")
+    return Signature(entry["issue"], entry["title"], entry["fix"], pattern, source)
 
 
 def load_signatures(plan_path: str) -> list[Signature]:
@@ -136,7 +141,7 @@ def report(sig: Signature, path: str, line_no: int, excerpt: str) -> str:
         f"  {excerpt}\n"
         f"  issue: {sig.title}\n"
         f"  what to do: {sig.fix}\n"
-        f"  (configs/known-issues.yaml; the engine is not trusted past this point)"
+        f"  ({sig.source}; the engine is not trusted past this point)"
     )
 
 

@@ -21,6 +21,7 @@ from recipes.models import architecture
 from recipes.render import RenderError, add_soak_option, load, render_config
 from recipes.submit import Submission, SubmitError, pick, submit
 from scripts import promtext
+from sim.cpu import model as cpu_model
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = "local-sim-vllm-disagg-agentic"
@@ -59,16 +60,24 @@ class DemoError(Exception):
     """What stops the demo before or outside the job."""
 
 
-def node_bin(root: Path = ROOT) -> Path:
+def node_tools(engine_venv: str | None) -> dict[str, str]:
+    """The node tools: the simulator's vllm, or (engine-build cpu) the real one of the runner's tool venv."""
+    if engine_venv is None:
+        return NODE_TOOLS
+    return {**NODE_TOOLS, "vllm": f".venv-{engine_venv}/bin/vllm"}
+
+
+def node_bin(root: Path = ROOT, engine_venv: str | None = None) -> Path:
     """A folder of exactly the node tools, first on the job's PATH (whole virtualenv bin/ folders would
     bring their own python3 along)."""
     folder = root / ".cluster" / "bin"
     folder.mkdir(parents=True, exist_ok=True)
-    needed = (*NODE_TOOLS.values(), *(t for t, _ in PYTHON_MODULES.values()), CORE_PYTHON, REPORT_PYTHON)
+    tools = node_tools(engine_venv)
+    needed = (*tools.values(), *(t for t, _ in PYTHON_MODULES.values()), CORE_PYTHON, REPORT_PYTHON)
     missing = [target for target in needed if not (root / target).exists()]
     if missing:
         raise DemoError(f"missing {', '.join(missing)}: run `make venv tools` first")
-    for name, target in NODE_TOOLS.items():
+    for name, target in tools.items():
         link = folder / name
         if link.is_symlink() or link.exists():
             link.unlink()
@@ -93,11 +102,12 @@ def python_wrapper(root: Path) -> str:
     )
 
 
-def job_env(root: Path = ROOT) -> dict[str, str]:
+def job_env(root: Path = ROOT, engine_venv: str | None = None) -> dict[str, str]:
     conf = root / ".cluster" / "slurm.conf"
     if not conf.is_file():
         raise DemoError(f"{conf} not found: run `make cluster-up` first")
-    return {**os.environ, "PATH": f"{node_bin(root)}:{os.environ['PATH']}", "SLURM_CONF": str(conf)}
+    path = f"{node_bin(root, engine_venv)}:{os.environ['PATH']}"
+    return {**os.environ, "PATH": path, "SLURM_CONF": str(conf)}
 
 
 def simulated_weights(plan) -> None:
@@ -221,16 +231,32 @@ def tail(path: Path, lines: int = 40) -> str:
         return f"({path}: {err.strerror})"
 
 
+def real_weights(plan, engine_venv: str) -> None:
+    """The local-cpu runner's model, made once on this machine (sim/cpu/model.py) and linked under
+    model-root, where the rendered engines look for it."""
+    try:
+        folder = cpu_model.ensure(plan.model, plan.container.mounts[0], engine_venv)
+    except cpu_model.ModelError as exc:
+        raise DemoError(str(exc)) from None
+    how = "reused" if folder.made_s is None else f"made in {folder.made_s:.0f} s"
+    print(f"model {plan.model}: {folder.path} ({how}), linked at {folder.link}", flush=True)
+
+
 def run(config: str, variant: str | None, out: Path, timeout: float, soak: int | None = None) -> int:
-    variants = render_config(config, load(config), soak_seconds=soak)
+    loaded = load(config)
+    variants = render_config(config, loaded, soak_seconds=soak)
     rendered = pick(variants, variant or variants[0].plan.variant)  # default: the config's first
     if rendered.plan.engine_build == "image":
         raise DemoError(
             f"{config} runs its image's engines on real GPUs (runner {rendered.plan.runner}); the demo "
-            "needs a local runner (configs/launch.yaml engine-build: simulator)"
+            "needs a local runner (configs/launch.yaml engine-build: simulator or cpu)"
         )
-    env = job_env()
-    simulated_weights(rendered.plan)
+    engine_venv = loaded.launch.profiles[rendered.plan.runner].engine_venv
+    env = job_env(engine_venv=engine_venv)
+    if engine_venv is None:
+        simulated_weights(rendered.plan)
+    else:
+        real_weights(rendered.plan, engine_venv)
     job = submit(rendered, out, env=env)
     print(f"submitted job {job.job_id} ({job.job_name}); main output: {job.run_dir}/job.out", flush=True)
     state = follow(job, env, timeout, rendered.plan.engine)

@@ -84,7 +84,7 @@ def engine_lines(plan: dict, builds, stubs: Path) -> list[Line]:
     out = []
     for role in plan["roles"]:
         rank = next(n["rank"] for n in plan["nodes"] if n["role"] == role["name"])
-        known = values(plan, rank)
+        known = {**values(plan, rank), "RECIPE_DIR": str(recipe_stub(plan, stubs))}
         for service in role["services"]:
             env, argv = _split_env(service["argv"])
             if tuple(argv[: len(PROGRAMS[plan["engine"]])]) != PROGRAMS[plan["engine"]]:
@@ -99,6 +99,20 @@ def engine_lines(plan: dict, builds, stubs: Path) -> list[Line]:
                 Line(name, build, tuple(argv), tuple(sorted(env.items())), unchecked, model_path, stub)
             )
     return out
+
+
+def recipe_stub(plan: dict, stubs: Path) -> Path:
+    """What ${RECIPE_DIR} stands for: a folder of the plan's shipped folders (links to the repository's),
+    so an engine line's PYTHONPATH=${RECIPE_DIR}/<shipped> finds what the job would ship."""
+    root = Path(__file__).resolve().parents[2]
+    folder = stubs / "recipe"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, source in plan["shipped"].items():
+        link = folder / name
+        if not (link.is_symlink() and link.resolve() == (root / source).resolve()):
+            link.unlink(missing_ok=True)
+            link.symlink_to(root / source)
+    return folder
 
 
 def _split_env(words: list) -> tuple[dict, list]:

@@ -253,6 +253,16 @@ def test_lmcache_that_exits_at_start(cluster):
     assert "first failure on sim1 in step 'prefill lmcache' (exit code 3)" in verdict.stderr
 
 
+def test_an_lmcache_server_without_the_engines_transfer_mode_fails_the_job_at_its_log_line(cluster):
+    """FACTS section 9 item 3: the server logs the error at once and the prefill would wait 2 x mq_timeout at
+    start; the prefill's log watcher follows lmcache.log too and ends the job at that line."""
+    line = "[ERROR] No handler registered for operation register_kv_cache_engine_driven_context"
+    job = cluster.run({0: {"FAKE_LMCACHE": f"say:{line}", "FAKE_VLLM": "never-healthy"}})
+    text = assert_fast_failure(job, 0, "known issue lmcache-transfer-mode", "lmcache.log", "transfer-mode")
+    assert "recipes/vllm.py LMCACHE_HANG_SIGNATURES" in text
+    assert job.nodes[0].rc == 12  # EXIT_KNOWN_ISSUE
+
+
 def test_vllm_that_crashes_before_health(cluster):
     job = cluster.run({2: {"FAKE_VLLM": "crash-before-health"}})
     text = assert_fast_failure(job, 2, "FAILED decode vllm on sim3", "vllm exited (code 1)")

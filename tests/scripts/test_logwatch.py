@@ -66,6 +66,24 @@ def test_unrelated_lines_never_match_only_the_signature_does(tmp_path):
     assert watcher.returncode == 12 and "appeared in sglang.log line 101" in out
 
 
+def test_every_log_given_is_followed_and_the_report_names_where_the_signature_comes_from(tmp_path):
+    """A prefill's watcher follows vllm.log and lmcache.log; a signature that is no known issue's (LMCache's
+    hang signature) names its own source."""
+    hang = signature(issue="lmcache-transfer-mode", regex="No handler registered", source="recipes/vllm.py X")
+    (tmp_path / "lmcache.log").write_text("[ERROR] No handler registered for operation register_kv_cache\n")
+    args = ["--log", str(tmp_path / "vllm.log"), "--log", str(tmp_path / "lmcache.log"), "--interval", "0.05"]
+    done = subprocess.run(
+        [sys.executable, str(LOGWATCH), "--plan", str(plan_file(tmp_path, [SIGNATURE, hang])), *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 12
+    assert "lmcache-transfer-mode: its log signature appeared in lmcache.log line 1" in done.stdout
+    assert "(recipes/vllm.py X; the engine is not trusted past this point)" in done.stdout
+
+
 def test_a_plan_without_signatures_is_a_usage_error_not_a_silent_watcher(tmp_path):
     done = subprocess.run(
         [sys.executable, str(LOGWATCH), "--plan", str(plan_file(tmp_path, ())), "--log", "x.log"],
@@ -226,6 +244,7 @@ def signature(**over) -> dict:
             "log_signatures[1].fix is not a non-empty string",
         ),
         ({"log_signatures": [signature(issue=7)]}, "log_signatures[0].issue is not a non-empty string"),
+        ({"log_signatures": [signature(source="")]}, "log_signatures[0].source is not a non-empty string"),
         ("[" * 100_000 + "]" * 100_000, "not JSON: nested deeper than 64 levels"),
         ('{"log_signatures": NaN}', "not JSON: log_signatures is NaN"),
         ("directory", "not a regular file"),

@@ -56,9 +56,13 @@ def set_defaults(env: dict) -> None:
 def _with_env(env: dict, check: Callable[[], None]) -> None:
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update({k: str(v) for k, v in env.items()})
+    # The line's PYTHONPATH (a runner's connector module) is on the engine's sys.path from its start.
+    paths = [p for p in str(env.get("PYTHONPATH", "")).split(os.pathsep) if p]
+    sys.path[:0] = paths
     try:
         check()
     finally:
+        del sys.path[: len(paths)]
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)

@@ -1,7 +1,8 @@
 """Stand-ins for the programs a rendered node script runs (vllm, lmcache, aiperf, scontrol, the proxy).
 
 Each reads only the flags it needs from the real command line and misbehaves as the environment asks:
-FAKE_<TOOL>=ok | never-healthy | exit-at-start:<code> | crash-before-health | exit0-after:<seconds> | hang;
+FAKE_<TOOL>=ok | never-healthy | exit-at-start:<code> | crash-before-health | exit0-after:<seconds> | hang |
+say:<line> (logs the line, then serves as ok does);
 vllm also: no-kv (its KV-transfer counters never rise); aiperf also: no-result | cancelled | cancelled-at:<C>.
 """
 
@@ -79,6 +80,8 @@ def service(tool: str, host: str, port: int, path: str, body: bytes = b"{}") -> 
         time.sleep(0.3)
         print("Traceback (most recent call last):\nRuntimeError: fake engine core died", file=sys.stderr)
         sys.exit(1)
+    if how == "say":
+        print(arg, file=sys.stderr, flush=True)
     serve(host, port, path, body, healthy=how != "never-healthy", rising=how != "no-kv")
     if how == "exit0-after":
         time.sleep(float(arg))

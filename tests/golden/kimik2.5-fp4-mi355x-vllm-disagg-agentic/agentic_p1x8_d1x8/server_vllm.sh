@@ -70,7 +70,8 @@ start_prefill() {
   step "prefill known-issues"
   start_service known-issues python3 "${SCRIPTS_DIR}"/logwatch.py \
     --plan "${RECIPE_DIR}"/plan.json \
-    --log "${LOG_DIR}"/vllm.log
+    --log "${LOG_DIR}"/vllm.log \
+    --log "${LOG_DIR}"/lmcache.log
   step "prefill vllm"
   start_service vllm env VLLM_HOST_IP="${NODE_ADDR}" vllm serve /models/amd/Kimi-K2.5-MXFP4 \
     --served-model-name amd/Kimi-K2.5-MXFP4 \
