@@ -29,6 +29,18 @@ LMCACHE_HANG_SIGNATURES = (
         "or an LMCache server and connector of one release",
         "source": "recipes/vllm.py LMCACHE_HANG_SIGNATURES",
     },
+    # Seen on this machine kind: a server that reaps an engine it thinks silent answers its next store
+    # "context not registered (or reaped)", and that engine's worker waits for the answer forever while its
+    # /health stays 200.
+    {
+        "issue": "lmcache-reaped-engine",
+        "title": "the LMCache server reaped an engine it thought silent: that prefill's next store waits "
+        "forever while its /health answers 200",
+        "regex": r"Reaped non-GPU instance",
+        "fix": "raise the runner's lmcache.worker-reap-timeout in configs/launch.yaml above the engine's "
+        "longest busy spell (or 0: never reap)",
+        "source": "recipes/vllm.py LMCACHE_HANG_SIGNATURES",
+    },
 )
 
 

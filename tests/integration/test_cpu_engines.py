@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from scripts.promtext import samples as prom_samples
 from sim.cluster.layout import ROOT
+
+from .conftest import metric, require_tools
 
 CONFIG = "local-cpu-vllm-disagg-agentic"
 VARIANT = "agentic_p1x1_d1x1"
@@ -30,17 +31,9 @@ TOOLS = [
 JOB_TIMEOUT_S = 1500  # measured 5 minutes on this 2-core machine (README, Real engines on the local cluster)
 
 
-def metric(path: Path, name: str, **labels: str) -> float:
-    values = prom_samples(path.read_text(), name, *(f'{k}="{v}"' for k, v in labels.items()))
-    assert values, f"{name}{labels or ''} not in {path.name}"
-    return sum(values)
-
-
 @pytest.fixture(scope="module")
 def tools():
-    missing = [str(t) for t in TOOLS if not t.exists()]
-    if missing:  # `make test` builds them first; only a bare pytest run can get here
-        pytest.fail(f"missing {', '.join(missing)}: run `make tools` (make test does)")
+    require_tools(TOOLS)
 
 
 def test_real_cpu_engines_run_the_recipe_end_to_end_and_prove_it(cluster, tools, tmp_path):

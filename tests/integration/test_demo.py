@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from scripts.promtext import samples as prom_samples
 from sim.cluster.layout import ROOT
+
+from .conftest import metric, require_tools
 
 CONFIG = "local-sim-vllm-disagg-agentic"
 VARIANTS = ["agentic_p2x8_d1x8", "agentic_p2x8_d1x8_vllm-router"]
@@ -27,18 +28,9 @@ TOOLS = [
 ]
 
 
-def metric(path: Path, name: str, **labels: str) -> float:
-    """Sum of a Prometheus metric's samples whose labels include `labels`; it must have some."""
-    values = prom_samples(path.read_text(), name, *(f'{k}="{v}"' for k, v in labels.items()))
-    assert values, f"{name}{labels or ''} not in {path.name}"
-    return sum(values)
-
-
 @pytest.fixture(scope="module")
 def tools():
-    missing = [str(t) for t in TOOLS if not t.exists()]
-    if missing:  # `make test` builds them first; only a bare pytest run can get here
-        pytest.fail(f"missing {', '.join(missing)}: run `make tools` (make test does)")
+    require_tools(TOOLS)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

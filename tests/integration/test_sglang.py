@@ -22,9 +22,10 @@ import pytest
 from recipes.build import build_plan
 from recipes.render import load, render_plan
 from recipes.submit import submit
-from scripts.promtext import samples as prom_samples
 from sim.cluster.layout import ROOT
 from sim.demo import follow, job_env, simulated_weights
+
+from .conftest import metric, require_tools
 
 PD = "local-sim-sglang-disagg"
 SINGLE = "local-sim-sglang"
@@ -35,9 +36,7 @@ DETECT_S = 5.0  # from the signature in an engine log to the job's end
 
 @pytest.fixture(scope="module")
 def tools():
-    missing = [str(t) for t in TOOLS if not t.exists()]
-    if missing:  # `make test` builds them first; only a bare pytest run can get here
-        pytest.fail(f"missing {', '.join(missing)}: run `make tools` (make test does)")
+    require_tools(TOOLS)
 
 
 def demo(config: str, out: Path, *extra: str) -> tuple[subprocess.CompletedProcess, Path]:
@@ -52,12 +51,6 @@ def demo(config: str, out: Path, *extra: str) -> tuple[subprocess.CompletedProce
     )
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
     return done, Path(re.search(r"^run folder: (.+)$", done.stdout, re.M)[1])
-
-
-def metric(path: Path, name: str, **labels: str) -> float:
-    values = prom_samples(path.read_text(), name, *(f'{k}="{v}"' for k, v in labels.items()))
-    assert values, f"{name}{labels or ''} not in {path.name}"
-    return sum(values)
 
 
 def nothing_left(run_dir: Path) -> None:

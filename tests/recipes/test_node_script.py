@@ -253,12 +253,26 @@ def test_lmcache_that_exits_at_start(cluster):
     assert "first failure on sim1 in step 'prefill lmcache' (exit code 3)" in verdict.stderr
 
 
-def test_an_lmcache_server_without_the_engines_transfer_mode_fails_the_job_at_its_log_line(cluster):
-    """FACTS section 9 item 3: the server logs the error at once and the prefill would wait 2 x mq_timeout at
-    start; the prefill's log watcher follows lmcache.log too and ends the job at that line."""
-    line = "[ERROR] No handler registered for operation register_kv_cache_engine_driven_context"
+@pytest.mark.parametrize(
+    ("line", "issue", "fix"),
+    [
+        (
+            "[ERROR] No handler registered for operation register_kv_cache_engine_driven_context",
+            "lmcache-transfer-mode",
+            "transfer-mode",
+        ),
+        (
+            "LMCache WARNING: Reaped non-GPU instance 3550388144183475186: silent for 142.2s (pinged=True)",
+            "lmcache-reaped-engine",
+            "worker-reap-timeout",
+        ),
+    ],
+)
+def test_an_lmcache_server_line_that_means_a_hang_fails_the_job_at_that_line(cluster, line, issue, fix):
+    """LMCache logs these and the prefill then waits (2 x mq_timeout at start; forever on its next store,
+    /health 200); the prefill's log watcher follows lmcache.log too and ends the job at that line."""
     job = cluster.run({0: {"FAKE_LMCACHE": f"say:{line}", "FAKE_VLLM": "never-healthy"}})
-    text = assert_fast_failure(job, 0, "known issue lmcache-transfer-mode", "lmcache.log", "transfer-mode")
+    text = assert_fast_failure(job, 0, f"known issue {issue}", "lmcache.log", fix)
     assert "recipes/vllm.py LMCACHE_HANG_SIGNATURES" in text
     assert job.nodes[0].rc == 12  # EXIT_KNOWN_ISSUE
 

@@ -245,6 +245,7 @@ def test_recorded_workarounds_reach_the_plan_and_log_signatures_are_watched_befo
     assert [s["issue"] for s in rendered[LOCAL].plan.log_signatures] == [
         "vllm-multiconnector-prom-metrics",
         "lmcache-transfer-mode",
+        "lmcache-reaped-engine",
     ]
     assert rendered[LOCAL].plan.workarounds == ()
     for role in rendered[LOCAL].plan.roles:
