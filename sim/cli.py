@@ -136,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-model-len", type=human_int_or_auto)
     p.add_argument("--max-num-seqs", type=int)
     p.add_argument("--max-num-batched-tokens", type=human_int)
+    p.add_argument("--num-gpu-blocks-override", type=int)  # sizes the simulated HBM prefix cache
     p.add_argument("--kv-transfer-config", type=_kv_type)
     p.add_argument("--compilation-config", "-cc", type=_json_type)
     p.add_argument("--optimization-level")  # also -O3 / -O 3 (normalize_argv)
@@ -244,6 +245,7 @@ def resolve(args: argparse.Namespace, *, model_root: str | None = None) -> Serve
         tensor_parallel=args.tensor_parallel_size,
         pipeline_parallel=args.pipeline_parallel_size,
         block_size=args.block_size or 16,
+        gpu_blocks=args.num_gpu_blocks_override,
         max_model_len=_max_model_len(args.max_model_len, hf_config),
         max_num_seqs=args.max_num_seqs or 256,
         prefix_caching=args.enable_prefix_caching is not False,

@@ -27,6 +27,7 @@ class ServeConfig:
     tensor_parallel: int
     pipeline_parallel: int
     block_size: int
+    gpu_blocks: int | None  # --num-gpu-blocks-override; None = SIM_HBM_CACHE_TOKENS decides
     max_model_len: int
     max_num_seqs: int
     prefix_caching: bool

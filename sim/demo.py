@@ -133,19 +133,52 @@ class JobState:
         return self.state == "COMPLETED" and self.exit_code == "0:0"
 
 
-def job_state(job_id: str, env: dict[str, str]) -> JobState:
-    done = subprocess.run(
-        ["scontrol", "show", "job", "--oneliner", job_id],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=30,
-        check=False,
-    )
+# slurmctld on a 2-core machine busy with real engines can miss an answer; this many misses in a row, a
+# second apart, is a cluster that is gone, not a slow one.
+SCONTROL_TRIES = 5
+SCONTROL_PAUSE_S = 1.0
+CANCEL_WAIT_S = 60  # scancel to the job's end: its nodes' teardown (grace periods) runs first
+
+
+def job_state(job_id: str, env: dict[str, str], tries: int = SCONTROL_TRIES) -> JobState:
+    misses = []
+    for _ in range(tries):
+        try:
+            done = subprocess.run(
+                ["scontrol", "show", "job", "--oneliner", job_id],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=30,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            misses.append("no answer within 30 s")
+        else:
+            if done.returncode == 0:
+                fields = dict(f.split("=", 1) for f in done.stdout.split() if "=" in f)
+                return JobState(fields.get("JobState", "UNKNOWN"), fields.get("ExitCode", "?"))
+            misses.append(f"exit code {done.returncode}: {done.stderr.strip() or '(no message)'}")
+        time.sleep(SCONTROL_PAUSE_S)  # a retry's pause, not a readiness wait: the next answer is the check
+    raise DemoError(f"scontrol show job {job_id} failed {tries} times in a row: {'; '.join(misses)}")
+
+
+def cancel(job: Submission, env: dict[str, str]) -> None:
+    """The demo is ending without the job: scancel it and wait for its end, so that no engine outlives us."""
+    print(f"demo: cancelling job {job.job_id}", file=sys.stderr, flush=True)
+    done = subprocess.run(["scancel", job.job_id], env=env, capture_output=True, text=True, timeout=30, check=False)
     if done.returncode != 0:
-        raise DemoError(f"scontrol show job {job_id}: {done.stderr.strip()}")
-    fields = dict(f.split("=", 1) for f in done.stdout.split() if "=" in f)
-    return JobState(fields.get("JobState", "UNKNOWN"), fields.get("ExitCode", "?"))
+        print(f"demo: scancel {job.job_id}: {done.stderr.strip()}", file=sys.stderr, flush=True)
+    deadline = time.monotonic() + CANCEL_WAIT_S
+    while time.monotonic() < deadline:
+        try:
+            if job_state(job.job_id, env).ended:
+                return
+        except DemoError as exc:
+            print(f"demo: {exc}", file=sys.stderr, flush=True)
+            return
+        time.sleep(1)
+    print(f"demo: job {job.job_id} still running {CANCEL_WAIT_S} s after scancel", file=sys.stderr, flush=True)
 
 
 def node_steps(run_dir: Path) -> dict[str, str]:
@@ -219,8 +252,7 @@ def follow(job: Submission, env: dict[str, str], timeout: float, engine: str = "
         if state.ended:
             return state
         if time.monotonic() - start > timeout:
-            subprocess.run(["scancel", job.job_id], env=env, check=False)
-            raise DemoError(f"job {job.job_id} still {state.state} after {timeout:g} s: cancelled it")
+            raise DemoError(f"job {job.job_id} still {state.state} after {timeout:g} s")
         time.sleep(1)
 
 
@@ -259,7 +291,11 @@ def run(config: str, variant: str | None, out: Path, timeout: float, soak: int |
         real_weights(rendered.plan, engine_venv)
     job = submit(rendered, out, env=env)
     print(f"submitted job {job.job_id} ({job.job_name}); main output: {job.run_dir}/job.out", flush=True)
-    state = follow(job, env, timeout, rendered.plan.engine)
+    try:
+        state = follow(job, env, timeout, rendered.plan.engine)
+    except BaseException:  # Ctrl-C too: the job must not outlive the demo
+        cancel(job, env)
+        raise
     results = [p.name for p in results_of(job.run_dir)]
     print(f"job {job.job_id}: {state.state}, exit code {state.exit_code}")
     print(f"run folder: {job.run_dir}\nresults: {', '.join(results) or 'none'}")

@@ -245,11 +245,8 @@ class Engine(BaseEngine):
         l2: L2 | None = None,
         metrics: Metrics | None = None,
     ) -> None:
-        hbm = (
-            PrefixCache(block=config.block_size, capacity_tokens=env.hbm_cache_tokens)
-            if config.prefix_caching
-            else None
-        )
+        capacity = env.hbm_cache_tokens if config.gpu_blocks is None else config.gpu_blocks * config.block_size
+        hbm = PrefixCache(block=config.block_size, capacity_tokens=capacity) if config.prefix_caching else None
         super().__init__(
             env,
             metrics=metrics or Metrics(config.served_names[0]),

@@ -163,9 +163,16 @@ def cluster(tmp_path, configs):
     marker = f"mk{uuid.uuid4().hex[:12]}"
     yield Cluster(tmp_path, marker, configs)
     left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True, check=False).stdout.split()
+    # what they were, read before they are killed: a leak is fixed from this, not from two PIDs
+    shown = left and subprocess.run(
+        ["ps", "-o", "pid=,ppid=,stat=,etime=,args=", "-p", ",".join(left)], capture_output=True, text=True
+    ).stdout
     for pid in left:
-        os.kill(int(pid), signal.SIGKILL)
-    assert not left, f"processes left behind: {left}"
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # ended between pgrep and now
+    assert not left, f"processes left behind:\n{shown}"
 
 
 def job_verdict(job: Job, srun_rc: int = 143) -> subprocess.CompletedProcess:

@@ -62,6 +62,7 @@ def serve_config(kv: dict[str, Any] | None, **changes: Any) -> ServeConfig:
         tensor_parallel=8,
         pipeline_parallel=1,
         block_size=1,
+        gpu_blocks=None,
         max_model_len=4096,
         max_num_seqs=64,
         prefix_caching=True,

@@ -223,6 +223,21 @@ def test_local_prefix_cache_hits_on_a_repeated_prompt():
     assert total(m, "vllm:prompt_tokens_by_source_total", source="local_compute") == 41
 
 
+def test_num_gpu_blocks_override_sizes_the_local_cache():
+    """--num-gpu-blocks-override 20 at block size 1: 20 tokens of room, so a 40-token prompt is evicted
+    by its own tail and a repeat hits nothing (SIM_HBM_CACHE_TOKENS would have held it)."""
+
+    async def scenario():
+        plain = node(serve_config(None, gpu_blocks=20))
+        for _ in range(2):
+            await plain.post("/v1/completions", {"prompt": WORDS, "max_tokens": 1})
+        return await plain.metrics()
+
+    m = run(scenario())
+    assert total(m, "vllm:prefix_cache_hits_total") == 0
+    assert total(m, "vllm:prompt_tokens_by_source_total", source="local_compute") == 80
+
+
 def test_l2_serves_prefix_chunks_the_local_cache_evicted():
     env = replace(FAST, hbm_cache_tokens=0)  # no local cache room: every reuse comes from L2
 
