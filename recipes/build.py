@@ -98,6 +98,7 @@ def build_plan(
         router=router,
         leader_commands=_commands(*([router.argv] if router else []), ("aiperf",)),
         launch=_launch(container, len(nodes), t.engine),
+        cleanup=_cleanup(container, len(nodes)),
         benchmarks=benchmarks,
         metrics=_metrics_endpoints(t, engine, nodes, ports),
         smoke=_smoke(t, nodes, ports),
@@ -252,9 +253,13 @@ def _log_watch(services: list) -> Service:
     return Service(name="known-issues", argv=args, ready_url=None, ready_timeout=0)
 
 
+def _srun(n: int) -> list:
+    return ["srun", f"--nodes={n}", f"--ntasks={n}", "--ntasks-per-node=1", "--label"]
+
+
 def _launch(c: Container, n: int, engine: str) -> tuple:
     """srun, one task per node, the whole step killed when any task fails; wrapped per container runtime."""
-    srun = ["srun", "--kill-on-bad-exit=1", f"--nodes={n}", f"--ntasks={n}", "--ntasks-per-node=1", "--label"]
+    srun = [_srun(n)[0], "--kill-on-bad-exit=1", *_srun(n)[1:]]
     script = word(Ref("RECIPE_DIR"), f"/server_{engine}.sh")
     same = [word(Ref("RUN_DIR"), ":", Ref("RUN_DIR"))] + [f"{m}:{m}" for m in c.mounts]
     if c.runtime == "pyxis":
@@ -268,22 +273,22 @@ def _launch(c: Container, n: int, engine: str) -> tuple:
             script,
         )
     if c.runtime == "docker":
+        # scripts/container.sh adds the name (disagg-<job>-<node>), the label and --rm, and removes what
+        # earlier jobs left on the node first: a killed client does not stop its container (FACTS 10).
         env = [x for name in NODE_ENV for x in ("-e", name)]
         volumes = [x for w in same for x in ("-v", w)]
         devices = AMD_DEVICES if c.gpu_vendor == "amd" else ("--gpus", "all")
         return argv(
             *srun,
-            "docker",
+            "bash",
+            word(Ref("RECIPE_DIR"), "/scripts/container.sh"),
             "run",
-            "--rm",
             "--init",
             "--network",
             "host",
             "--ipc",
             "host",
             *devices,
-            "--name",
-            word("disagg-", Ref("SLURM_JOB_ID")),
             *env,
             *volumes,
             c.image,
@@ -291,6 +296,13 @@ def _launch(c: Container, n: int, engine: str) -> tuple:
             script,
         )
     return argv(*srun, "bash", script)
+
+
+def _cleanup(c: Container, n: int) -> tuple:
+    """After the step, on every node: what a SIGKILLed docker client left running (empty: nothing to do)."""
+    if c.runtime != "docker":
+        return argv()
+    return argv(*_srun(n), "bash", word(Ref("RECIPE_DIR"), "/scripts/container.sh"), "sweep")
 
 
 def _router_service(t: Target, nodes: tuple, ports: Ports, timeouts: Timeouts) -> Service:

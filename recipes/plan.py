@@ -137,6 +137,7 @@ class Plan:
     router: Service | None
     leader_commands: tuple = _argv()  # what rank 0 needs on PATH besides its role's: router, benchmark
     launch: tuple = _argv()  # srun, one node script per node
+    cleanup: tuple = _argv()  # srun after it, on every node (docker: the containers a killed client left)
     benchmarks: tuple  # of Benchmark
     metrics: tuple = _argv()  # NAME=URL: every engine's and the router's /metrics, saved after each run
     smoke: tuple = _argv()  # a request through the router, and proof its KV moved prefill -> decode

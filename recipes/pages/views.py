@@ -255,7 +255,10 @@ def _kv_path(entry, plans: list) -> str:
 
 def _container(c) -> str:
     how = {
-        "docker": "started with `docker run` on every node",
+        "docker": (
+            "started with `docker run` on every node by `scripts/container.sh`: one container per job and node, "
+            "removed by name when the step ends, by a sweep after it, and by the next job on the node"
+        ),
         "pyxis": "started by pyxis (`srun --container-image`)",
     }
     if c.runtime in how:

@@ -158,11 +158,23 @@ class Cluster:
             time.sleep(0.05)
 
 
+def settled(marker: str, within_s: float = 5.0) -> list[str]:
+    """PIDs still carrying MARKER once those already on their way out have gone (polled, bounded): on a
+    loaded machine a process the teardown SIGKILLed can still be listed for a moment after the node script
+    ended. A real leak outlives the bound."""
+    deadline = time.monotonic() + within_s
+    while True:
+        done = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True, check=False)
+        if not done.stdout.split() or time.monotonic() > deadline:
+            return done.stdout.split()
+        time.sleep(0.1)
+
+
 @pytest.fixture
 def cluster(tmp_path, configs):
     marker = f"mk{uuid.uuid4().hex[:12]}"
     yield Cluster(tmp_path, marker, configs)
-    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True, check=False).stdout.split()
+    left = settled(marker)
     # what they were, read before they are killed: a leak is fixed from this, not from two PIDs
     shown = left and subprocess.run(
         ["ps", "-o", "pid=,ppid=,stat=,etime=,args=", "-p", ",".join(left)], capture_output=True, text=True

@@ -148,7 +148,7 @@ def test_one_benchmark_per_concurrency_with_inferencex_result_names(rendered):
 @pytest.mark.parametrize(
     "runtime, expect",
     [
-        ("docker", "docker run"),
+        ("docker", "bash ${RECIPE_DIR}/scripts/container.sh run --init --network host"),
         ("pyxis", "--container-image="),
         ("none", "bash ${RECIPE_DIR}/server_vllm.sh"),
     ],
@@ -162,6 +162,18 @@ def test_launch_wraps_srun_per_container_runtime(rendered, runtime, expect):
     )
     assert args.startswith("srun --kill-on-bad-exit=1 --nodes=2 --ntasks=2 --ntasks-per-node=1")
     assert expect in args
+
+
+@pytest.mark.parametrize("runtime", ["docker", "pyxis", "none"])
+def test_only_docker_sweeps_every_node_after_the_step(runtime):
+    """A SIGKILLed docker client leaves its container running (FACTS 10); pyxis containers are the step's
+    own processes, which SLURM ends with it."""
+    from recipes.build import _cleanup
+    from recipes.plan import Container
+
+    args = " ".join(flat(_cleanup(Container(runtime, "img", "amd", ()), 2)))
+    expected = "srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --label bash ${RECIPE_DIR}/scripts/container.sh sweep"
+    assert args == (expected if runtime == "docker" else "")
 
 
 def test_preflight_checks_the_programs_each_role_starts(rendered):

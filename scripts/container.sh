@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# The node's container, on the host side (container-runtime: docker): srun runs this on every node.
+#
+#   container.sh run DOCKER_RUN_ARGS...   one container per job and node, stopped and removed by name
+#   container.sh sweep                    remove every container of this repository left on this node
+#
+# A container is not its `docker` client: a client that slurmstepd SIGKILLs (its KillWait ran out) leaves
+# the container running and holding the node's GPUs for the next job (FACTS section 10). So every
+# container is named disagg-<job>-<node> and labelled; `run` removes what earlier jobs left on this node
+# before it starts one, and stops its own by name when the step is signalled; job.sbatch sweeps every
+# node after the step, for what a SIGKILL left. Nothing here is quiet: each removal is printed.
+set -Eeuo pipefail
+
+LABEL=disagg-recipes.node  # every container of ours carries the node it was started for
+STOP_S=${CONTAINER_STOP_S:-20}  # the node script's own teardown runs inside; below SLURM's usual KillWait 30 s
+DOCKER=${DOCKER:-docker}
+
+: "${SLURM_JOB_ID:?container.sh runs in a SLURM job step}"
+: "${SLURMD_NODENAME:?container.sh runs in a SLURM job step}"
+NAME="disagg-${SLURM_JOB_ID}-${SLURMD_NODENAME}"
+
+say() {
+  printf 'container on %s: %s\n' "$SLURMD_NODENAME" "$*" >&2
+}
+
+# ours_on_node — names of this repository's containers for this node, running or not, one per line.
+ours_on_node() {
+  "$DOCKER" ps --all --filter "label=$LABEL=$SLURMD_NODENAME" --format '{{.Names}}'
+}
+
+# remove NAME WHY — docker rm -f of a listed container, said; one that cannot be removed is a failure.
+remove() {
+  local out
+  if ! out=$("$DOCKER" rm --force "$1" 2>&1); then
+    say "cannot remove $1 ($2): $out"
+    return 1
+  fi
+  say "removed $1 ($2)"
+}
+
+# sweep [KEEP|--only NAME] — remove every container of ours on this node except KEEP (or only NAME).
+sweep() {
+  local names name failed=0 why
+  names=$(ours_on_node) || {
+    say "cannot list containers with $DOCKER ps (exit code $?)"
+    return 1
+  }
+  while IFS= read -r name; do
+    [[ -n $name ]] || continue
+    if [[ ${1:-} == --only ]]; then
+      [[ $name == "$2" ]] || continue
+      why=$3
+    else
+      [[ $name != "${1:-}" ]] || continue
+      why=${name#disagg-}
+      why="left by job ${why%-"$SLURMD_NODENAME"}"
+    fi
+    remove "$name" "$why" || failed=1
+  done <<< "$names"
+  return "$failed"
+}
+
+# The outcome file of a node whose script never ran (the image is missing, docker refused a flag): the
+# job's verdict (outcome.py) names this node and its code instead of "no outcome".
+write_outcome() {
+  local dir="${RUN_DIR:?}/state/$SLURMD_NODENAME"
+  [[ ! -s $dir/outcome ]] || return 0
+  mkdir -p -- "$dir"
+  printf 'rc=%s\nkind=failure\nat=%s\nstep=container\n' "$1" "$EPOCHREALTIME" > "$dir/outcome.tmp"
+  mv -f -- "$dir/outcome.tmp" "$dir/outcome"
+}
+
+CLIENT=
+stop_signal=
+
+on_signal() {
+  local out
+  stop_signal=$1
+  trap '' TERM INT HUP  # one stop is enough
+  say "received SIG$1: stopping $NAME (up to $STOP_S s for the node's own teardown)"
+  if ! out=$("$DOCKER" stop --time "$STOP_S" "$NAME" 2>&1) && [[ $out != *"o such container"* ]]; then
+    say "docker stop $NAME: $out"
+  fi
+}
+
+run() {
+  if ! sweep "$NAME"; then
+    write_outcome 1
+    exit 1
+  fi
+  trap 'on_signal TERM' TERM
+  trap 'on_signal INT' INT
+  trap 'on_signal HUP' HUP
+  "$DOCKER" run --rm --name "$NAME" --label "$LABEL=$SLURMD_NODENAME" "$@" &
+  CLIENT=$!
+  local rc=0
+  # `wait` returns early (>128) when a trapped signal arrives: wait again until the client has ended.
+  while :; do
+    rc=0
+    wait "$CLIENT" || rc=$?
+    kill -0 "$CLIENT" 2> /dev/null || break
+  done
+  # --rm removes the container when the client sees it exit; a client that died first did not.
+  if ! sweep --only "$NAME" "outlived its client, which ended with code $rc" && ((rc == 0)); then
+    rc=1
+  fi
+  if [[ -n $stop_signal ]]; then
+    exit $((128 + $(kill -l "$stop_signal")))
+  fi
+  if ((rc != 0)); then
+    write_outcome "$rc"
+  fi
+  exit "$rc"
+}
+
+case ${1:-} in
+  run) run "${@:2}" ;;
+  sweep) sweep ;;
+  *)
+    echo "usage: container.sh run DOCKER_RUN_ARGS... | container.sh sweep" >&2
+    exit 2
+    ;;
+esac
