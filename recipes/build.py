@@ -23,7 +23,12 @@ from .words import Ref, argv, word
 __all__ = ["Target", "Unsupported", "build_plan", "concurrencies", "parse_duration"]
 
 ENGINES = {"vllm": vllm, "sglang": sglang}
-AMD_DEVICES = ("--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video")
+# `docker run` flags that give a container the node's GPUs, by the runner's gpu-vendor.
+GPU_FLAGS = {
+    "amd": ("--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video"),
+    "nvidia": ("--gpus", "all"),
+    "none": (),
+}
 NODE_ENV = (
     "RUN_DIR",
     "RECIPE_DIR",
@@ -32,6 +37,7 @@ NODE_ENV = (
     "SLURM_NODEID",
     "SLURMD_NODENAME",
     "SLURM_JOB_ID",
+    "SLURM_CONF",  # where the submitting shell set one (the local cluster): scontrol inside finds it
 )
 
 
@@ -58,9 +64,10 @@ def build_plan(
     router = _router_service(t, nodes, ports, timeouts) if t.disagg else None
     container = Container(
         runtime=profile.container_runtime,
-        image=t.entry.image,
+        image=profile.container_image or t.entry.image,
         gpu_vendor=profile.gpu_vendor,
         mounts=(profile.model_root,),
+        env_mounts=tuple(profile.container_mounts_from_env),
     )
     variant = t.variant if soak_seconds is None else f"{t.variant}_soak"
     benchmarks = sweep(t, ports) if soak_seconds is None else soak(t, ports, soak_seconds)
@@ -276,8 +283,9 @@ def _launch(c: Container, n: int, engine: str) -> tuple:
         # scripts/container.sh adds the name (disagg-<job>-<node>), the label and --rm, and removes what
         # earlier jobs left on the node first: a killed client does not stop its container (FACTS 10).
         env = [x for name in NODE_ENV for x in ("-e", name)]
-        volumes = [x for w in same for x in ("-v", w)]
-        devices = AMD_DEVICES if c.gpu_vendor == "amd" else ("--gpus", "all")
+        read_only = [word(Ref(name), ":", Ref(name), ":ro") for name in c.env_mounts]
+        volumes = [x for w in same + read_only for x in ("-v", w)]
+        devices = GPU_FLAGS[c.gpu_vendor]
         return argv(
             *srun,
             "bash",

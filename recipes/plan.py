@@ -109,6 +109,7 @@ class Container:
     image: str
     gpu_vendor: str  # amd | nvidia | none
     mounts: tuple  # absolute host paths mounted at the same place
+    env_mounts: tuple = ()  # names of host variables holding folders mounted read-only at the same place
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from .base import (
     bounded,
     shape,
 )
+from .images import REFERENCE, REFERENCE_WORDS
 
 Engine = Literal["vllm", "sglang"]
 Role = Literal["prefill", "decode", "server"]
@@ -168,6 +169,21 @@ class LaunchProfile(Model):
     model_root: AbsPath = Field(
         description="Absolute path where model weights live (mounted into containers)."
     )
+    container_image: (
+        shape(REFERENCE, "an image reference", max_length=256, allowed=REFERENCE_WORDS) | None
+    ) = Field(
+        None,
+        description="docker, engines not the image's (engine-build simulator or cpu): the image the nodes "
+        "run instead of the config's, which is then only recorded (the local container runner: an image "
+        "made on this machine holding the node's system tools).",
+    )
+    container_mounts_from_env: list[EnvName] = Field(
+        default_factory=list,
+        description="docker: environment variables of the submitting shell, each an absolute host folder "
+        "mounted read-only at the same path: software the image expects on the host's file system (the "
+        "local container runner: this checkout's tools and its Python). A variable unset or not an "
+        "absolute path fails the job before any node starts.",
+    )
     node_address: Literal["interface", "slurm-nodeaddr"] = Field(
         "interface",
         description="How a node finds the address it advertises to peers (VLLM_HOST_IP): the IPv4 of "
@@ -234,6 +250,24 @@ class LaunchProfile(Model):
                         f"engine-args.{role}: {flag} is setting {owned[flag]}'s: set it in the config's "
                         "additional-settings"
                     )
+        return self
+
+    @model_validator(mode="after")
+    def _own_image_only_without_image_engines(self):
+        if self.container_image is not None and (
+            self.engine_build == "image" or self.container_runtime != "docker"
+        ):
+            raise ValueError(
+                "container-image replaces the config's image: only with container-runtime docker and engines "
+                "that are not the image's (engine-build simulator or cpu); a real cluster runs the config's "
+                "image"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _env_mounts_need_docker(self):
+        if self.container_mounts_from_env and self.container_runtime != "docker":
+            raise ValueError("container-mounts-from-env needs container-runtime docker")
         return self
 
     @model_validator(mode="after")

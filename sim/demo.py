@@ -21,6 +21,7 @@ from recipes.models import architecture
 from recipes.render import RenderError, add_soak_option, load, render_config
 from recipes.submit import Submission, SubmitError, pick, submit
 from scripts import promtext
+from sim import containers
 from sim.cpu import model as cpu_model
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -110,6 +111,31 @@ def job_env(root: Path = ROOT, engine_venv: str | None = None) -> dict[str, str]
     return {**os.environ, "PATH": path, "SLURM_CONF": str(conf)}
 
 
+def container_env(env: dict[str, str], profile) -> dict[str, str]:
+    """A docker runner on the local cluster: podman behind `docker` first on the job's PATH, the node image
+    made (once per content), and the host folders its container-mounts-from-env name."""
+    mounts = {"DISAGG_TOOLS": str(ROOT), "DISAGG_PYTHON": str(Path(sys.base_prefix).resolve())}
+    unknown = sorted(set(profile.container_mounts_from_env) - mounts.keys())
+    if unknown or profile.container_image is None:
+        raise DemoError(
+            f"the demo's container runner mounts {', '.join(mounts)} and runs its own container-image; "
+            f"the profile names {', '.join(unknown) or 'no container-image'}"
+        )
+    try:
+        containers.ensure_podman()
+        docker_bin = containers.docker_command(CLUSTER / "containers")
+        start = time.monotonic()
+        print(f"node image {profile.container_image}: checking (debootstrap makes it if missing)", flush=True)
+        made = containers.node_image(
+            docker_bin, profile.container_image, CLUSTER / "bin", ROOT / ".cache" / "containers"
+        )
+    except containers.ContainerError as exc:
+        raise DemoError(str(exc)) from None
+    how = f"made in {time.monotonic() - start:.0f} s" if made else "reused"
+    print(f"node image {profile.container_image}: {how}", flush=True)
+    return {**env, "PATH": f"{docker_bin}:{env['PATH']}", **mounts}
+
+
 def simulated_weights(plan) -> None:
     """The simulator loads a model folder like vLLM does: it must exist and hold a config.json, the model's
     real architecture (recipes/models.py), so the simulator's TP and context checks see its heads."""
@@ -166,7 +192,9 @@ def job_state(job_id: str, env: dict[str, str], tries: int = SCONTROL_TRIES) -> 
 def cancel(job: Submission, env: dict[str, str]) -> None:
     """The demo is ending without the job: scancel it and wait for its end, so that no engine outlives us."""
     print(f"demo: cancelling job {job.job_id}", file=sys.stderr, flush=True)
-    done = subprocess.run(["scancel", job.job_id], env=env, capture_output=True, text=True, timeout=30, check=False)
+    done = subprocess.run(
+        ["scancel", job.job_id], env=env, capture_output=True, text=True, timeout=30, check=False
+    )
     if done.returncode != 0:
         print(f"demo: scancel {job.job_id}: {done.stderr.strip()}", file=sys.stderr, flush=True)
     deadline = time.monotonic() + CANCEL_WAIT_S
@@ -178,7 +206,9 @@ def cancel(job: Submission, env: dict[str, str]) -> None:
             print(f"demo: {exc}", file=sys.stderr, flush=True)
             return
         time.sleep(1)
-    print(f"demo: job {job.job_id} still running {CANCEL_WAIT_S} s after scancel", file=sys.stderr, flush=True)
+    print(
+        f"demo: job {job.job_id} still running {CANCEL_WAIT_S} s after scancel", file=sys.stderr, flush=True
+    )
 
 
 def node_steps(run_dir: Path) -> dict[str, str]:
@@ -283,8 +313,11 @@ def run(config: str, variant: str | None, out: Path, timeout: float, soak: int |
             f"{config} runs its image's engines on real GPUs (runner {rendered.plan.runner}); the demo "
             "needs a local runner (configs/launch.yaml engine-build: simulator or cpu)"
         )
-    engine_venv = loaded.launch.profiles[rendered.plan.runner].engine_venv
+    profile = loaded.launch.profiles[rendered.plan.runner]
+    engine_venv = profile.engine_venv
     env = job_env(engine_venv=engine_venv)
+    if profile.container_runtime == "docker":
+        env = container_env(env, profile)
     if engine_venv is None:
         simulated_weights(rendered.plan)
     else:

@@ -245,8 +245,11 @@ class Engine(BaseEngine):
         l2: L2 | None = None,
         metrics: Metrics | None = None,
     ) -> None:
-        capacity = env.hbm_cache_tokens if config.gpu_blocks is None else config.gpu_blocks * config.block_size
-        hbm = PrefixCache(block=config.block_size, capacity_tokens=capacity) if config.prefix_caching else None
+        blocks = config.gpu_blocks
+        capacity = env.hbm_cache_tokens if blocks is None else blocks * config.block_size
+        hbm = PrefixCache(block=config.block_size, capacity_tokens=capacity)
+        if not config.prefix_caching:
+            hbm = None
         super().__init__(
             env,
             metrics=metrics or Metrics(config.served_names[0]),

@@ -30,6 +30,9 @@ REFS = {
     "RESULTS_DIR": "`${RUN_DIR}/results`: AIPerf's output and the kept results",
     "LOG_DIR": "`${RUN_DIR}/logs/<node>`: this node's service logs",
     "SLURM_JOB_ID": "SLURM's job id",
+    "DISAGG_TOOLS": "set by `make demo`: this checkout, whose node tools the image runs (mounted read-only)",
+    "DISAGG_PYTHON": "set by `make demo`: the Python installation of this checkout's virtualenvs (mounted "
+    "read-only)",
 }
 _PEER = re.compile(r"^PEER_ADDR\[[0-9]+\]$")
 
@@ -256,8 +259,8 @@ def _kv_path(entry, plans: list) -> str:
 def _container(c) -> str:
     how = {
         "docker": (
-            "started with `docker run` on every node by `scripts/container.sh`: one container per job and node, "
-            "removed by name when the step ends, by a sweep after it, and by the next job on the node"
+            "started with `docker run` on every node by `scripts/container.sh`: one container per job and "
+            "node, removed by name when the step ends, by a sweep after it, and by the next job on the node"
         ),
         "pyxis": "started by pyxis (`srun --container-image`)",
     }

@@ -48,7 +48,9 @@ def test_a_missed_scontrol_answer_is_asked_again(tmp_path, monkeypatch):
 
 def test_scontrol_failing_every_time_is_named_with_each_exit(tmp_path, monkeypatch):
     monkeypatch.setattr(demo, "SCONTROL_PAUSE_S", 0)
-    env = _fake_scontrol(tmp_path, 'echo "slurm_load_jobs error: Unable to contact slurm controller" >&2; exit 1')
+    env = _fake_scontrol(
+        tmp_path, 'echo "slurm_load_jobs error: Unable to contact slurm controller" >&2; exit 1'
+    )
     with pytest.raises(DemoError) as error:
         demo.job_state("7", env, tries=2)
     assert str(error.value) == (

@@ -11,6 +11,7 @@ GOLDEN_CONFIGS = (
     "local-sim-vllm-disagg-agentic",
     "local-sim-sglang-disagg",
     "local-cpu-vllm-disagg-agentic",
+    "local-container-vllm-disagg-agentic",
     "minicpm-sala-bf16-h200-sglang",
     "minicpm-sala-bf16-h200-sglang-upstream",
 )

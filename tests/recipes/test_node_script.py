@@ -176,9 +176,14 @@ def cluster(tmp_path, configs):
     yield Cluster(tmp_path, marker, configs)
     left = settled(marker)
     # what they were, read before they are killed: a leak is fixed from this, not from two PIDs
-    shown = left and subprocess.run(
-        ["ps", "-o", "pid=,ppid=,stat=,etime=,args=", "-p", ",".join(left)], capture_output=True, text=True
-    ).stdout
+    shown = (
+        left
+        and subprocess.run(
+            ["ps", "-o", "pid=,ppid=,stat=,etime=,args=", "-p", ",".join(left)],
+            capture_output=True,
+            text=True,
+        ).stdout
+    )
     for pid in left:
         try:
             os.kill(int(pid), signal.SIGKILL)

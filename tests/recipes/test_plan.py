@@ -36,7 +36,18 @@ def test_variants_of_every_shipped_config(rendered):
         ("minicpm-sala-bf16-h200-sglang-upstream", "fsl8k1k_tp1"),
         ("local-cpu-vllm-disagg-agentic", "agentic_p1x1_d1x1"),
         ("local-cpu-vllm-disagg-agentic", "agentic_p1x1_d1x1_vllm-router"),
+        ("local-container-vllm-disagg-agentic", "agentic_p2x8_d1x8"),
     }
+
+
+def test_a_local_container_runner_runs_its_own_image_with_the_hosts_tools_mounted(rendered):
+    """No GPU flags for gpu-vendor none; the runner's image, not the config's (only recorded); the host
+    folders its mounts name, read-only."""
+    plan = rendered[("local-container-vllm-disagg-agentic", "agentic_p2x8_d1x8")].plan
+    args = " ".join(flat(plan.launch))
+    assert "--device" not in args and "--gpus" not in args
+    assert " localhost/disagg-recipes-node:bookworm bash ${RECIPE_DIR}/server_vllm.sh" in args
+    assert "-v ${DISAGG_TOOLS}:${DISAGG_TOOLS}:ro -v ${DISAGG_PYTHON}:${DISAGG_PYTHON}:ro" in args
 
 
 @pytest.mark.parametrize(
@@ -172,7 +183,9 @@ def test_only_docker_sweeps_every_node_after_the_step(runtime):
     from recipes.plan import Container
 
     args = " ".join(flat(_cleanup(Container(runtime, "img", "amd", ()), 2)))
-    expected = "srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --label bash ${RECIPE_DIR}/scripts/container.sh sweep"
+    expected = (
+        "srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --label bash ${RECIPE_DIR}/scripts/container.sh sweep"
+    )
     assert args == (expected if runtime == "docker" else "")
 
 

@@ -64,7 +64,13 @@ class Node:
 
     def containers(self) -> list[str]:
         listed = subprocess.run(
-            [str(self.bin_dir / "docker"), "ps", "--all", "--filter", f"label=disagg-recipes.node={self.name}"]
+            [
+                str(self.bin_dir / "docker"),
+                "ps",
+                "--all",
+                "--filter",
+                f"label=disagg-recipes.node={self.name}",
+            ]
             + ["--format", "{{.Names}}"],
             capture_output=True,
             text=True,
@@ -92,7 +98,9 @@ def node(image, tmp_path):
 def started(proc: subprocess.Popen) -> None:
     """Until the node inside says it started (its first line), bounded."""
     line = proc.stdout.readline()
-    assert line == "node started\n", f"{line!r}; stderr: {proc.stderr.read() if proc.poll() is not None else ''}"
+    assert line == "node started\n", (
+        f"{line!r}; stderr: {proc.stderr.read() if proc.poll() is not None else ''}"
+    )
 
 
 def test_the_node_scripts_code_is_the_steps_and_a_failure_leaves_an_outcome(node):
@@ -101,7 +109,9 @@ def test_the_node_scripts_code_is_the_steps_and_a_failure_leaves_an_outcome(node
     assert (done.returncode, out) == (7, "node started\n"), err
     assert node.containers() == []
     # the node script inside writes its own outcome; one that never ran (here: none written) gets this one
-    assert node.outcome().startswith("rc=7\nkind=failure\nat=") and node.outcome().endswith("step=container\n")
+    assert node.outcome().startswith("rc=7\nkind=failure\nat=") and node.outcome().endswith(
+        "step=container\n"
+    )
 
 
 def test_a_clean_node_leaves_no_outcome_of_ours_and_no_container(node):
@@ -165,5 +175,8 @@ def test_a_node_without_a_working_docker_fails_before_anything_starts(node):
         ["bash", str(SCRIPT), "run", node.image, "true"], env=env, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 1
-    assert f"container on {node.name}: cannot list containers with {env['DOCKER']} ps (exit code 127)" in done.stderr
+    assert (
+        f"container on {node.name}: cannot list containers with {env['DOCKER']} ps (exit code 127)"
+        in done.stderr
+    )
     assert node.outcome().startswith("rc=1\n") and node.outcome().endswith("step=container\n")

@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# Rendered from config local-container-vllm-disagg-agentic, variant agentic_p2x8_d1x8; do not edit: change the config and run `make render`.
+# One per node, started by job.sbatch through srun. Rank 0 = first prefill + router + benchmark; then
+# the other prefill nodes; then decode nodes. Every step is named; any failure ends the job.
+set -Eeuo pipefail
+: "${RUN_DIR:?set by job.sbatch}"
+: "${RECIPE_DIR:?set by job.sbatch}"
+: "${LEADER_ADDR:?set by job.sbatch}"
+: "${NODE_NAMES:?set by job.sbatch}"
+RANK=${SLURM_NODEID:?run under srun}
+NODE_NAME=${SLURMD_NODENAME:-$(hostname)}
+SCRIPTS_DIR=$RECIPE_DIR/scripts
+LOG_DIR=$RUN_DIR/logs/$NODE_NAME
+STATE_DIR=$RUN_DIR/state/$NODE_NAME
+RESULTS_DIR=$RUN_DIR/results
+POLL_INTERVAL=1
+export NODE_NAME SCRIPTS_DIR LOG_DIR STATE_DIR POLL_INTERVAL
+# shellcheck source=/dev/null
+source "$RECIPE_DIR/env.sh"
+# shellcheck source=/dev/null
+source "$SCRIPTS_DIR/lib/node.sh"
+node_init
+
+case "$RANK" in
+  0) ROLE=prefill ;;
+  1) ROLE=prefill ;;
+  2) ROLE=decode ;;
+  *) fail "rank $RANK is not in the plan (3 nodes)" ;;
+esac
+
+step "preflight"
+case "$ROLE" in
+  prefill)
+    require_commands python3 lmcache vllm
+    require_version lmcache lmcache 0.5.6
+    ;;
+  decode)
+    require_commands python3 vllm
+    ;;
+esac
+if [[ $RANK == 0 ]]; then
+  require_commands python3 aiperf
+fi
+
+step "resolve address"
+NODE_ADDR=$(python3 "$SCRIPTS_DIR/sync.py" addr --slurm-nodeaddr --allow-loopback "$NODE_NAME")
+LOCAL_ADDR="${NODE_ADDR}"
+
+step "start barrier"
+# Every barrier line is sealed with the job's secret (written by make submit): only this job's nodes join.
+barrier start "$RANK" 3 "$LEADER_ADDR:29500" 60 \
+  --nodes "$NODE_NAMES" --secret-file "$RUN_DIR/job.secret" --publish-field addr="$NODE_ADDR" \
+  --out "$STATE_DIR/peers.json"
+peers=$(python3 "$SCRIPTS_DIR/sync.py" peers --file "$STATE_DIR/peers.json" --field addr --address --distinct)
+mapfile -t PEER_ADDR <<<"$peers"
+supervise
+
+
+start_prefill() {
+  step "prefill lmcache"
+  start_service lmcache lmcache server \
+    --host "${LOCAL_ADDR}" \
+    --port 5555 \
+    --http-host "${LOCAL_ADDR}" \
+    --http-port 8080 \
+    --l1-size-gb "${LMCACHE_L1_SIZE_GB}" \
+    --eviction-policy "${LMCACHE_EVICTION_POLICY}" \
+    --l1-init-size-gb "${LMCACHE_L1_INIT_SIZE_GB}" \
+    --chunk-size "${LMCACHE_CHUNK_SIZE}"
+  wait_http lmcache http://"${LOCAL_ADDR}":8080/healthcheck 120
+  step "prefill known-issues"
+  start_service known-issues python3 "${SCRIPTS_DIR}"/logwatch.py \
+    --plan "${RECIPE_DIR}"/plan.json \
+    --log "${LOG_DIR}"/vllm.log \
+    --log "${LOG_DIR}"/lmcache.log
+  step "prefill vllm"
+  start_service vllm env VLLM_HOST_IP="${NODE_ADDR}" vllm serve /tmp/disagg-recipes-sim/models/amd/Kimi-K2.5-MXFP4 \
+    --served-model-name amd/Kimi-K2.5-MXFP4 \
+    --host "${NODE_ADDR}" \
+    --port 8000 \
+    --tensor-parallel-size 8 \
+    --trust-remote-code \
+    --mm-encoder-tp-mode data \
+    --kv-cache-dtype fp8 \
+    --block-size 1 \
+    --gpu-memory-utilization 0.9 \
+    --enable-prefix-caching \
+    --max-model-len 32768 \
+    --kv-transfer-config '{"kv_connector":"MultiConnector","kv_connector_extra_config":{"connectors":[{"kv_connector":"MooncakeConnector","kv_connector_extra_config":{"mooncake_protocol":"tcp","num_workers":10},"kv_role":"kv_producer"},{"kv_connector":"LMCacheMPConnector","kv_connector_extra_config":{"lmcache.mp.host":"tcp://'"${LOCAL_ADDR}"'","lmcache.mp.mq_timeout":'"${LMCACHE_MP_MQ_TIMEOUT}"',"lmcache.mp.port":5555},"kv_connector_module_path":"lmcache.integration.vllm.lmcache_mp_connector","kv_role":"kv_both"}]},"kv_load_failure_policy":"recompute","kv_role":"kv_producer"}'
+  wait_http vllm http://"${NODE_ADDR}":8000/health 120
+}
+
+start_decode() {
+  step "decode known-issues"
+  start_service known-issues python3 "${SCRIPTS_DIR}"/logwatch.py \
+    --plan "${RECIPE_DIR}"/plan.json \
+    --log "${LOG_DIR}"/vllm.log
+  step "decode vllm"
+  start_service vllm env VLLM_HOST_IP="${NODE_ADDR}" vllm serve /tmp/disagg-recipes-sim/models/amd/Kimi-K2.5-MXFP4 \
+    --served-model-name amd/Kimi-K2.5-MXFP4 \
+    --host "${NODE_ADDR}" \
+    --port 8000 \
+    --tensor-parallel-size 8 \
+    --trust-remote-code \
+    --mm-encoder-tp-mode data \
+    --kv-cache-dtype fp8 \
+    --block-size 1 \
+    --gpu-memory-utilization 0.9 \
+    --enable-prefix-caching \
+    --max-model-len 32768 \
+    --kv-transfer-config '{"kv_connector":"MooncakeConnector","kv_connector_extra_config":{"mooncake_protocol":"tcp","num_workers":10},"kv_load_failure_policy":"fail","kv_role":"kv_consumer"}'
+  wait_http vllm http://"${NODE_ADDR}":8000/health 120
+}
+
+"start_$ROLE"
+
+step "ready barrier"
+barrier ready "$RANK" 3 "$LEADER_ADDR:29500" 120 \
+  --nodes "$NODE_NAMES" --secret-file "$RUN_DIR/job.secret"
+
+if [[ $RANK == 0 ]]; then
+  step "router"
+  start_service router env PYTHONPATH="${RECIPE_DIR}" python3 \
+    -m proxy \
+    --host "${NODE_ADDR}" \
+    --port 30000 \
+    --prefill http://"${PEER_ADDR[0]}":8000 8998 \
+    --prefill http://"${PEER_ADDR[1]}":8000 8998 \
+    --decode http://"${PEER_ADDR[2]}":8000
+  wait_http router http://"${NODE_ADDR}":30000/health 60 --expect prefill.healthy=2 --expect decode.healthy=1
+
+  step "smoke and KV proof"
+  run_cmd python3 "${SCRIPTS_DIR}"/proof.py smoke \
+    --engine vllm \
+    --router http://"${NODE_ADDR}":30000 \
+    --model amd/Kimi-K2.5-MXFP4 \
+    --decode-metrics http://"${PEER_ADDR[2]}":8000/metrics
+  # Counters before the sweep and after each concurrency: the report turns them into per-run deltas.
+  mkdir -p "$RESULTS_DIR"
+  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/start" \
+    prefill0=http://"${PEER_ADDR[0]}":8000/metrics prefill1=http://"${PEER_ADDR[1]}":8000/metrics decode0=http://"${PEER_ADDR[2]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics
+
+  step "benchmark conc2"
+  run_cmd aiperf profile \
+    --url http://"${NODE_ADDR}":30000 \
+    --endpoint /v1/chat/completions \
+    --endpoint-type chat \
+    --streaming \
+    --model amd/Kimi-K2.5-MXFP4 \
+    --tokenizer "${RECIPE_DIR}"/traces/tokenizer \
+    --concurrency 2 \
+    --benchmark-duration 10 \
+    --random-seed 42 \
+    --failed-request-threshold 0.10 \
+    --use-server-token-count \
+    --extra-inputs ignore_eos:true \
+    --output-artifact-dir "${RESULTS_DIR}"/conc2 \
+    --session-header X-Session-ID \
+    --input-file "${RECIPE_DIR}"/traces/agentic-sim.jsonl \
+    --custom-dataset-type multi_turn
+  collect_result "$RESULTS_DIR/conc2/profile_export_aiperf.json" "$RESULTS_DIR"/local-container-vllm-disagg-agentic_agentic_p2x8_d1x8_conc2.json \
+    0.10 5
+  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc2" \
+    prefill0=http://"${PEER_ADDR[0]}":8000/metrics prefill1=http://"${PEER_ADDR[1]}":8000/metrics decode0=http://"${PEER_ADDR[2]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics
+
+  step "LMCache proof"
+  run_cmd python3 "${SCRIPTS_DIR}"/proof.py l2 \
+    --metrics-dir "${RESULTS_DIR}"/metrics/conc2
+fi
+
+step "finish barrier"
+barrier finish "$RANK" 3 "$LEADER_ADDR:29500" 1200 \
+  --nodes "$NODE_NAMES" --secret-file "$RUN_DIR/job.secret"
+step "teardown"
