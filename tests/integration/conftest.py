@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from scripts.promtext import samples as prom_samples
+from sim.cluster.layout import ROOT
 
 
 def require_tools(paths: list[Path]) -> None:
@@ -21,3 +25,25 @@ def metric(path: Path, name: str, **labels: str) -> float:
     values = prom_samples(path.read_text(), name, *(f'{k}="{v}"' for k, v in labels.items()))
     assert values, f"{name}{labels or ''} not in {path.name}"
     return sum(values)
+
+
+def run_demo(
+    config: str, out: Path, *extra: str, timeout: float = 600
+) -> tuple[subprocess.CompletedProcess, Path]:
+    """`python -m sim.demo CONFIG` as `make demo` runs it; it must exit 0. (the output, the run folder)"""
+    done = subprocess.run(
+        [sys.executable, "-m", "sim.demo", config, "--out", str(out), "--timeout", str(timeout), *extra],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout + 300,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    return done, Path(re.search(r"^run folder: (.+)$", done.stdout, re.M)[1])
+
+
+def nothing_left(run_dir: Path) -> None:
+    left = subprocess.run(["pgrep", "-f", str(run_dir)], capture_output=True, text=True, check=False).stdout
+    assert left == "", f"processes left behind: {left}"

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -20,7 +18,7 @@ from recipes.submit import pick, submit
 from sim import containers, demo
 from sim.cluster.layout import ROOT
 
-from .conftest import require_tools
+from .conftest import require_tools, run_demo
 
 CONFIG = "local-container-vllm-disagg-agentic"
 TOOLS = [ROOT / ".venv-lmcache/bin/lmcache", ROOT / ".venv-bench/bin/aiperf"]
@@ -72,17 +70,7 @@ def started_containers(since: str) -> list[str]:
 
 def test_the_demo_runs_every_node_in_its_own_container_and_leaves_none(cluster, tools, tmp_path):
     since = str(int(time.time()) - 1)  # podman takes a Unix time
-    done = subprocess.run(
-        [sys.executable, "-m", "sim.demo", CONFIG, "--out", str(tmp_path), "--timeout", "600"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
-    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
-    run_dir = Path(re.search(r"^run folder: (.+)$", done.stdout, re.M)[1])
+    done, run_dir = run_demo(CONFIG, tmp_path)
     job_out = (run_dir / "job.out").read_text()
     assert "job succeeded: every node ended cleanly" in job_out
     assert "sim1 step: LMCache proof" in job_out

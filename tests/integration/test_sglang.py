@@ -12,10 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -25,7 +22,7 @@ from recipes.submit import submit
 from sim.cluster.layout import ROOT
 from sim.demo import follow, job_env, simulated_weights
 
-from .conftest import metric, require_tools
+from .conftest import metric, nothing_left, require_tools, run_demo
 
 PD = "local-sim-sglang-disagg"
 SINGLE = "local-sim-sglang"
@@ -39,27 +36,8 @@ def tools():
     require_tools(TOOLS)
 
 
-def demo(config: str, out: Path, *extra: str) -> tuple[subprocess.CompletedProcess, Path]:
-    done = subprocess.run(
-        [sys.executable, "-m", "sim.demo", config, "--out", str(out), "--timeout", "600", *extra],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
-    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
-    return done, Path(re.search(r"^run folder: (.+)$", done.stdout, re.M)[1])
-
-
-def nothing_left(run_dir: Path) -> None:
-    left = subprocess.run(["pgrep", "-f", str(run_dir)], capture_output=True, text=True, check=False).stdout
-    assert left == "", f"processes left behind: {left}"
-
-
 def test_an_sglang_pd_job_runs_end_to_end_and_records_its_workaround(cluster, tools, tmp_path):
-    done, run_dir = demo(PD, tmp_path)
+    done, run_dir = run_demo(PD, tmp_path)
     job_out = (run_dir / "job.out").read_text()
     for node in ("sim1", "sim2", "sim3"):
         assert f"{node} teardown: done (exit code 0)" in job_out
@@ -83,7 +61,7 @@ def test_an_sglang_pd_job_runs_end_to_end_and_records_its_workaround(cluster, to
 
 
 def test_a_single_node_sglang_soak_serves_varied_load_without_a_router(cluster, tools, tmp_path):
-    done, run_dir = demo(SINGLE, tmp_path, "--soak", "30s")  # 3 phases of 10 s on the simulator
+    done, run_dir = run_demo(SINGLE, tmp_path, "--soak", "30s")  # 3 phases of 10 s on the simulator
     job_out = (run_dir / "job.out").read_text()
     assert "sim1 teardown: done (exit code 0)" in job_out and "step: router" not in job_out
     assert "step: benchmark soak003 (conc 4, 3 of 3)" in job_out

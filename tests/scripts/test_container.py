@@ -103,6 +103,15 @@ def started(proc: subprocess.Popen) -> None:
     )
 
 
+def killed_client(proc: subprocess.Popen) -> None:
+    """Once its node started: slurmstepd's SIGKILL at the end of KillWait, to the wrapper and its docker
+    client (not to the container, which is not the step's process)."""
+    started(proc)
+    subprocess.run(["pkill", "-KILL", "-P", str(proc.pid)], check=True)
+    proc.kill()
+    proc.communicate(timeout=RUN_TIMEOUT_S)
+
+
 def test_the_node_scripts_code_is_the_steps_and_a_failure_leaves_an_outcome(node):
     done = node.start("101", "echo node started; exit 7")
     out, err = done.communicate(timeout=RUN_TIMEOUT_S)
@@ -133,12 +142,7 @@ def test_the_steps_stop_signal_reaches_the_node_script_inside(node):
 
 
 def test_a_killed_client_leaves_its_container_running_and_the_sweep_removes_it(node):
-    proc = node.start("104")
-    started(proc)
-    # slurmstepd's SIGKILL at the end of KillWait: the wrapper and its docker client, not the container
-    subprocess.run(["pkill", "-KILL", "-P", str(proc.pid)], check=True)
-    proc.kill()
-    proc.communicate(timeout=RUN_TIMEOUT_S)
+    killed_client(node.start("104"))
     deadline = time.monotonic() + RUN_TIMEOUT_S
     while node.containers() != [f"disagg-104-{node.name}"] and time.monotonic() < deadline:
         time.sleep(0.1)  # polled: the container is listed as soon as podman has its state
@@ -150,11 +154,7 @@ def test_a_killed_client_leaves_its_container_running_and_the_sweep_removes_it(n
 
 
 def test_the_next_job_on_the_node_removes_what_an_earlier_one_left(node):
-    proc = node.start("105")
-    started(proc)
-    subprocess.run(["pkill", "-KILL", "-P", str(proc.pid)], check=True)
-    proc.kill()
-    proc.communicate(timeout=RUN_TIMEOUT_S)
+    killed_client(node.start("105"))
     later = node.start("106", "echo node started")
     out, err = later.communicate(timeout=RUN_TIMEOUT_S)
     assert (later.returncode, out) == (0, "node started\n"), err
