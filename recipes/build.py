@@ -103,6 +103,7 @@ def build_plan(
         nodes=nodes,
         roles=_roles(t, engine, ports, timeouts, signatures),
         router=router,
+        leader_listens=_listens(router) if router else argv(),
         leader_commands=_commands(*([router.argv] if router else []), ("aiperf",)),
         launch=_launch(container, len(nodes), t.engine),
         cleanup=_cleanup(container, len(nodes)),
@@ -222,8 +223,30 @@ def _roles(t: Target, engine, ports: Ports, timeouts: Timeouts, signatures: tupl
             else ()
         )
         commands = _commands(*(s.argv for s in services))
-        out.append(Role(role, tuple(services), commands=commands, pinned=pinned))
+        out.append(Role(role, tuple(services), commands=commands, pinned=pinned, listens=_listens(*services)))
     return tuple(out)
+
+
+# How a service's command line says where it listens: (address flag, port flag); no address flag given
+# means every address. Read off the rendered argv, so what is checked free is what will be bound.
+LISTEN_FLAGS = (
+    ("--host", "--port"),
+    ("--http-host", "--http-port"),
+    ("--prometheus-host", "--prometheus-port"),
+)
+
+
+def _listens(*services: Service) -> tuple:
+    """SERVICE=ADDR:PORT words of every address and port these services will listen on."""
+    out = []
+    for svc in services:
+        values = {w[0]: svc.argv[i + 1] for i, w in enumerate(svc.argv[:-1]) if w and isinstance(w[0], str)}
+        for host_flag, port_flag in LISTEN_FLAGS:
+            if port_flag in values:
+                out.append(
+                    word(f"{svc.name}=", *values.get(host_flag, ("0.0.0.0",)), ":", *values[port_flag])
+                )
+    return argv(*out)
 
 
 def _commands(*argvs) -> tuple:

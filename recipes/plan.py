@@ -81,6 +81,7 @@ class Role:
     name: str
     services: tuple  # of Service
     commands: tuple = _argv()  # programs its services need on PATH (checked at preflight)
+    listens: tuple = _argv()  # SERVICE=ADDR:PORT its services will listen on (free before anything starts)
     pinned: tuple = ()  # of Pinned: components whose exact version preflight checks
 
 
@@ -136,6 +137,7 @@ class Plan:
     nodes: tuple  # of Node, by rank
     roles: tuple  # of Role
     router: Service | None
+    leader_listens: tuple = _argv()  # SERVICE=ADDR:PORT of the router (rank 0)
     leader_commands: tuple = _argv()  # what rank 0 needs on PATH besides its role's: router, benchmark
     launch: tuple = _argv()  # srun, one node script per node
     cleanup: tuple = _argv()  # srun after it, on every node (docker: the containers a killed client left)

@@ -57,6 +57,7 @@ WORDS = {
     "barrier-not-sealed": "the answer of <leader> is not sealed with this job's secret "
     "(is --secret-file this job's, and <leader> this job's leader?)",
     "secret-file": "secret file <path>: <problem>",
+    "port-taken": "<addr>:<port>, where <service> will listen, is taken: <error>",
     "version-mismatch": "dist-version <command>: <dist> <found> is installed (<python>), "
     "the recipe pins <version>",
     "result-invalid": "result <file> is not valid: <problems>",
@@ -308,14 +309,12 @@ CLASSES: tuple[FailureClass, ...] = (
     ),
     FailureClass(
         "router-bind-fails",
-        "proxy/router fails to bind its port",
-        "router",
-        (_SERVICE_EXIT,),
-        3,
-        "the router's own exit code",
+        "the proxy/router's port is taken before the job starts",
+        "ports free",
+        (WORDS["port-taken"],),
+        EXIT_BIND,
+        "`sync.py ports-free`: every port the node's services will listen on, tried before anything starts",
         "another process on the router port of rank 0 (`ss -ltnp`): a leftover job, another user's",
-        service="router",
-        cause="port already in use",
         needs=("router",),
     ),
     FailureClass(
@@ -331,13 +330,11 @@ CLASSES: tuple[FailureClass, ...] = (
     FailureClass(
         "port-in-use",
         "a port already in use on one node",
-        "<role> <engine>",
-        (_SERVICE_EXIT,),
-        1,
-        "the engine's own exit code",
+        "ports free",
+        (WORDS["port-taken"],),
+        EXIT_BIND,
+        "`sync.py ports-free`: every port the node's services will listen on, tried before anything starts",
         "the process holding the port on that node (`ss -ltnp`); ports are listed in plan.json",
-        service="<engine>",
-        cause="port already in use",
     ),
     FailureClass(
         "benchmark-client-fails",

@@ -19,3 +19,16 @@ require_version() {
   ((rc == 0)) || fail "$out"
   _node_info "$out"
 }
+
+# require_free_ports SERVICE=ADDR:PORT... — nothing listens where this node's services will: a leftover
+# of an earlier job is named now, not when its service starts after the engines have loaded.
+require_free_ports() {
+  local out rc=0
+  out=$("${PYTHON:-python3}" "$SCRIPTS_DIR/sync.py" ports-free "$@" 2>&1) || rc=$?
+  if ((rc != 0)); then
+    _node_failing
+    _node_say "$out"
+    _node_exit "$rc"
+  fi
+  _node_info "$out"
+}

@@ -10,7 +10,8 @@ Fault instant, per kind of injection:
   sim-line   the simulator's `SIM FAULT <kind> at <epoch>` line in the service's log (sim/engine.py)
   wrapper    the wrapper's `SIM FAULT <kind> at <epoch>` line in this fault's events file
   action     the bench's own clock just before it sends the signal
-  start      the service that needs the taken port starts (mtime of state/<node>/<service>.pid)
+  step       the node's step starts (its `[HH:MM:SS] <node> step: <step>` line in job.out, 1 s resolution):
+             a port taken before submission is found by the step that checks it (`ports free`)
 A fault that only a timeout can reveal (a hang) also has a deadline: the instant the configured
 timeout expires, from which its detection is measured (the bound itself is reported beside it).
 """
@@ -75,7 +76,7 @@ class Fault:
 
     failure: FailureClass
     how: str  # one line: the knob that injects it
-    instant: str  # sim-line:<node>/<service> | wrapper | action | start:<node>/<service>
+    instant: str  # sim-line:<node>/<service> | wrapper | action | step:<node>/<step>
     node: str | None  # the node whose FAILED line names it (None: any node may)
     values: dict[str, str] = field(default_factory=dict)  # the class's placeholders, on this cluster
     env: dict[str, str] = field(default_factory=dict)
@@ -177,7 +178,7 @@ FAULTS: tuple[Fault, ...] = (
     _fault(
         "router-bind-fails",
         "127.0.0.11:30000 taken by the bench before submission",
-        "start:sim1/router",
+        "step:sim1/ports free",
         LEADER,
         hog=(ADDR[LEADER], 30000),
         quick=True,
@@ -195,9 +196,9 @@ FAULTS: tuple[Fault, ...] = (
     _fault(
         "port-in-use",
         "127.0.0.13:8000 (decode vLLM) taken by the bench before submission",
-        "start:sim3/vllm",
+        "step:sim3/ports free",
         DECODE,
-        values={"role": "decode", "code": "1"},
+        values={"addr": ADDR[DECODE], "port": "8000"},
         hog=(ADDR[DECODE], 8000),
         quick=True,
     ),

@@ -351,9 +351,17 @@ def fault_instant(fault: Fault, run_dir: Path, fault_dir: Path, record: Record) 
     node, service = where.split("/")
     if kind == "sim-line":
         return sim_fault_instant(_read(run_dir / "logs" / node / f"{service}.log"))
-    if kind == "start":
-        return _mtime(run_dir / "state" / node / f"{service}.pid")
+    if kind == "step":
+        return _step_started(_read(run_dir / "job.out"), node, service)
     raise ValueError(fault.instant)
+
+
+def _step_started(job_out: str, node: str, step: str) -> float | None:
+    """When NODE started STEP, from its `[HH:MM:SS] node step: STEP` line (today's date, 1 s resolution)."""
+    match = re.search(rf"\[(\d\d:\d\d:\d\d)\] {node} step: {re.escape(step)}$", job_out, re.M)
+    if match is None:
+        return None
+    return dt.datetime.combine(dt.date.today(), dt.time.fromisoformat(match[1])).timestamp()
 
 
 def deadline_of(fault: Fault, run_dir: Path) -> float | None:

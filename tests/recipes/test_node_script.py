@@ -14,6 +14,7 @@ import os
 import random
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -239,6 +240,7 @@ def test_a_healthy_job_runs_every_step_and_keeps_every_result(cluster):
     for step in (
         "preflight",
         "resolve address",
+        "ports free",
         "start barrier",
         "prefill lmcache",
         "prefill vllm",
@@ -364,6 +366,20 @@ def test_a_missing_program_fails_preflight_naming_it(cluster):
     rank = first_reporter(job, (0, 1), "FAILED preflight on sim")
     text = assert_fast_failure(job, rank, "not on PATH: lmcache")
     assert "step: start barrier" not in text
+
+
+def test_a_port_a_service_will_listen_on_is_found_taken_before_anything_starts(cluster):
+    """A leftover listening on the decode's engine port: named by the decode node in its `ports free` step,
+    before any barrier or service (the engine would find it only after loading its weights)."""
+    with socket.socket() as hog:
+        hog.bind((cluster.addrs["sim3"], 8000))
+        hog.listen()
+        job = cluster.run()
+    text = assert_fast_failure(
+        job, 2, "FAILED ports free on sim3:", f"{cluster.addrs['sim3']}:8000, where vllm"
+    )
+    assert "EADDRINUSE" in text and "step: start barrier" not in text
+    assert job.nodes[2].rc == 6
 
 
 def test_an_image_with_another_lmcache_build_fails_preflight(cluster):

