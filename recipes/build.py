@@ -37,6 +37,7 @@ NODE_ENV = (
     "SLURM_NODEID",
     "SLURMD_NODENAME",
     "SLURM_JOB_ID",
+    "SLURM_STEP_ID",  # a failing node scancels its step's other nodes at once (where the image has scancel)
     "SLURM_CONF",  # where the submitting shell set one (the local cluster): scontrol inside finds it
 )
 
