@@ -87,6 +87,7 @@ bench-lint: $(STAMP)
 
 # The demo job once per fault class: time from fault to job end, leftovers, kept results (out/bench/failfast.json).
 bench-failfast: $(STAMP) tools
+	@$(PYTHON) -m sim.cluster up --nodes 3
 	$(PY) tests/bench/bench_failfast.py $(BENCH_ARGS)
 
 # Our proxy against direct-to-decode and vllm-router on the same simulated engines (tables + out/bench/proxy.json).

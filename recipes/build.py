@@ -77,6 +77,7 @@ def build_plan(
         variant=variant,
         scenario=t.point.scenario,
         model=t.entry.model,
+        image=t.entry.image,
         framework=t.entry.framework,
         engine=t.engine,
         engine_build=profile.engine_build,

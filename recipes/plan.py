@@ -119,6 +119,7 @@ class Plan:
     variant: str
     scenario: str
     model: str
+    image: str  # the config's image: the engine build it names (a local runner may run its own container)
     framework: str
     engine: str  # vllm | sglang: the node script is server_<engine>.sh
     engine_build: str  # image | simulator: which engines run (the runner's launch profile)

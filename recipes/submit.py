@@ -90,7 +90,8 @@ def lock(rendered: Rendered) -> dict:
     return {
         "config_key": plan.config_key,
         "variant": plan.variant,
-        "image": plan.container.image,
+        "image": plan.image,
+        "container_image": plan.container.image,  # what ran: the runner's own on a local container runner
         "image_digest": None,  # known only where the image is pulled; recipes pin tags that name releases
         "components": {**dict(plan.components), "aiperf": pinned_version("bench", "aiperf")},
         "config_sha256": plan.config_sha256,

@@ -76,9 +76,9 @@ def resolve(word: str, known: dict) -> str:
 
 def engine_lines(plan: dict, builds, stubs: Path) -> list[Line]:
     """The engine line of each role of the plan, in role order."""
-    build = build_of(plan["container"]["image"], builds)
+    build = build_of(plan["image"], builds)  # the config's image (a local runner may run its own)
     if build is None:
-        raise PlanError(f"image {plan['container']['image']} has no (single) engine build: see `make lint`")
+        raise PlanError(f"image {plan['image']} has no (single) engine build: see `make lint`")
     model_path = f"{plan['container']['mounts'][0]}/{plan['model']}"
     stub = str(stub_folder(architecture(plan["model"]), stubs))
     out = []

@@ -24,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from recipes.submit import SubmitError  # noqa: E402
 from sim.cluster.layout import default_layout  # noqa: E402
 from sim.demo import DemoError  # noqa: E402
 from tests.bench.failfast_faults import BY_NAME, FAULTS, Fault  # noqa: E402
@@ -140,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     for fault in faults:
         try:
             record = run_fault(fault, recipe, work)
-        except DemoError as exc:
+        except (DemoError, SubmitError) as exc:  # the cluster is down, say: one line, not a traceback
             print(f"bench-failfast: {exc}", file=sys.stderr)
             return 2
         records.append(record)

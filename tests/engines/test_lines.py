@@ -88,7 +88,7 @@ def test_a_reference_without_a_representative_value_is_refused():
 
 def test_an_image_without_a_build_is_refused(plans, builds, tmp_path):
     plan = json.loads(json.dumps(plans[KIMI]))
-    plan["container"]["image"] = "vllm/vllm-openai-rocm:v0.32.0"
+    plan["image"] = "vllm/vllm-openai-rocm:v0.32.0"
     with pytest.raises(ln.PlanError, match="has no \\(single\\) engine build"):
         ln.engine_lines(plan, builds, tmp_path)
 
