@@ -285,13 +285,14 @@ def _log_watch(services: list) -> Service:
     return Service(name="known-issues", argv=args, ready_url=None, ready_timeout=0)
 
 
-def _srun(n: int) -> list:
-    return ["srun", f"--nodes={n}", f"--ntasks={n}", "--ntasks-per-node=1", "--label"]
+def _srun(n: int, *options: str) -> list:
+    """srun, one task on each of the N nodes, output labelled by rank."""
+    return ["srun", *options, f"--nodes={n}", f"--ntasks={n}", "--ntasks-per-node=1", "--label"]
 
 
 def _launch(c: Container, n: int, engine: str) -> tuple:
     """srun, one task per node, the whole step killed when any task fails; wrapped per container runtime."""
-    srun = [_srun(n)[0], "--kill-on-bad-exit=1", *_srun(n)[1:]]
+    srun = _srun(n, "--kill-on-bad-exit=1")
     script = word(Ref("RECIPE_DIR"), f"/server_{engine}.sh")
     same = [word(Ref("RUN_DIR"), ":", Ref("RUN_DIR"))] + [f"{m}:{m}" for m in c.mounts]
     if c.runtime == "pyxis":

@@ -10,9 +10,11 @@
 # before it starts one, and stops its own by name when the step is signalled; job.sbatch sweeps every
 # node after the step, for what a SIGKILL left. Nothing here is quiet: each removal is printed.
 set -Eeuo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib/outcome.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/lib/outcome.sh"
 
-LABEL=disagg-recipes.node  # every container of ours carries the node it was started for
-STOP_S=${CONTAINER_STOP_S:-20}  # the node script's own teardown runs inside; below SLURM's usual KillWait 30 s
+LABEL=disagg-recipes.node  # every container of ours carries its node (sim/containers.py NODE_LABEL)
+STOP_S=${CONTAINER_STOP_S:-20}  # the node's own teardown runs inside; below SLURM's usual KillWait 30 s
 DOCKER=${DOCKER:-docker}
 
 : "${SLURM_JOB_ID:?container.sh runs in a SLURM job step}"
@@ -38,24 +40,17 @@ remove() {
   say "removed $1 ($2)"
 }
 
-# sweep [KEEP|--only NAME] — remove every container of ours on this node except KEEP (or only NAME).
+# sweep [KEEP] — remove every container of ours on this node except KEEP.
 sweep() {
-  local names name failed=0 why
+  local names name failed=0 job
   names=$(ours_on_node) || {
     say "cannot list containers with $DOCKER ps (exit code $?)"
     return 1
   }
   while IFS= read -r name; do
-    [[ -n $name ]] || continue
-    if [[ ${1:-} == --only ]]; then
-      [[ $name == "$2" ]] || continue
-      why=$3
-    else
-      [[ $name != "${1:-}" ]] || continue
-      why=${name#disagg-}
-      why="left by job ${why%-"$SLURMD_NODENAME"}"
-    fi
-    remove "$name" "$why" || failed=1
+    [[ -n $name && $name != "${1:-}" ]] || continue
+    job=${name#disagg-}
+    remove "$name" "left by job ${job%-"$SLURMD_NODENAME"}" || failed=1
   done <<< "$names"
   return "$failed"
 }
@@ -66,8 +61,7 @@ write_outcome() {
   local dir="${RUN_DIR:?}/state/$SLURMD_NODENAME"
   [[ ! -s $dir/outcome ]] || return 0
   mkdir -p -- "$dir"
-  printf 'rc=%s\nkind=failure\nat=%s\nstep=container\n' "$1" "$EPOCHREALTIME" > "$dir/outcome.tmp"
-  mv -f -- "$dir/outcome.tmp" "$dir/outcome"
+  write_outcome_file "$dir" "$1" failure "$EPOCHREALTIME" container
 }
 
 CLIENT=
@@ -100,9 +94,10 @@ run() {
     wait "$CLIENT" || rc=$?
     kill -0 "$CLIENT" 2> /dev/null || break
   done
-  # --rm removes the container when the client sees it exit; a client that died first did not.
-  if ! sweep --only "$NAME" "outlived its client, which ended with code $rc" && ((rc == 0)); then
-    rc=1
+  # --rm removes the container when the client sees it exit; a client that died first did not. (grep
+  # reads all: with -q, an early exit could fail the pipe under pipefail and skip the removal.)
+  if ours_on_node | grep -xF -- "$NAME" > /dev/null && ! remove "$NAME" "outlived its client (code $rc)"; then
+    ((rc != 0)) || rc=1
   fi
   if [[ -n $stop_signal ]]; then
     exit $((128 + $(kill -l "$stop_signal")))

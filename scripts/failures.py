@@ -236,6 +236,9 @@ class FailureClass:
 
 
 _SERVICE_EXIT = WORDS["service-exit"]
+_PORTS_FREE = (
+    "`sync.py ports-free`: every port the node's services will listen on, tried before anything starts"
+)
 _AT_LINE = " at line <line>"  # cut without str.removesuffix: node tools import this on Python 3.8
 _AIPERF_EXIT = fill(WORDS["command-exit"], command="aiperf profile <...>")[: -len(_AT_LINE)]
 _PROOF_EXIT = fill(WORDS["command-exit"], command="python3 <...>/proof.py {} <...>")[: -len(_AT_LINE)]
@@ -313,7 +316,7 @@ CLASSES: tuple[FailureClass, ...] = (
         "ports free",
         (WORDS["port-taken"],),
         EXIT_BIND,
-        "`sync.py ports-free`: every port the node's services will listen on, tried before anything starts",
+        _PORTS_FREE,
         "another process on the router port of rank 0 (`ss -ltnp`): a leftover job, another user's",
         needs=("router",),
     ),
@@ -333,7 +336,7 @@ CLASSES: tuple[FailureClass, ...] = (
         "ports free",
         (WORDS["port-taken"],),
         EXIT_BIND,
-        "`sync.py ports-free`: every port the node's services will listen on, tried before anything starts",
+        _PORTS_FREE,
         "the process holding the port on that node (`ss -ltnp`); ports are listed in plan.json",
     ),
     FailureClass(

@@ -14,6 +14,8 @@ import subprocess
 import tarfile
 from pathlib import Path
 
+from sim import apt
+
 PACKAGES = ("podman", "runc", "catatonit")  # catatonit: `docker run --init`
 # crun, podman's default, fails here ("cgroups in hybrid mode not supported"), and so does raising
 # RLIMIT_NOFILE to podman's default ulimits.
@@ -29,23 +31,17 @@ def obtainable() -> bool:
 
 
 def ensure_podman() -> None:
-    """apt-get install podman, runc and catatonit when podman is missing (root only, as CI is)."""
-    if shutil.which("podman") and shutil.which("runc") and Path("/usr/libexec/podman/catatonit").exists():
-        return
-    if os.geteuid() != 0:
-        raise ContainerError(
-            f"podman is not installed and we are not root: apt-get install {' '.join(PACKAGES)}"
-        )
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for argv in (
-        ["apt-get", "update", "-qq"],
-        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *PACKAGES],
-    ):
-        done = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise ContainerError(
-                f"`{' '.join(argv)}` failed ({done.returncode}): {done.stderr.strip()[-500:]}"
-            )
+    """apt-get install podman, runc and catatonit when one is missing (root only, as CI is)."""
+    have = shutil.which("podman") and shutil.which("runc") and Path("/usr/libexec/podman/catatonit").exists()
+    if not have:
+        _install(PACKAGES, "podman, runc or catatonit")
+
+
+def _install(packages: tuple[str, ...], missing: str) -> None:
+    try:
+        apt.install(packages, missing)
+    except apt.AptError as err:
+        raise ContainerError(str(err)) from None
 
 
 def docker_command(folder: Path) -> Path:
@@ -62,6 +58,22 @@ def docker_command(folder: Path) -> Path:
     docker.write_text(f'#!/bin/sh\nCONTAINERS_CONF="{conf}" exec "{podman}" "$@"\n')
     docker.chmod(0o755)
     return bin_dir
+
+
+# scripts/container.sh labels every container of ours with the node it was started for (its LABEL).
+NODE_LABEL = "disagg-recipes.node"
+
+
+def containers_of(docker_bin: Path, node: str) -> list[str]:
+    """Names of this repository's containers for NODE, running or not (what container.sh sweeps)."""
+    listed = subprocess.run(
+        [str(docker_bin / "docker"), "ps", "--all", "--filter", f"label={NODE_LABEL}={node}"]
+        + ["--format", "{{.Names}}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return listed.stdout.split()
 
 
 def _with_libraries(programs: tuple[str, ...]) -> list[Path]:
@@ -173,12 +185,5 @@ def node_image(docker_bin: Path, image: str, path_first: Path, work: Path) -> bo
 
 
 def _ensure_debootstrap() -> None:
-    if shutil.which("debootstrap"):
-        return
-    if os.geteuid() != 0:
-        raise ContainerError("debootstrap is not installed and we are not root: apt-get install debootstrap")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    argv = ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "debootstrap"]
-    done = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise ContainerError(f"`{' '.join(argv)}` failed ({done.returncode}): {done.stderr.strip()[-500:]}")
+    if not shutil.which("debootstrap"):
+        _install(("debootstrap",), "debootstrap")

@@ -245,11 +245,9 @@ class Engine(BaseEngine):
         l2: L2 | None = None,
         metrics: Metrics | None = None,
     ) -> None:
-        blocks = config.gpu_blocks
-        capacity = env.hbm_cache_tokens if blocks is None else blocks * config.block_size
-        hbm = PrefixCache(block=config.block_size, capacity_tokens=capacity)
-        if not config.prefix_caching:
-            hbm = None
+        block, blocks = config.block_size, config.gpu_blocks
+        capacity = env.hbm_cache_tokens if blocks is None else blocks * block
+        hbm = PrefixCache(block=block, capacity_tokens=capacity) if config.prefix_caching else None
         super().__init__(
             env,
             metrics=metrics or Metrics(config.served_names[0]),

@@ -24,6 +24,7 @@
 _NODE_LIB=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 
 source "$_NODE_LIB/words.sh"
+source "$_NODE_LIB/outcome.sh"
 source "$_NODE_LIB/report.sh"
 source "$_NODE_LIB/service.sh"
 source "$_NODE_LIB/sync.sh"
@@ -118,9 +119,8 @@ _node_write_outcome() {
   if [[ $_NODE_RC != 0 && -z $_NODE_FAILED_AT ]]; then
     _NODE_FAILED_AT=$EPOCHREALTIME
   fi
-  printf 'rc=%s\nkind=%s\nat=%s\nstep=%s\n' "$_NODE_RC" "${_NODE_FAILED_KIND:-failure}" \
-    "${_NODE_FAILED_AT:-}" "${_NODE_FAILED_STEP:-$_NODE_STEP}" > "$STATE_DIR/outcome.tmp"
-  mv -f -- "$STATE_DIR/outcome.tmp" "$STATE_DIR/outcome"
+  write_outcome_file "$STATE_DIR" "$_NODE_RC" "${_NODE_FAILED_KIND:-failure}" "${_NODE_FAILED_AT:-}" \
+    "${_NODE_FAILED_STEP:-$_NODE_STEP}"
 }
 
 _node_on_err() {

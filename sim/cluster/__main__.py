@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shutil
 import subprocess
 import sys
 from collections.abc import Callable
 
+from sim import apt
 from sim.cluster import daemons as dm
 from sim.cluster.layout import (
     MAX_NODES,
@@ -33,21 +33,11 @@ def ensure_installed(layout: Layout) -> None:
     """apt-get install slurm-wlm and munge when a program is missing (root only, as CI is)."""
     path = client_env(layout)["PATH"]
     missing = [p for p in PROGRAMS if shutil.which(p, path=path) is None]
-    if not missing:
-        return
-    if os.geteuid() != 0:
-        raise dm.ClusterError(
-            f"{', '.join(missing)} not installed and not root: "
-            f"run `apt-get install {' '.join(PACKAGES)}` as root"
-        )
-    print(f"installing {' '.join(PACKAGES)} (missing: {', '.join(missing)})", flush=True)
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for argv in (
-        ["apt-get", "update", "-qq"],
-        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *PACKAGES],
-    ):
-        if subprocess.run(argv, env=env, stdin=subprocess.DEVNULL).returncode != 0:
-            raise dm.ClusterError(f"`{' '.join(argv)}` failed")
+    if missing:
+        try:
+            apt.install(PACKAGES, ", ".join(missing))
+        except apt.AptError as err:
+            raise dm.ClusterError(str(err)) from None
 
 
 def _client(layout: Layout, *argv: str) -> subprocess.CompletedProcess[str]:

@@ -357,11 +357,8 @@ def fault_instant(fault: Fault, run_dir: Path, fault_dir: Path, record: Record) 
 
 
 def _step_started(job_out: str, node: str, step: str) -> float | None:
-    """When NODE started STEP, from its `[HH:MM:SS] node step: STEP` line (today's date, 1 s resolution)."""
-    match = re.search(rf"\[(\d\d:\d\d:\d\d)\] {node} step: {re.escape(step)}$", job_out, re.M)
-    if match is None:
-        return None
-    return dt.datetime.combine(dt.date.today(), dt.time.fromisoformat(match[1])).timestamp()
+    """When NODE started STEP (today's date, 1 s resolution)."""
+    return next((at for at, name in _steps(job_out, node, dt.date.today()) if name == step), None)
 
 
 def deadline_of(fault: Fault, run_dir: Path) -> float | None:
@@ -483,15 +480,19 @@ def _measure(fault: Fault, record: Record, watcher: Watcher, run_dir: Path, faul
         )
 
 
-def _step_at(job_out: str, node: str, instant: float) -> str:
-    """NODE's step at INSTANT from the job's `[HH:MM:SS] node step: X` lines (1 s resolution)."""
-    day = dt.datetime.fromtimestamp(instant).date()
-    current = ""
+def _steps(job_out: str, node: str, day: dt.date):
+    """(when, step) of NODE's `[HH:MM:SS] node step: X` lines in the job's output, on DAY (1 s resolution)."""
     for match in re.finditer(rf"\[(\d\d:\d\d:\d\d)\] {node} step: (.+)$", job_out, re.M):
-        at = dt.datetime.combine(day, dt.time.fromisoformat(match[1])).timestamp()
+        yield dt.datetime.combine(day, dt.time.fromisoformat(match[1])).timestamp(), match[2]
+
+
+def _step_at(job_out: str, node: str, instant: float) -> str:
+    """NODE's step at INSTANT."""
+    current = ""
+    for at, step in _steps(job_out, node, dt.datetime.fromtimestamp(instant).date()):
         if at > instant:
             break
-        current = match[2]
+        current = step
     return current
 
 

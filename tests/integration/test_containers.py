@@ -36,24 +36,7 @@ def tools():
 
 def ours() -> list[str]:
     """Every container of this repository on the local cluster's nodes, running or not."""
-    names = []
-    for node in NODES:
-        listed = subprocess.run(
-            [
-                str(DOCKER),
-                "ps",
-                "--all",
-                "--filter",
-                f"label=disagg-recipes.node={node}",
-                "--format",
-                "{{.Names}}",
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        names += listed.stdout.split()
-    return names
+    return [name for node in NODES for name in containers.containers_of(DOCKER.parent, node)]
 
 
 def started_containers(since: str) -> list[str]:

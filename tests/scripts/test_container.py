@@ -63,20 +63,7 @@ class Node:
         )
 
     def containers(self) -> list[str]:
-        listed = subprocess.run(
-            [
-                str(self.bin_dir / "docker"),
-                "ps",
-                "--all",
-                "--filter",
-                f"label=disagg-recipes.node={self.name}",
-            ]
-            + ["--format", "{{.Names}}"],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        return listed.stdout.split()
+        return containers.containers_of(self.bin_dir, self.name)
 
     def outcome(self) -> str:
         return (self.run_dir / "state" / self.name / "outcome").read_text()
