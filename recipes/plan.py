@@ -75,6 +75,24 @@ class Pinned:
 
 
 @dataclass(frozen=True)
+class SetupSet:
+    """A pinned tool set the nodes install from the run's wheelhouse (recipes/nodesetup)."""
+
+    name: str  # the pyproject.toml extra; the run holds its lock as recipe/setup/<name>.txt
+    lock: str  # the lock's file in recipes/nodesetup/locks/
+    lock_sha256: str
+    commands: tuple  # what it puts on PATH
+
+
+@dataclass(frozen=True)
+class NodeSetup:
+    python: str  # MAJOR.MINOR of the image's python3, checked before anything installs
+    platform: str  # the wheels' manylinux platform
+    root: str | None  # where nodes keep environments by lock hash; None: the run folder
+    sets: tuple  # of SetupSet, installed on rank 0 (the benchmark client's node)
+
+
+@dataclass(frozen=True)
 class Role:
     """What every node of a role runs: services started in order, each healthy before the next."""
 
@@ -140,6 +158,9 @@ class Plan:
     router: Service | None
     leader_listens: tuple = _argv()  # SERVICE=ADDR:PORT of the router (rank 0)
     leader_commands: tuple = _argv()  # what rank 0 needs on PATH besides its role's: router, benchmark
+    leader_pinned: tuple  # of Pinned: rank 0's components whose exact version preflight checks
+    node_setup: NodeSetup | None  # tools the image lacks, installed from the run's wheelhouse
+    gpu_drain: float | None  # AMD: the most of any GPU's VRAM in use at preflight; None: not checked
     launch: tuple = _argv()  # srun, one node script per node
     cleanup: tuple = _argv()  # srun after it, on every node (docker: the containers a killed client left)
     benchmarks: tuple  # of Benchmark

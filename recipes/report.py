@@ -21,6 +21,26 @@ class ReportError(Exception):
     """The run folder lacks what a summary needs."""
 
 
+FACTS_BYTES = 1 << 20  # a node's node-facts.json: a few hundred bytes per GPU and NIC
+
+
+def node_facts(run_dir: Path) -> dict:
+    """Each node's state/<node>/node-facts.json (written by its GPU drain gate), read with a size bound; a
+    file that is not a JSON object is reported as such, not trusted."""
+    out = {}
+    for path in sorted((run_dir / "state").glob("*/node-facts.json")):
+        try:
+            with path.open("rb") as handle:
+                raw = handle.read(FACTS_BYTES + 1)
+            doc = json.loads(raw) if len(raw) <= FACTS_BYTES else None
+        except (OSError, ValueError, RecursionError):
+            doc = None
+        out[path.parent.name] = (
+            doc if isinstance(doc, dict) else {"error": f"{path.name} is not a JSON object"}
+        )
+    return out
+
+
 def _role_sum(snapshot: Path, role: str, name: str, *labels: str) -> float:
     files = sorted(snapshot.glob(f"{role}*.prom"))
     return sum(promtext.total(p.read_text(), name, *labels) or 0.0 for p in files)
@@ -101,6 +121,9 @@ def summarize(run_dir: Path) -> dict:
     lock_file = run_dir / "lock.json"
     lock = json.loads(lock_file.read_text()) if lock_file.is_file() else {}
     lock["nodes"] = sorted(p.name for p in (run_dir / "state").glob("*") if p.is_dir())
+    facts = node_facts(run_dir)
+    if facts:
+        lock["node_facts"] = facts  # driver, ROCm, NIC firmware, GPUs: what each node showed at preflight
     return {
         "config_key": plan["config_key"],
         "variant": plan["variant"],

@@ -1,7 +1,8 @@
 """`make submit`: render one variant, snapshot it into a run folder, sbatch it under a unique job name.
 
-The run folder holds everything the job reads (rendered files, scripts/, proxy/), so later edits of the
-checkout never change a running or finished job. --dry-run prints the exact sbatch command instead.
+The run folder holds everything the job reads (rendered files, scripts/, proxy/, and on runners with a
+node-setup the pinned wheels of the tools the image lacks), so later edits of the checkout never change a
+running or finished job. --dry-run prints the exact sbatch command and those wheels with their SHA-256.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 from schemas.findings import Finding
 from schemas.pins import pinned_version
 
+from . import nodesetup
 from .render import ROOT_DIR, Rendered, RenderError, add_soak_option, inside, load, render_config, write
 
 
@@ -70,7 +72,47 @@ def snapshot(rendered: Rendered, run_dir: Path) -> None:
     shutil.rmtree(run_dir / "rendered")
     for name, source in rendered.plan.shipped:  # only what the job reads: node tools, proxy, traces
         shutil.copytree(ROOT_DIR / source, recipe / name, ignore=shutil.ignore_patterns("__pycache__"))
-    (run_dir / "lock.json").write_text(json.dumps(lock(rendered), indent=2, sort_keys=True) + "\n")
+    setup = node_setup(rendered, recipe)
+    (run_dir / "lock.json").write_text(json.dumps(lock(rendered, setup), indent=2, sort_keys=True) + "\n")
+
+
+def node_setup(rendered: Rendered, recipe: Path) -> dict | None:
+    """Each set's lock into recipe/setup/ and its wheels into recipe/wheelhouse/ (hashes checked); what the
+    lock file records of them."""
+    setup = rendered.plan.node_setup
+    if setup is None:
+        return None
+    (recipe / "setup").mkdir()
+    sets = {}
+    for s in setup.sets:
+        lock_file = nodesetup.LOCKS / s.lock
+        if hashlib.sha256(lock_file.read_bytes()).hexdigest() != s.lock_sha256:
+            raise SubmitError(f"{lock_file} changed since the plan was rendered: render again")
+        shutil.copyfile(lock_file, recipe / "setup" / f"{s.name}.txt")
+        try:
+            wheels = nodesetup.wheelhouse(lock_file, setup.python, setup.platform, recipe / "wheelhouse")
+        except nodesetup.SetupError as exc:
+            raise SubmitError(str(exc)) from None
+        sets[s.name] = {
+            "lock": s.lock,
+            "lock_sha256": s.lock_sha256,
+            "wheels": [{"file": w.file, "version": w.version, "sha256": w.sha256} for w in wheels],
+        }
+    return {"python": setup.python, "platform": setup.platform, "sets": sets}
+
+
+def dry_run_setup(rendered: Rendered) -> list[str]:
+    """What a submission would put in the wheelhouse: every pinned wheel with its accepted SHA-256s."""
+    setup = rendered.plan.node_setup
+    if setup is None:
+        return []
+    out = [f"# node setup on rank 0 (python {setup.python}, {setup.platform}), from the run's wheelhouse:"]
+    for s in setup.sets:
+        pins = nodesetup.read_lock(nodesetup.LOCKS / s.lock)
+        out.append(f"#   {s.name}: {s.lock} (sha256 {s.lock_sha256}), {len(pins)} wheels, puts on PATH: "
+                   f"{', '.join(s.commands)}")  # fmt: skip
+        out += [f"#     {p.name}=={p.version} sha256:{' sha256:'.join(p.hashes)}" for p in pins]
+    return out
 
 
 def write_secret(path: Path) -> None:
@@ -81,8 +123,9 @@ def write_secret(path: Path) -> None:
         out.write(secrets.token_hex(32) + "\n")
 
 
-def lock(rendered: Rendered) -> dict:
-    """What a result depends on, fixed at submission (the report adds the nodes the job ran on)."""
+def lock(rendered: Rendered, setup: dict | None = None) -> dict:
+    """What a result depends on, fixed at submission (the report adds the nodes the job ran on); SETUP: the
+    wheels the nodes install (node_setup)."""
     plan = rendered.plan
     rendered_hash = hashlib.sha256()
     for name in sorted(rendered.files):
@@ -99,6 +142,7 @@ def lock(rendered: Rendered) -> dict:
         "mode": plan.mode,
         # Known-issue workarounds change performance: results of such a run compare only with its like.
         "workarounds": list(plan.workarounds),
+        "node_setup": setup,
     }
 
 
@@ -119,7 +163,11 @@ def submit(rendered: Rendered, out: Path, *, env: dict[str, str] | None = None) 
         raise SubmitError(
             "sbatch not found: run on a SLURM login node, or `make cluster-up` for the local cluster"
         )
-    snapshot(rendered, run_dir)
+    try:
+        snapshot(rendered, run_dir)
+    except SubmitError:
+        shutil.rmtree(run_dir, ignore_errors=True)  # a run folder without its wheels is no run
+        raise
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     job_id = re.fullmatch(r"(\d+)(;.*)?", done.stdout.strip())
     if done.returncode != 0 or job_id is None:
@@ -162,6 +210,8 @@ def main(argv=None) -> int:
     if args.dry_run:
         run_id = new_run_id()
         print(shlex.join(sbatch_command(rendered, run_dir_for(rendered, Path(args.out), run_id), run_id)))
+        for text in dry_run_setup(rendered):
+            print(text)
         return 0
     try:
         job = submit(rendered, Path(args.out))

@@ -112,6 +112,18 @@ class ConnectorModule(Model):
     shipped: Ident = Field(description="The ship folder (see ship) that holds it.")
 
 
+class GpuDrain(Model):
+    """The GPU drain gate of AMD runners: before any engine starts, every node's GPUs must be free."""
+
+    max_vram_used: float = Field(
+        0.10,
+        gt=0,
+        lt=1,
+        description="Fail when any GPU has more than this fraction of its VRAM in use (InferenceX's gate: "
+        "about 10 %), or when a process of the node holds a GPU device.",
+    )
+
+
 class Lmcache(Model):
     """LMCache server flags this runner's engines need (lmcache server's own defaults when absent)."""
 
@@ -135,6 +147,31 @@ class MooncakeBootstrap(Model):
         8998,
         description="The port (vLLM's default 8998). Mooncake's bootstrap server binds 0.0.0.0: runners "
         "whose nodes share one host's addresses give it a port no other job of the host uses.",
+    )
+
+
+PythonVersion = shape(r"3\.[0-9]{1,2}", "a Python version", max_length=5, allowed="MAJOR.MINOR, as in 3.12")
+WheelPlatform = shape(
+    r"manylinux_2_[0-9]{1,2}_(x86_64|aarch64)",
+    "a wheel platform",
+    max_length=32,
+    allowed="manylinux_2_<glibc minor>_<arch>, as in manylinux_2_28_x86_64",
+)
+
+
+class NodeSetup(Model):
+    """The tools a job needs that the image lacks (AIPerf), installed on the nodes from pinned wheels with
+    their SHA-256 that `make submit` puts in the run folder (no network on the nodes)."""
+
+    python: PythonVersion = Field(
+        description="The image's python3 (MAJOR.MINOR): the wheels are fetched for it, and the node checks "
+        "it before installing anything."
+    )
+    platform: WheelPlatform = Field(description="The newest manylinux platform the image's C library runs.")
+    root: AbsPath | None = Field(
+        None,
+        description="Where nodes keep the installed environments, one per lock hash, reused by later jobs "
+        "(a node-local or shared folder); absent: inside the run folder, installed again by every job.",
     )
 
 
@@ -227,6 +264,15 @@ class LaunchProfile(Model):
         "timeouts).",
     )
     lmcache: Lmcache = Field(default_factory=Lmcache)
+    gpu_drain: GpuDrain = Field(
+        default_factory=GpuDrain,
+        description="gpu-vendor amd: the check every node runs at preflight (sysfs, no SMI tool needed).",
+    )
+    node_setup: NodeSetup | None = Field(
+        None,
+        description="Install the benchmark client (AIPerf, in no engine image) on the nodes from the run's "
+        "wheelhouse; needed where the image's engines run (engine-build image).",
+    )
     mooncake_bootstrap: MooncakeBootstrap = Field(default_factory=MooncakeBootstrap)
 
     @model_validator(mode="after")
@@ -261,6 +307,15 @@ class LaunchProfile(Model):
                 "container-image replaces the config's image: only with container-runtime docker and engines "
                 "that are not the image's (engine-build simulator or cpu); a real cluster runs the config's "
                 "image"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _image_engines_get_their_tools(self):
+        if self.engine_build == "image" and self.node_setup is None:
+            raise ValueError(
+                "engine-build image needs node-setup: the benchmark client (AIPerf) is in no engine image, "
+                "and nothing may be fetched on the nodes"
             )
         return self
 

@@ -60,6 +60,8 @@ WORDS = {
     "port-taken": "<addr>:<port>, where <service> will listen, is taken: <error>",
     "version-mismatch": "dist-version <command>: <dist> <found> is installed (<python>), "
     "the recipe pins <version>",
+    "setup-failed": "node setup <set>: <problem>",
+    "gpu-not-drained": "GPUs not drained: <problems>",
     "result-invalid": "result <file> is not valid: <problems>",
     "proof-failed": "proof failed: <reason>",
     "no-kv-moved": "the answer came back but no KV moved prefill -> decode (decode external_kv_transfer "
@@ -390,6 +392,26 @@ CLASSES: tuple[FailureClass, ...] = (
         1,
         "preflight failed",
         "use an image with the pinned build, or pin the build the image has (and say so in the changelog)",
+    ),
+    FailureClass(
+        "gpu-not-drained",
+        "a GPU is still in use when the job starts (AMD runners)",
+        "preflight",
+        (WORDS["gpu-not-drained"],),
+        1,
+        "preflight failed",
+        "the card, bus address and VRAM in use are named: a leftover of an earlier job (scancel it, or ask "
+        "the site to reset the GPU); the run's state/<node>/node-facts.json has every GPU's numbers",
+    ),
+    FailureClass(
+        "node-setup-fails",
+        "the pinned tools the image lacks cannot be installed",
+        "node setup",
+        (WORDS["setup-failed"],),
+        1,
+        "node setup failed",
+        "the problem named: the image's python3 is not the runner's node-setup.python, a wheel does not "
+        "match its pinned SHA-256, or the image has no pip (see recipe/setup and recipe/wheelhouse)",
     ),
     FailureClass(
         "kv-not-moved",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 from typing import Any
@@ -21,15 +22,26 @@ class VersionError(Exception):
     """Why the installed version of a component could not be confirmed."""
 
 
+# pip's console script when its interpreter's path is too long for a #! line (over 127 bytes):
+#   #!/bin/sh
+#   '''exec' /path/to/python "$0" "$@"
+_SH_TRAMPOLINE = re.compile('\'\'\'exec\' ("[^"]+"|\\S+) "\\$0" "\\$@"')
+
+
 def _interpreter_of(script: str) -> str:
-    """The Python that runs a console script: its `#!/path/python` or `#!/usr/bin/env python3` line."""
+    """The Python that runs a console script: its `#!/path/python` or `#!/usr/bin/env python3` line, or
+    the `exec` line of pip's /bin/sh trampoline."""
     try:
         with os.fdopen(open_regular(script), "rb") as handle:  # not a FIFO on PATH: it would never open
             first = handle.readline(512).decode("utf-8", "replace").strip()
+            second = handle.readline(4096).decode("utf-8", "replace").strip()
         if not first.startswith("#!"):
             raise VersionError(f"{script} is not a script with a #! line")
     except OSError as err:
         raise VersionError(f"cannot read {script}: {err.strerror or err}") from None
+    trampoline = _SH_TRAMPOLINE.fullmatch(second) if first.split()[0] == "#!/bin/sh" else None
+    if trampoline:
+        return trampoline[1].strip('"')
     words = first[2:].split()
     if words and os.path.basename(words[0]) == "env":
         words = [w for w in words[1:] if not w.startswith("-")]

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Node-side sync, one command per job: addresses (address.py), peers (peers.py), the pinned-version check
-(preflight.py), free ports (ports.py), HTTP readiness waits (waithttp.py) and the TCP barrier (barrier.py);
+(preflight.py), the pinned tools the image lacks (nodesetup.py), drained GPUs (gpus.py), free ports
+(ports.py), HTTP readiness waits (waithttp.py) and the TCP barrier (barrier.py);
 stdlib only, runs in any container. The rendered node scripts call `python3 sync.py <command> ...`."""
 
 from __future__ import annotations
@@ -10,12 +11,14 @@ import sys
 
 import address
 import barrier
+import gpus
+import nodesetup
 import peers
 import ports
 import preflight
 import waithttp
 
-COMMANDS = (address, peers, preflight, ports, waithttp, barrier)
+COMMANDS = (address, peers, preflight, nodesetup, gpus, ports, waithttp, barrier)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -86,7 +86,7 @@ def engine_lines(plan: dict, builds, stubs: Path) -> list[Line]:
         rank = next(n["rank"] for n in plan["nodes"] if n["role"] == role["name"])
         known = {**values(plan, rank), "RECIPE_DIR": str(recipe_stub(plan, stubs))}
         for service in role["services"]:
-            env, argv = _split_env(service["argv"])
+            env, argv = split_env(service["argv"])
             if tuple(argv[: len(PROGRAMS[plan["engine"]])]) != PROGRAMS[plan["engine"]]:
                 continue
             name = f"{plan['config_key']}/{plan['variant']}/{role['name']}"
@@ -115,7 +115,7 @@ def recipe_stub(plan: dict, stubs: Path) -> Path:
     return folder
 
 
-def _split_env(words: list) -> tuple[dict, list]:
+def split_env(words: list) -> tuple[dict, list]:
     """`env A=1 B=2 prog ...` -> ({A: 1, B: 2}, [prog, ...])."""
     if not words or words[0] != "env":
         return {}, list(words)

@@ -20,6 +20,16 @@ require_version() {
   _node_info "$out"
 }
 
+# require_drained_gpus MAX — every AMD GPU free before anything loads: at most MAX of its VRAM in use and no
+# process holding a GPU device; the node's driver, ROCm and NIC firmware go to $STATE_DIR/node-facts.json.
+require_drained_gpus() {
+  local out rc=0
+  out=$("${PYTHON:-python3}" "$SCRIPTS_DIR/sync.py" gpu-drain --max-used "$1" \
+    --facts-out "$STATE_DIR/node-facts.json" 2>&1) || rc=$?
+  ((rc == 0)) || fail "$out"
+  _node_info "$out"
+}
+
 # require_free_ports SERVICE=ADDR:PORT... — nothing listens where this node's services will: a leftover
 # of an earlier job is named now, not when its service starts after the engines have loaded.
 require_free_ports() {
@@ -31,4 +41,21 @@ require_free_ports() {
     _node_exit "$rc"
   fi
   _node_info "$out"
+}
+
+# install_set NAME PYTHON ROOT COMMAND... — the pinned tool set NAME (recipe/setup/NAME.txt, every wheel
+# with its SHA-256) from the run's wheelhouse into an environment of this node's python3 kept under ROOT by
+# the lock's hash (no network, nothing of the image touched); its COMMANDs go first on PATH.
+install_set() {
+  (($# >= 4)) || fail "usage: install_set NAME PYTHON ROOT COMMAND..."
+  local name=$1 python=$2 root=$3 out rc=0 cmd
+  shift 3
+  local commands=()
+  for cmd in "$@"; do commands+=(--command "$cmd"); done
+  out=$("${PYTHON:-python3}" "$SCRIPTS_DIR/sync.py" setup-env --lock "$RECIPE_DIR/setup/$name.txt" \
+    --wheelhouse "$RECIPE_DIR/wheelhouse" --root "$root" --python "$python" --bin-dir "$STATE_DIR/bin" \
+    "${commands[@]}" 2>&1) || rc=$?
+  ((rc == 0)) || fail "$out"
+  _node_info "$out"
+  PATH=$STATE_DIR/bin:$PATH
 }

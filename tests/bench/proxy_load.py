@@ -29,9 +29,12 @@ class Workload:
     seed: int = 1
 
 
-def build_requests(work: Workload, count: int, host: str) -> list[bytes]:
+def build_requests(
+    work: Workload, count: int, host: str, *, model: str = MODEL, extra: dict | None = None
+) -> list[bytes]:
     """`count` distinct streaming chat requests, as bytes on the wire (same set for every target,
-    only the Host header differs; the simulator and both routers ignore it)."""
+    only the Host header differs; the engines and both routers ignore it). `extra`: more body fields
+    (a real engine's `ignore_eos`, so every answer is as long as asked)."""
     rng = random.Random(work.seed)
     vocab = [f"{rng.choice('abcdefghijklmnopqrstuvwxyz')}{n:x}" for n in range(4096)]
     words = rng.choices(vocab, k=work.prompt_max * 64)
@@ -41,7 +44,7 @@ def build_requests(work: Workload, count: int, host: str) -> list[bytes]:
         length = rng.randint(work.prompt_min, work.prompt_max) - len(system.split()) - 3
         start = rng.randrange(len(words) - length)
         body = {
-            "model": MODEL,
+            "model": model,
             "messages": [
                 {"role": "system", "content": system},
                 {"role": "user", "content": f"task {i}: " + " ".join(words[start : start + length])},
@@ -49,6 +52,7 @@ def build_requests(work: Workload, count: int, host: str) -> list[bytes]:
             "max_tokens": rng.randint(work.output_min, work.output_max),
             "stream": True,
             "stream_options": {"include_usage": True},
+            **(extra or {}),
         }
         data = json.dumps(body, separators=(",", ":")).encode()
         head = (

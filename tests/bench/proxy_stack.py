@@ -223,7 +223,7 @@ class Engine:
     proc: Proc | None = None
 
 
-def _base_env() -> dict[str, str]:
+def base_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SIM_", "VLLM_", "PROXY_"))}
     env["PATH"] = f"{VLLM.parent}{os.pathsep}{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
     return env
@@ -239,7 +239,7 @@ def start_engines(
     for role, count, kv in (("prefill", prefills, KV_PREFILL), ("decode", decodes, KV_DECODE)):
         for i in range(count):
             port, boot = free_port(), free_port() if role == "prefill" else 0
-            env = _base_env() | latency.env() | {"VLLM_HOST_IP": "127.0.0.1", "SIM_KV_WAIT_S": "30"}
+            env = base_env() | latency.env() | {"VLLM_HOST_IP": "127.0.0.1", "SIM_KV_WAIT_S": "30"}
             if boot:
                 env["VLLM_MOONCAKE_BOOTSTRAP_PORT"] = str(boot)
             argv = [
@@ -259,19 +259,28 @@ def start_engines(
 
 
 def start_proxy(
-    stack: Stack, engines: list[Engine], *, max_concurrency: int, policy: str, cpus: Iterable[int] | None
+    stack: Stack,
+    engines: list[Engine],
+    *,
+    max_concurrency: int,
+    policy: str,
+    cpus: Iterable[int] | None,
+    extra: Sequence[str] = (),
 ) -> Proc:
+    """Our proxy; `extra`: the runner's router-args for it (configs/launch.yaml)."""
     port = free_port()
     argv = [str(VENV_BIN / "python"), "-m", "proxy", "--host", "127.0.0.1", "--port", str(port)]
     for e in engines:
         argv += ["--prefill", e.url, str(e.bootstrap_port)] if e.role == "prefill" else ["--decode", e.url]
-    argv += ["--max-concurrency", str(max_concurrency), "--policy", policy, "--log-level", "warning"]
-    proc = stack.start("proxy", argv, env=_base_env(), cpus=cpus, url=f"http://127.0.0.1:{port}")
+    argv += ["--max-concurrency", str(max_concurrency), "--policy", policy, "--log-level", "warning", *extra]
+    proc = stack.start("proxy", argv, env=base_env(), cpus=cpus, url=f"http://127.0.0.1:{port}")
     _wait_ready(proc, engines)
     return proc
 
 
-def start_router(stack: Stack, engines: list[Engine], *, policy: str, cpus: Iterable[int] | None) -> Proc:
+def start_router(
+    stack: Stack, engines: list[Engine], *, policy: str, cpus: Iterable[int] | None, extra: Sequence[str] = ()
+) -> Proc:
     """vllm-router 0.1.17 in Mooncake PD mode (FACTS.md §4); every engine must already be up."""
     if not ROUTER.exists():
         raise RuntimeError(f"{ROUTER} missing: run `make tools` (or `make bench-proxy`)")
@@ -282,9 +291,9 @@ def start_router(stack: Stack, engines: list[Engine], *, policy: str, cpus: Iter
     argv += [
         "--host", "127.0.0.1", "--port", str(port), "--policy", policy,
         "--prometheus-host", "127.0.0.1", "--prometheus-port", str(prom),
-        "--request-timeout-secs", "600", "--log-level", "warning",
+        "--request-timeout-secs", "600", "--log-level", "warning", *extra,
     ]  # fmt: skip
-    proc = stack.start("vllm-router", argv, env=_base_env(), cpus=cpus, url=f"http://127.0.0.1:{port}")
+    proc = stack.start("vllm-router", argv, env=base_env(), cpus=cpus, url=f"http://127.0.0.1:{port}")
     wait_http(proc, proc.url + "/health", 120)
     return proc
 

@@ -7,6 +7,7 @@ finished nor a cancelled job leaves a container behind.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import time
@@ -61,6 +62,14 @@ def test_the_demo_runs_every_node_in_its_own_container_and_leaves_none(cluster, 
     assert started_containers(since) == [f"disagg-{job_id}-{n}" for n in NODES]
     assert ours() == []
     assert "removed disagg-" not in job_out  # nothing was left to sweep: each container ended with its node
+    # AIPerf came from the run's wheelhouse, installed inside sim1's container (the runner's node-setup),
+    # and preflight found exactly the pinned version there
+    lock = json.loads((run_dir / "lock.json").read_text())["node_setup"]
+    wheels = lock["sets"]["bench"]["wheels"]
+    assert len(wheels) == len(list((run_dir / "recipe" / "wheelhouse").iterdir())) > 100
+    assert f"sim1 node setup bench: {len(wheels)} pinned wheels installed in" in job_out
+    env = re.search(r"sim1 aiperf: aiperf 0\.13\.0 \((\S+)/bin/python\)", job_out)
+    assert env and env[1].startswith(f"{run_dir}/setup-env/bench-"), job_out
 
 
 def test_a_cancelled_job_leaves_no_container(cluster, tools, tmp_path):

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import json
 
 import httpx
 import pytest
 
-from proxy.backends import Backend, Pool, affinity_key, check
+from proxy.backends import SLOW_CHECKS, Backend, Pool, affinity_key, check
 from proxy.errors import NoBackend
 
 pytestmark = pytest.mark.anyio
@@ -158,3 +159,29 @@ async def test_decode_check_needs_no_bootstrap_and_connect_errors_mark_down():
     async with httpx.AsyncClient(transport=httpx.MockTransport(refuse), verify=False) as client:
         await check(client, backend, 1.0)
     assert (backend.healthy, backend.problem) == (False, "ConnectError: connection refused")
+
+
+async def test_a_healthy_engine_leaves_rotation_only_after_slow_checks_in_a_row():
+    """A busy engine answering one check late keeps serving; SLOW_CHECKS late answers in a row eject it, and
+    an engine never seen healthy is not waited for."""
+
+    async def late(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(1)
+        return httpx.Response(200)
+
+    backend = Backend("decode", "http://d:8000", healthy=True)
+    async with httpx.AsyncClient(transport=httpx.MockTransport(late), verify=False) as client:
+        for _ in range(SLOW_CHECKS - 1):
+            await check(client, backend, 0.01)
+            assert backend.healthy
+        async with engine_host() as fine:
+            await check(fine, backend, 1.0)  # an answer in time starts the count again
+        for _ in range(SLOW_CHECKS - 1):
+            await check(client, backend, 0.01)
+        assert backend.healthy
+        await check(client, backend, 0.01)
+        assert not backend.healthy
+        assert backend.problem == f"no health answer within 0.01 s ({SLOW_CHECKS} checks in a row)"
+        starting = Backend("decode", "http://e:8000")
+        await check(client, starting, 0.01)
+        assert not starting.healthy

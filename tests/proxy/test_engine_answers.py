@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from proxy.backends import SLOW_CHECKS
 from tests.proxy.harness import WAIT, running, until
 
 pytestmark = pytest.mark.anyio
@@ -86,9 +87,10 @@ async def test_a_dripping_check_answer_holds_up_no_other_check(where):
     the others (all checks of a round are awaited together)."""
     async with running(2, 1, http=True, timeouts={"health": 0.3}) as c:
         setattr(c.prefill[0], f"{where}_drip", True)
-        if where == "query":  # its engine ids cannot be read: out of rotation, and saying why
+        if where == "query":  # its engine ids cannot be read: out of rotation after SLOW_CHECKS, saying why
             doc = await c.wait_health(1, 1)
-            assert doc["backends"][0]["problem"] == "no health answer within 0.3 s"
+            want = f"no health answer within 0.3 s ({SLOW_CHECKS} checks in a row)"
+            assert doc["backends"][0]["problem"] == want
         c.decode[0].healthy = False  # the other checks go on: this change is seen
         await c.wait_health(1 if where == "query" else 2, 0)
         await until(lambda: len([s for s in c.prefill[1].control if s.path == "/query"]) > 3, "more checks")

@@ -75,14 +75,16 @@ class Cluster:
     def _fakes(self) -> None:
         bin_dir = self.root / "bin"
         bin_dir.mkdir()
-        for tool in ("vllm", "aiperf", "scontrol"):
+        for tool in ("vllm", "scontrol"):
             path = bin_dir / tool
             path.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE}" {tool} {self.marker} "$@"\n')
             path.chmod(0o755)
-        # lmcache is a Python console script, as pip installs it: preflight reads its version through it
-        lmcache = bin_dir / "lmcache"
-        lmcache.write_text(f"#!{sys.executable}\n" + self._python_fake("lmcache"))
-        lmcache.chmod(0o755)
+        # lmcache and aiperf are Python console scripts, as pip installs them: preflight reads their
+        # versions through them
+        for tool in ("lmcache", "aiperf"):
+            script = bin_dir / tool
+            script.write_text(f"#!{sys.executable}\n" + self._python_fake(tool))
+            script.chmod(0o755)
         self.site = self.root / "site"
         self.install_lmcache(self.plan.roles[0].pinned[0].version)
         proxy = self.recipe / "proxy"
@@ -96,11 +98,13 @@ class Cluster:
         return f"import os, sys\nos.execv(sys.executable, [sys.executable, *{fake!r}, *sys.argv[1:]])\n"
 
     def install_lmcache(self, version: str) -> None:
-        """What `pip install lmcache==version` leaves for importlib.metadata to find."""
+        """What `pip install lmcache==version aiperf==<pin>` leaves for importlib.metadata to find."""
         shutil.rmtree(self.site, ignore_errors=True)
-        dist_info = self.site / f"lmcache-{version}.dist-info"
-        dist_info.mkdir(parents=True)
-        (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: lmcache\nVersion: {version}\n")
+        (aiperf,) = self.plan.leader_pinned
+        for name, release in (("lmcache", version), ("aiperf", aiperf.version)):
+            dist_info = self.site / f"{name}-{release}.dist-info"
+            dist_info.mkdir(parents=True)
+            (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {release}\n")
 
     def env(self, rank: int, faults: dict[str, str]) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "FAKE_"))}

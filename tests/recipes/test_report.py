@@ -76,6 +76,17 @@ def test_summary_per_concurrency_from_results_and_counter_deltas(run_dir):
     assert "20.0" in report.table(s)
 
 
+def test_what_each_node_showed_at_preflight_reaches_the_lock(run_dir):
+    """Driver, ROCm and NIC firmware (the AMD drain gate's node-facts.json) go into the summary's lock; a file
+    that is not a JSON object, or is too large to be one, is marked, never trusted."""
+    facts = {"amdgpu_driver": "6.18.3", "rocm": "7.2.0", "rdma_firmware": {"rdma0": "1.117.5-a-45"}}
+    (run_dir / "state" / "sim1" / "node-facts.json").write_text(json.dumps(facts))
+    (run_dir / "state" / "sim2" / "node-facts.json").write_text("[1, 2]")
+    (run_dir / "state" / "sim3" / "node-facts.json").write_text(" " * (report.FACTS_BYTES + 1) + "{}")
+    bad = {"error": "node-facts.json is not a JSON object"}
+    assert report.summarize(run_dir)["lock"]["node_facts"] == {"sim1": facts, "sim2": bad, "sim3": bad}
+
+
 def test_a_concurrency_that_did_not_finish_is_left_out_not_invented(run_dir):
     (run_dir / "results" / f"{KEY_VARIANT}_conc4.json").unlink()
     assert [r["concurrency"] for r in report.summarize(run_dir)["rows"]] == [2]

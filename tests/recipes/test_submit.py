@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from recipes import submit
+from recipes import nodesetup, submit
 from recipes.render import render_config
 
 LOCAL = "local-sim-vllm-disagg-agentic"
@@ -120,9 +120,14 @@ def test_a_recorded_known_issue_workaround_reaches_the_lock_file(configs, tmp_pa
     assert plain["workarounds"] == []
 
 
-def test_submit_copies_only_what_the_plan_ships(configs, tmp_path, fake_sbatch):
-    """A real cluster's run folder holds no simulator trace set; our proxy only where it is the router."""
+def test_submit_copies_only_what_the_plan_ships(configs, tmp_path, fake_sbatch, monkeypatch):
+    """A real cluster's run folder holds no simulator trace set; our proxy only where it is the router; the
+    node setup's lock and wheels where the runner has one (tests/recipes/test_nodesetup.py)."""
     env, _ = fake_sbatch
+    monkeypatch.setattr(
+        nodesetup, "wheelhouse", lambda lock, python, platform, dest, **kw: dest.mkdir() or []
+    )
+    setup = {"setup", "wheelhouse"}
     keys = (LOCAL, "kimik2.5-fp4-mi355x-vllm-disagg-agentic", "kimik2.5-fp4-mi355x-vllm-disagg")
     rendered_configs = {
         (r.plan.config_key, r.plan.variant): r for k in keys for r in render_config(k, configs)
@@ -130,10 +135,10 @@ def test_submit_copies_only_what_the_plan_ships(configs, tmp_path, fake_sbatch):
     for key, variant, expected in (
         (LOCAL, "agentic_p2x8_d1x8", {"scripts", "proxy", "traces"}),
         (LOCAL, "agentic_p2x8_d1x8_vllm-router", {"scripts", "traces"}),
-        ("kimik2.5-fp4-mi355x-vllm-disagg-agentic", "agentic_p1x8_d1x8", {"scripts", "proxy"}),
-        ("kimik2.5-fp4-mi355x-vllm-disagg", "fsl8k1k_p2x8_d2x8", {"scripts"}),
+        ("kimik2.5-fp4-mi355x-vllm-disagg-agentic", "agentic_p1x8_d1x8", {"scripts", "proxy", *setup}),
+        ("kimik2.5-fp4-mi355x-vllm-disagg", "fsl8k1k_p2x8_d2x8", {"scripts", *setup}),
     ):
         r = rendered_configs[(key, variant)]
-        assert {name for name, _ in r.plan.shipped} == expected, (key, variant)
+        assert {name for name, _ in r.plan.shipped} == expected - setup, (key, variant)
         recipe = submit.submit(r, tmp_path / variant, env=env).run_dir / "recipe"
         assert {p.name for p in recipe.iterdir() if p.is_dir()} == expected, (key, variant)

@@ -164,7 +164,8 @@ def test_every_int_setting_has_an_upper_bound():
 
 
 REAL = {"gpu-vendor": "amd", "partition": "compute", "container-runtime": "docker", "model-root": "/models",
-        "data-plane-interface": "ens51np0"}
+        "data-plane-interface": "ens51np0",
+        "node-setup": {"python": "3.12", "platform": "manylinux_2_28_x86_64"}}
 
 
 # fmt: off

@@ -17,6 +17,7 @@ REAL = {
     "container-runtime": "docker",
     "model-root": "/models",
     "data-plane-interface": "ens51np0",
+    "node-setup": {"python": "3.12", "platform": "manylinux_2_28_x86_64"},
 }
 LOCAL = {
     **REAL,
@@ -28,6 +29,7 @@ LOCAL = {
     "loopback": True,
     "ship": {"traces": "sim/traces"},
     "benchmark": {"tokenizer": "traces/tokenizer", "agentic-input": "traces/agentic-sim.jsonl"},
+    "node-setup": None,
 }
 
 
@@ -67,6 +69,15 @@ REJECT = [
     pytest.param(profile(REAL, engine_env_from_settings={"vllm": {"X": "lmcache_chunk_size"}}),
                  "is not a setting name", id="from-setting-lowercase"),
     pytest.param(profile(REAL, time_limit="4:00:00\n"), "is not a time limit", id="time-limit-newline"),
+    pytest.param(profile(REAL, node_setup=None), "engine-build image needs node-setup", id="image-no-setup"),
+    pytest.param(profile(REAL, node_setup={"python": "3.12\n", "platform": "manylinux_2_28_x86_64"}),
+                 "is not a Python version", id="setup-python-newline"),
+    pytest.param(profile(REAL, node_setup={"python": "3.12", "platform": "linux_x86_64"}),
+                 "is not a wheel platform", id="setup-platform"),
+    pytest.param(profile(REAL, node_setup={"python": "3.12", "platform": "manylinux_2_28_x86_64",
+                                           "root": "setup"}), "is not an absolute path", id="setup-root"),
+    pytest.param(profile(REAL, gpu_drain={"max-vram-used": 1.0}), "gpu-drain", id="drain-whole-gpu"),
+    pytest.param(profile(REAL, gpu_drain={"max-vram-used": 0}), "gpu-drain", id="drain-zero"),
 ]
 ACCEPT = [
     pytest.param(REAL, id="real-defaults"),

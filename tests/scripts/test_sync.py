@@ -400,7 +400,16 @@ def dist_version(env: dict[str, str], expect: str, command: str = "demo") -> sub
 
 
 @pytest.mark.parametrize(
-    "shebang", [f"#!{sys.executable}", "#!/usr/bin/env python3", "#!/usr/bin/env -S python3 -u"]
+    "shebang",
+    [
+        f"#!{sys.executable}",
+        "#!/usr/bin/env python3",
+        "#!/usr/bin/env -S python3 -u",
+        # pip's form when the interpreter's path is longer than a #! line may be (the node setup's envs)
+        f"#!/bin/sh\n'''exec' {sys.executable} \"$0\" \"$@\"\n' '''",
+        f"#!/bin/sh\n'''exec' \"{sys.executable}\" \"$0\" \"$@\"\n' '''",
+    ],
+    ids=["path", "env", "env-S", "sh-trampoline", "sh-trampoline-quoted"],
 )
 def test_dist_version_reads_the_interpreter_from_the_console_script(tool_dir, shebang):
     root, env = tool_dir

@@ -27,6 +27,11 @@ case "$RANK" in
   *) fail "rank $RANK is not in the plan (2 nodes)" ;;
 esac
 
+if [[ $RANK == 0 ]]; then
+  step "node setup"
+  install_set bench 3.12 "$RUN_DIR/setup-env" aiperf
+fi
+
 step "preflight"
 case "$ROLE" in
   prefill)
@@ -37,8 +42,10 @@ case "$ROLE" in
     require_commands python3 vllm
     ;;
 esac
+require_drained_gpus 0.1
 if [[ $RANK == 0 ]]; then
   require_commands python3 aiperf
+  require_version aiperf aiperf 0.13.0
 fi
 
 step "resolve address"

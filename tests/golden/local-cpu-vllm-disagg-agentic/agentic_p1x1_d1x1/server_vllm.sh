@@ -39,6 +39,7 @@ case "$ROLE" in
 esac
 if [[ $RANK == 0 ]]; then
   require_commands python3 aiperf
+  require_version aiperf aiperf 0.13.0
 fi
 
 step "resolve address"

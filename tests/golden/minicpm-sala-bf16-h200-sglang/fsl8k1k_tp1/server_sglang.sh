@@ -26,6 +26,11 @@ case "$RANK" in
   *) fail "rank $RANK is not in the plan (1 nodes)" ;;
 esac
 
+if [[ $RANK == 0 ]]; then
+  step "node setup"
+  install_set bench 3.12 "$RUN_DIR/setup-env" aiperf
+fi
+
 step "preflight"
 case "$ROLE" in
   server)
@@ -34,6 +39,7 @@ case "$ROLE" in
 esac
 if [[ $RANK == 0 ]]; then
   require_commands python3 aiperf
+  require_version aiperf aiperf 0.13.0
 fi
 
 step "resolve address"

@@ -1,0 +1,178 @@
+"""Node setup, the submitting side: the tools a job needs that its image lacks (AIPerf is in no engine image,
+FACTS section 11), as pinned wheels with their SHA-256, fetched into the run's wheelhouse at submission, so
+that nodes install them with no network (scripts/nodesetup.py: --no-index --require-hashes).
+
+What a set holds is a pyproject.toml extra (SETS); its lock, one per target Python and platform of a runner's
+node-setup (configs/launch.yaml), is recipes/nodesetup/locks/<extra>-cp<XY>-<platform>.txt, written by
+`make lock-setup` (uv, every wheel with its hash) and reviewed like any pin. Wheels are downloaded once into
+.cache/wheelhouse/ (pip checks every hash) and hard-linked into each run folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from schemas.pins import requirements
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCKS = Path(__file__).resolve().parent / "locks"
+CACHE = ROOT / ".cache" / "wheelhouse"
+# A pyproject.toml extra -> the commands it puts on a node's PATH.
+SETS = {"bench": ("aiperf",)}
+DOWNLOAD_TIMEOUT_S = 1800
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)")
+_HASH = re.compile(r"--hash=sha256:([0-9a-f]{64})")
+_PLATFORM = re.compile(r"manylinux_2_([0-9]{1,2})_(x86_64|aarch64)")
+
+
+class SetupError(Exception):
+    """The wheelhouse could not be made; one line."""
+
+
+@dataclass(frozen=True)
+class Pin:
+    name: str
+    version: str
+    hashes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Wheel:
+    file: str
+    name: str
+    version: str
+    sha256: str
+
+
+def lock_name(extra: str, python: str, platform: str) -> str:
+    return f"{extra}-cp{python.replace('.', '')}-{platform}.txt"
+
+
+def lock_path(extra: str, python: str, platform: str) -> Path:
+    return LOCKS / lock_name(extra, python, platform)
+
+
+def read_lock(path: Path) -> list[Pin]:
+    """NAME==VERSION lines, each with its --hash=sha256 lines (uv pip compile --generate-hashes)."""
+    pins: list[Pin] = []
+    name = version = None
+    hashes: list[str] = []
+    for raw in path.read_text().splitlines() + [""]:
+        text = raw.split("#", 1)[0].rstrip()
+        pin = _PIN.match(text)
+        if pin or not text.startswith(" "):
+            if name is not None:
+                if not hashes:
+                    raise SetupError(f"{path.name}: {name}=={version} has no --hash=sha256")
+                pins.append(Pin(name, version, tuple(hashes)))
+            name = version = None
+            hashes = []
+        if pin:
+            name, version = pin[1], pin[2]
+        hashes += _HASH.findall(text)
+    return pins
+
+
+def platform_tags(platform: str) -> list[str]:
+    """manylinux_2_28_x86_64 -> every tag a wheel for that glibc may carry (pip download --platform)."""
+    match = _PLATFORM.fullmatch(platform)
+    if match is None:
+        raise SetupError(f"platform {platform!r} is not manylinux_2_<N>_<arch>")
+    glibc, arch = int(match[1]), match[2]
+    tags = [f"manylinux_2_{g}_{arch}" for g in range(glibc, 4, -1)]
+    legacy = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
+    return tags + [f"{name}_{arch}" for g, name in legacy.items() if g <= glibc]
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def download(lock: Path, python: str, platform: str, cache: Path = CACHE) -> None:
+    """Every wheel of the lock into the cache; pip verifies each hash and skips files already there."""
+    cache.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+            "--require-hashes", "--implementation", "cp", "--python-version", python,
+            "--dest", str(cache), "--requirement", str(lock)]  # fmt: skip
+    for tag in platform_tags(platform):
+        argv += ["--platform", tag]
+    try:
+        done = subprocess.run(
+            argv, capture_output=True, text=True, errors="replace", timeout=DOWNLOAD_TIMEOUT_S, check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise SetupError(f"pip download of {lock.name} took over {DOWNLOAD_TIMEOUT_S} s") from None
+    if done.returncode != 0:
+        errors = [x for x in done.stderr.splitlines() if x.startswith("ERROR")] or done.stderr.splitlines()[
+            -3:
+        ]
+        raise SetupError(f"pip download of {lock.name} exited {done.returncode}: {' '.join(errors)[:600]}")
+
+
+def wheelhouse(
+    lock: Path, python: str, platform: str, dest: Path, *, cache: Path = CACHE, say: Callable = print
+) -> list[Wheel]:
+    """The lock's wheels in DEST (hard links into the cache where it can), each checked against its pin's
+    hashes; the list, in lock order."""
+    pins = read_lock(lock)
+    say(f"node setup: {len(pins)} pinned wheels of {lock.name} (cache {cache})")
+    download(lock, python, platform, cache)
+    by_name: dict[str, list[Path]] = {}
+    for path in cache.glob("*.whl"):
+        by_name.setdefault(_normal(path.name.split("-", 1)[0]), []).append(path)
+    dest.mkdir(parents=True, exist_ok=True)
+    out = []
+    for pin in pins:
+        found = [
+            (p, digest)
+            for p in sorted(by_name.get(_normal(pin.name), []))
+            if p.name.split("-")[1] == pin.version and (digest := _sha256(p)) in pin.hashes
+        ]
+        if not found:
+            raise SetupError(f"no wheel of {pin.name}=={pin.version} with a pinned hash in {cache}")
+        path, digest = found[0]
+        target = dest / path.name
+        target.unlink(missing_ok=True)
+        try:
+            os.link(path, target)
+        except OSError:
+            shutil.copy2(path, target)
+        out.append(Wheel(path.name, pin.name, pin.version, digest))
+    say(f"node setup: wheelhouse {dest} ({sum((dest / w.file).stat().st_size for w in out) / 1e6:.0f} MB)")
+    return out
+
+
+def relock(extra: str, python: str, platform: str) -> Path:
+    """Re-resolve one lock from pyproject.toml's extra (uv; every wheel's hash)."""
+    match = _PLATFORM.fullmatch(platform)
+    if match is None:
+        raise SetupError(f"platform {platform!r} is not manylinux_2_<N>_<arch>")
+    out = lock_path(extra, python, platform)
+    inputs = out.with_suffix(".in")
+    inputs.write_text(f"# `make lock-setup` from pyproject.toml's extra {extra}; do not edit.\n")
+    with inputs.open("a") as handle:
+        handle.writelines(f"{r}\n" for r in requirements(extra))
+    subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "uv"), "pip", "compile", str(inputs), "--generate-hashes",
+         "--no-header", "--quiet", "--python-version", python,
+         "--python-platform", f"{match[2]}-manylinux_2_{match[1]}", "--output-file", str(out)],
+        check=True,
+        env={**os.environ, "UV_NO_CONFIG": "1"},
+    )  # fmt: skip
+    return out

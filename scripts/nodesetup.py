@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""`sync.py setup-env`: a node's pinned tools that the image lacks (AIPerf), installed from the run's
+wheelhouse with no network: every wheel is named with its SHA-256 in the lock (pip --require-hashes), nothing
+is resolved (--no-deps: the lock is complete) and no index is asked (--no-index). The environment is the
+image's own python3's, isolated from the image's packages (engines are never touched), kept under ROOT by
+the lock's hash: a later job with the same lock reuses it. Only the set's commands go on PATH; stdlib only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from failures import EXIT_VERSION, die, line, one_line
+from nodeargs import positive_float
+
+COMPLETE = ".complete"  # written last, holding the lock's hash: a folder without it is half-built
+
+
+class SetupError(Exception):
+    """Why the set could not be installed; one line."""
+
+
+def _pip_env() -> dict[str, str]:
+    """No pip configuration of the node's (an index, find-links, constraints) may change what is installed."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    return env | {
+        "PIP_CONFIG_FILE": os.devnull,
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "PYTHONNOUSERSITE": "1",
+    }
+
+
+def _run(argv: list[str], timeout: float, what: str) -> None:
+    try:
+        done = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            env=_pip_env(),
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise SetupError(f"{what} did not finish within {timeout:g} s") from None
+    except OSError as err:
+        raise SetupError(f"{what}: {one_line(err)}") from None
+    if done.returncode != 0:
+        lines = (done.stderr or done.stdout).strip().splitlines()
+        errors = [x for x in lines if x.startswith("ERROR")] or lines[-3:]
+        raise SetupError(f"{what} exited {done.returncode}: {one_line(' '.join(errors), 400)}")
+
+
+def _lock_file(path: Path, timeout: float):
+    """An exclusive flock on PATH (two jobs, or two nodes on a shared ROOT, never build one folder twice)."""
+    handle = path.open("a")
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return handle
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                handle.close()
+                raise SetupError(
+                    f"{path} stayed locked for {timeout:g} s (another job installing?)"
+                ) from None
+            time.sleep(0.5)
+
+
+def install(args: argparse.Namespace) -> str:
+    have = "{}.{}".format(*sys.version_info[:2])
+    if have != args.python:
+        raise SetupError(
+            f"the image's python3 is {have} ({sys.executable}); the wheelhouse is for {args.python}: set "
+            "the runner's node-setup.python to it and run `make lock-setup`"
+        )
+    lock = Path(args.lock)
+    try:
+        text = lock.read_bytes()
+    except OSError as err:
+        raise SetupError(f"cannot read the lock {lock}: {err.strerror}") from None
+    digest = hashlib.sha256(text).hexdigest()
+    wheels = text.count(b"==")
+    root = Path(args.root)
+    env = root / f"{lock.stem}-{digest[:16]}"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise SetupError(f"cannot make {root}: {err.strerror}") from None
+    started, how = time.monotonic(), "reused"
+    with _lock_file(root / f"{env.name}.lock", args.timeout):
+        done = env / COMPLETE
+        if not (done.is_file() and done.read_text().strip() == digest):
+            how = "installed"
+            shutil.rmtree(env, ignore_errors=True)
+            _run([sys.executable, "-m", "pip", "--version"], 60, "the image's pip (python3 -m pip)")
+            _run([sys.executable, "-m", "venv", "--without-pip", str(env)], 120, "python3 -m venv")
+            _run(
+                [
+                    sys.executable, "-m", "pip", "--python", str(env / "bin" / "python"), "install",
+                    "--quiet", "--no-index", "--no-deps", "--require-hashes", "--only-binary", ":all:",
+                    "--find-links", args.wheelhouse, "--requirement", str(lock),
+                ],
+                args.timeout,
+                f"pip install of {lock.name} from {args.wheelhouse}",
+            )  # fmt: skip
+            done.write_text(digest + "\n")
+    bin_dir = Path(args.bin_dir)
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for command in args.command:
+        target = env / "bin" / command
+        if not os.access(target, os.X_OK):
+            raise SetupError(f"{lock.name} installs no command {command} ({target})")
+        link = bin_dir / command
+        link.unlink(missing_ok=True)
+        link.symlink_to(target)
+    took = time.monotonic() - started
+    return (
+        f"node setup {lock.stem}: {wheels} pinned wheels {how} in {took:.0f} s at {env} "
+        f"(lock sha256 {digest[:16]}); on PATH: {', '.join(args.command)}"
+    )
+
+
+def cmd_setup_env(args: argparse.Namespace) -> int:
+    try:
+        print(install(args), flush=True)
+    except SetupError as err:
+        die(line("setup-failed", set=Path(args.lock).stem, problem=err), EXIT_VERSION)
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("setup-env", help="install a pinned tool set from the run's wheelhouse (no network)")
+    p.add_argument("--lock", required=True, help="the set's lock: NAME==VERSION --hash=sha256:... lines")
+    p.add_argument("--wheelhouse", required=True, help="folder of the lock's wheels (written by make submit)")
+    p.add_argument("--root", required=True, help="where environments are kept, one per lock hash")
+    p.add_argument("--python", required=True, help="MAJOR.MINOR the wheels are for; python3 must be it")
+    p.add_argument("--bin-dir", required=True, help="folder the set's commands are linked into")
+    p.add_argument("--command", action="append", default=[], help="a console script the set provides")
+    p.add_argument("--timeout", type=positive_float, default=1800.0, help="seconds for the install")
+    p.set_defaults(func=cmd_setup_env)

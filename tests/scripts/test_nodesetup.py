@@ -1,0 +1,95 @@
+"""`sync.py setup-env`: a pinned set installed from a wheelhouse with no network, verified by hash, reused by
+lock hash, and every refusal named (real pip, real venv, a wheel made here)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.wheels import make_wheel
+
+SYNC = Path(__file__).resolve().parents[2] / "scripts" / "sync.py"
+PYTHON = "{}.{}".format(*sys.version_info[:2])
+
+
+def lock_for(wheel: Path, path: Path, *, digest: str | None = None) -> Path:
+    digest = digest or hashlib.sha256(wheel.read_bytes()).hexdigest()
+    version = wheel.name.split("-")[1]
+    path.write_text(f"demo-tool=={version} \\\n    --hash=sha256:{digest}\n")
+    return path
+
+
+def setup_env(
+    tmp: Path, lock: Path, *, python: str = PYTHON, command: str = "demotool"
+) -> subprocess.CompletedProcess:
+    """The node tool as a node runs it; the node's PIP_* settings (an index, find-links) must not matter."""
+    env = os.environ | {"PIP_INDEX_URL": "http://192.0.2.1/simple", "PIP_FIND_LINKS": str(tmp / "nowhere")}
+    return subprocess.run(
+        [sys.executable, str(SYNC), "setup-env", "--lock", str(lock), "--wheelhouse", str(tmp / "wheelhouse"),
+         "--root", str(tmp / "envs"), "--python", python, "--bin-dir", str(tmp / "bin"),
+         "--command", command],
+        capture_output=True, text=True, timeout=300, check=False, env=env,
+    )  # fmt: skip
+
+
+def test_installs_from_the_wheelhouse_and_links_only_the_sets_commands(tmp_path):
+    lock = lock_for(make_wheel(tmp_path / "wheelhouse"), tmp_path / "bench.txt")
+    done = setup_env(tmp_path, lock)
+    assert done.returncode == 0, done.stderr
+    assert "node setup bench: 1 pinned wheels installed" in done.stdout
+    assert sorted(p.name for p in (tmp_path / "bin").iterdir()) == ["demotool"]
+    ran = subprocess.run([str(tmp_path / "bin" / "demotool")], capture_output=True, text=True, check=True)
+    assert ran.stdout == "demotool 1.0\n"
+    # the environment is isolated from the one that made it: only the set's distribution is in it
+    envs = [p for p in (tmp_path / "envs").iterdir() if p.is_dir()]
+    assert len(envs) == 1 and envs[0].name.startswith("bench-")
+
+
+def test_a_second_job_with_the_same_lock_reuses_the_environment(tmp_path):
+    lock = lock_for(make_wheel(tmp_path / "wheelhouse"), tmp_path / "bench.txt")
+    assert setup_env(tmp_path, lock).returncode == 0
+    again = setup_env(tmp_path, lock)
+    assert again.returncode == 0, again.stderr
+    assert "1 pinned wheels reused" in again.stdout
+
+
+def test_a_wheel_whose_hash_is_not_the_pinned_one_is_refused(tmp_path):
+    make_wheel(tmp_path / "wheelhouse")
+    lock = lock_for(make_wheel(tmp_path / "wheelhouse"), tmp_path / "bench.txt", digest="0" * 64)
+    done = setup_env(tmp_path, lock)
+    assert done.returncode == 9
+    assert done.stderr.startswith("node setup bench: pip install of bench.txt from")
+    assert "HASHES" in done.stderr or "hash" in done.stderr.lower()
+    assert not (tmp_path / "bin" / "demotool").exists()
+
+
+def test_a_half_built_environment_is_built_again(tmp_path):
+    lock = lock_for(make_wheel(tmp_path / "wheelhouse"), tmp_path / "bench.txt")
+    assert setup_env(tmp_path, lock).returncode == 0
+    (env,) = [p for p in (tmp_path / "envs").iterdir() if p.is_dir()]
+    (env / ".complete").unlink()  # as if a job was killed mid-install
+    done = setup_env(tmp_path, lock)
+    assert done.returncode == 0 and "1 pinned wheels installed" in done.stdout
+
+
+@pytest.mark.parametrize("python", ["3.9", "3.99"])
+def test_another_python_than_the_wheelhouse_s_is_named_before_anything_installs(tmp_path, python):
+    lock = lock_for(make_wheel(tmp_path / "wheelhouse"), tmp_path / "bench.txt")
+    done = setup_env(tmp_path, lock, python=python)
+    assert done.returncode == 9
+    assert (
+        f"the image's python3 is {PYTHON}" in done.stderr and f"the wheelhouse is for {python}" in done.stderr
+    )
+    assert not (tmp_path / "envs").exists() or not any((tmp_path / "envs").iterdir())
+
+
+def test_a_set_without_the_command_it_promises_is_refused(tmp_path):
+    lock = lock_for(make_wheel(tmp_path / "wheelhouse"), tmp_path / "bench.txt")
+    done = setup_env(tmp_path, lock, command="aiperf")
+    assert done.returncode == 9
+    assert "node setup bench: bench.txt installs no command aiperf" in done.stderr
