@@ -108,7 +108,7 @@ def build_plan(
         leader_listens=_listens(router) if router else argv(),
         leader_commands=_commands(*([router.argv] if router else []), ("aiperf",)),
         leader_pinned=(Pinned("aiperf", "aiperf", pinned_version("bench", "aiperf")),),
-        node_setup=_node_setup(profile.node_setup),
+        node_setup=_node_setup(t, profile.node_setup),
         gpu_drain=profile.gpu_drain.max_vram_used if profile.gpu_vendor == "amd" else None,
         launch=_launch(container, len(nodes), t.engine),
         cleanup=_cleanup(container, len(nodes)),
@@ -181,8 +181,9 @@ def _engine_env(t: Target, engine, ports: Ports) -> dict:
     return env
 
 
-def _node_setup(setup) -> NodeSetup | None:
-    """The runner's node-setup (configs/launch.yaml) with the lock of each set for its Python and platform."""
+def _node_setup(t: Target, setup) -> NodeSetup | None:
+    """The runner's node-setup (configs/launch.yaml): each tool set with its lock for the image's Python and
+    platform, installed on rank 0; a site wheel of a library this job's engines import, on its nodes."""
     if setup is None:
         return None
     sets = []
@@ -194,7 +195,29 @@ def _node_setup(setup) -> NodeSetup | None:
                 f"{setup.platform}: run `make lock-setup`"
             )
         digest = hashlib.sha256(lock.read_bytes()).hexdigest()
-        sets.append(SetupSet(name, lock.name, digest, tuple(commands)))
+        sets.append(SetupSet(name, "leader", False, tuple(commands), digest, lock=lock.name))
+    wheel = setup.site_wheels.get("lmcache")
+    if wheel is not None and t.uses_lmcache:
+        want = t.point.space.kv_offload_backend.version
+        name, version = nodesetup.wheel_name_version(wheel.source)
+        if (name, version) != ("lmcache", want):
+            raise Unsupported(
+                f"node-setup.site-wheels.lmcache is {name} {version} ({wheel.source}); the config pins "
+                f"lmcache {want}"
+            )
+        text = nodesetup.requirement(name, version, wheel.sha256)
+        sets.append(
+            SetupSet(
+                "lmcache",
+                "prefill",
+                True,
+                ("lmcache",),
+                hashlib.sha256(text.encode()).hexdigest(),
+                source=wheel.source,
+                version=version,
+                sha256=wheel.sha256,
+            )
+        )
     return NodeSetup(setup.python, setup.platform, setup.root, tuple(sets))
 
 

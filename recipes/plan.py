@@ -76,12 +76,18 @@ class Pinned:
 
 @dataclass(frozen=True)
 class SetupSet:
-    """A pinned tool set the nodes install from the run's wheelhouse (recipes/nodesetup)."""
+    """What nodes install from the run's wheelhouse (recipes/nodesetup): the run holds its hashed
+    requirements as recipe/setup/<name>.txt."""
 
-    name: str  # the pyproject.toml extra; the run holds its lock as recipe/setup/<name>.txt
-    lock: str  # the lock's file in recipes/nodesetup/locks/
-    lock_sha256: str
+    name: str  # bench (a pyproject.toml extra) | lmcache (a site wheel)
+    where: str  # leader | prefill: the nodes that install it
+    layer: bool  # False: an environment of its own (a tool); True: on the image's Python path (a library)
     commands: tuple  # what it puts on PATH
+    requirements_sha256: str  # of recipe/setup/<name>.txt
+    lock: str | None = None  # a tool set's lock in recipes/nodesetup/locks/
+    source: str | None = None  # a site wheel: the path or URL make submit takes it from
+    version: str = ""  # a site wheel's
+    sha256: str = ""  # a site wheel's
 
 
 @dataclass(frozen=True)
@@ -89,7 +95,7 @@ class NodeSetup:
     python: str  # MAJOR.MINOR of the image's python3, checked before anything installs
     platform: str  # the wheels' manylinux platform
     root: str | None  # where nodes keep environments by lock hash; None: the run folder
-    sets: tuple  # of SetupSet, installed on rank 0 (the benchmark client's node)
+    sets: tuple  # of SetupSet
 
 
 @dataclass(frozen=True)

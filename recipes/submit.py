@@ -77,25 +77,33 @@ def snapshot(rendered: Rendered, run_dir: Path) -> None:
 
 
 def node_setup(rendered: Rendered, recipe: Path) -> dict | None:
-    """Each set's lock into recipe/setup/ and its wheels into recipe/wheelhouse/ (hashes checked); what the
-    lock file records of them."""
+    """Each set's hashed requirements into recipe/setup/ and its wheels into recipe/wheelhouse/ (every hash
+    checked); what the lock file records of them."""
     setup = rendered.plan.node_setup
     if setup is None:
         return None
     (recipe / "setup").mkdir()
     sets = {}
     for s in setup.sets:
-        lock_file = nodesetup.LOCKS / s.lock
-        if hashlib.sha256(lock_file.read_bytes()).hexdigest() != s.lock_sha256:
-            raise SubmitError(f"{lock_file} changed since the plan was rendered: render again")
-        shutil.copyfile(lock_file, recipe / "setup" / f"{s.name}.txt")
+        target = recipe / "setup" / f"{s.name}.txt"
         try:
-            wheels = nodesetup.wheelhouse(lock_file, setup.python, setup.platform, recipe / "wheelhouse")
+            if s.lock is not None:
+                shutil.copyfile(nodesetup.LOCKS / s.lock, target)
+            else:
+                target.write_text(nodesetup.requirement(s.name, s.version, s.sha256))
+            if hashlib.sha256(target.read_bytes()).hexdigest() != s.requirements_sha256:
+                raise SubmitError(f"{s.lock or s.name} changed since the plan was rendered: render again")
+            if s.lock is not None:
+                lock_file = nodesetup.LOCKS / s.lock
+                wheels = nodesetup.wheelhouse(lock_file, setup.python, setup.platform, recipe / "wheelhouse")
+            else:
+                wheels = [nodesetup.site_wheel(s.source, s.sha256, recipe / "wheelhouse")]
         except nodesetup.SetupError as exc:
             raise SubmitError(str(exc)) from None
         sets[s.name] = {
-            "lock": s.lock,
-            "lock_sha256": s.lock_sha256,
+            "lock" if s.lock else "source": s.lock or s.source,
+            "requirements_sha256": s.requirements_sha256,
+            "installed_on": s.where,
             "wheels": [{"file": w.file, "version": w.version, "sha256": w.sha256} for w in wheels],
         }
     return {"python": setup.python, "platform": setup.platform, "sets": sets}
@@ -103,15 +111,28 @@ def node_setup(rendered: Rendered, recipe: Path) -> dict | None:
 
 def dry_run_setup(rendered: Rendered) -> list[str]:
     """What a submission would put in the wheelhouse: every pinned wheel with its accepted SHA-256s."""
-    setup = rendered.plan.node_setup
+    plan, setup = rendered.plan, rendered.plan.node_setup
     if setup is None:
         return []
-    out = [f"# node setup on rank 0 (python {setup.python}, {setup.platform}), from the run's wheelhouse:"]
+    out = [f"# node setup (python {setup.python}, {setup.platform}), from the run's wheelhouse:"]
     for s in setup.sets:
+        where = "rank 0" if s.where == "leader" else f"{s.where} nodes"
+        if s.lock is None:
+            out.append(f"#   {s.name}: site wheel {s.source} sha256:{s.sha256} ({where}, on the image's "
+                       "Python path)")  # fmt: skip
+            continue
         pins = nodesetup.read_lock(nodesetup.LOCKS / s.lock)
-        out.append(f"#   {s.name}: {s.lock} (sha256 {s.lock_sha256}), {len(pins)} wheels, puts on PATH: "
-                   f"{', '.join(s.commands)}")  # fmt: skip
+        out.append(f"#   {s.name}: {s.lock} (sha256 {s.requirements_sha256}), {len(pins)} wheels ({where}), "
+                   f"puts on PATH: {', '.join(s.commands)}")  # fmt: skip
         out += [f"#     {p.name}=={p.version} sha256:{' sha256:'.join(p.hashes)}" for p in pins]
+    named = {s.name for s in setup.sets}
+    for role in plan.roles:
+        out += [
+            f"# {p.dist} {p.version}: from the image (no site wheel for it; preflight checks the version on "
+            f"{role.name} nodes)"
+            for p in role.pinned
+            if p.dist not in named
+        ]
     return out
 
 

@@ -153,6 +153,14 @@ _PATH_WORDS = "of parts of ASCII letters, digits, '.', '_', '+' and '-', none st
 AbsPath = shape(rf"(/{_PART})+", "an absolute path", max_length=1024, allowed=f"/a/b {_PATH_WORDS}")
 # A path below a folder: no leading `/`, and no component starting with `.` (so no `..`).
 RelPath = shape(rf"{_PART}(/{_PART})*", "a relative path", max_length=1024, allowed=f"a/b {_PATH_WORDS}")
+# A wheel file on the submitting host or behind https: the same parts as a path, no query, no credentials.
+WheelSource = shape(
+    rf"(https://[A-Za-z0-9.-]+(:[0-9]{{1,5}})?)?(/{_PART})+\.whl",
+    "a wheel's path or URL",
+    max_length=1024,
+    allowed="an absolute path or https:// URL of a .whl file, its parts ASCII letters, digits, '.', '_', '+' "
+    "and '-', none starting with '.'",
+)
 EnvName = shape(
     r"[A-Z_][A-Z0-9_]*", "an environment variable name", max_length=128, allowed="UPPER_SNAKE_CASE ASCII"
 )

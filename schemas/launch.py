@@ -24,6 +24,7 @@ from .base import (
     Model,
     RelPath,
     WaitSeconds,
+    WheelSource,
     bounded,
     shape,
 )
@@ -159,6 +160,20 @@ WheelPlatform = shape(
 )
 
 
+Sha256 = shape(r"[0-9a-f]{64}", "a SHA-256", max_length=64, allowed="64 lowercase hexadecimal digits")
+
+
+class SiteWheel(Model):
+    """A build the site makes and no index has (LMCache for ROCm): a wheel file and its SHA-256."""
+
+    source: WheelSource = Field(
+        description="Where `make submit` takes the wheel from: a path on the submitting host, or https URL."
+    )
+    sha256: Sha256 = Field(
+        description="The wheel's SHA-256: checked at submission and again by pip on the node."
+    )
+
+
 class NodeSetup(Model):
     """The tools a job needs that the image lacks (AIPerf), installed on the nodes from pinned wheels with
     their SHA-256 that `make submit` puts in the run folder (no network on the nodes)."""
@@ -172,6 +187,13 @@ class NodeSetup(Model):
         None,
         description="Where nodes keep the installed environments, one per lock hash, reused by later jobs "
         "(a node-local or shared folder); absent: inside the run folder, installed again by every job.",
+    )
+    site_wheels: dict[Literal["lmcache"], SiteWheel] = Field(
+        default_factory=dict,
+        description="Libraries the engines import that the image lacks and no index has (lmcache: the "
+        "site's ROCm build). Installed on the nodes that use them (prefill, for LMCache) with --no-deps onto "
+        "the image's Python path, so nothing of the image is replaced; the wheel's version must be the one "
+        "the config pins. Absent: the image must carry it (preflight checks the version).",
     )
 
 

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""`sync.py setup-env`: a node's pinned tools that the image lacks (AIPerf), installed from the run's
-wheelhouse with no network: every wheel is named with its SHA-256 in the lock (pip --require-hashes), nothing
-is resolved (--no-deps: the lock is complete) and no index is asked (--no-index). The environment is the
-image's own python3's, isolated from the image's packages (engines are never touched), kept under ROOT by
-the lock's hash: a later job with the same lock reuses it. Only the set's commands go on PATH; stdlib only.
+"""`sync.py setup-env`: what a node needs that the image lacks, installed from the run's wheelhouse with no
+network: every wheel is named with its SHA-256 (pip --require-hashes), nothing is resolved (--no-deps: the
+requirements are complete) and no index is asked (--no-index). A tool (AIPerf) gets an environment of the
+image's own python3, isolated from the image's packages; a library the engine imports (a site's LMCache
+build, --layer-link) is installed into a folder of its own that the node puts on PYTHONPATH, so nothing of
+the image is replaced (engines are never reinstalled). Either is kept under ROOT by the requirements' hash:
+a later job with the same ones reuses it. Only the set's commands go on PATH; stdlib only.
 """
 
 from __future__ import annotations
@@ -97,6 +99,7 @@ def install(args: argparse.Namespace) -> str:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise SetupError(f"cannot make {root}: {err.strerror}") from None
+    layer = args.layer_link is not None
     started, how = time.monotonic(), "reused"
     with _lock_file(root / f"{env.name}.lock", args.timeout):
         done = env / COMPLETE
@@ -104,12 +107,16 @@ def install(args: argparse.Namespace) -> str:
             how = "installed"
             shutil.rmtree(env, ignore_errors=True)
             _run([sys.executable, "-m", "pip", "--version"], 60, "the image's pip (python3 -m pip)")
-            _run([sys.executable, "-m", "venv", "--without-pip", str(env)], 120, "python3 -m venv")
+            if layer:  # scripts land in site/bin, run by the image's python3
+                pip, into = [], ["--target", str(env / "site")]
+            else:  # pip's own option: it installs for that interpreter
+                _run([sys.executable, "-m", "venv", "--without-pip", str(env)], 120, "python3 -m venv")
+                pip, into = ["--python", str(env / "bin" / "python")], []
             _run(
                 [
-                    sys.executable, "-m", "pip", "--python", str(env / "bin" / "python"), "install",
-                    "--quiet", "--no-index", "--no-deps", "--require-hashes", "--only-binary", ":all:",
-                    "--find-links", args.wheelhouse, "--requirement", str(lock),
+                    sys.executable, "-m", "pip", *pip, "install", "--quiet", "--no-index", "--no-deps",
+                    "--require-hashes", "--only-binary", ":all:", *into, "--find-links", args.wheelhouse,
+                    "--requirement", str(lock),
                 ],
                 args.timeout,
                 f"pip install of {lock.name} from {args.wheelhouse}",
@@ -117,17 +124,23 @@ def install(args: argparse.Namespace) -> str:
             done.write_text(digest + "\n")
     bin_dir = Path(args.bin_dir)
     bin_dir.mkdir(parents=True, exist_ok=True)
+    scripts = env / "site" / "bin" if layer else env / "bin"
+    if layer:  # the node script puts this link on PYTHONPATH
+        link = Path(args.layer_link)
+        link.unlink(missing_ok=True)
+        link.symlink_to(env / "site")
     for command in args.command:
-        target = env / "bin" / command
+        target = scripts / command
         if not os.access(target, os.X_OK):
             raise SetupError(f"{lock.name} installs no command {command} ({target})")
         link = bin_dir / command
         link.unlink(missing_ok=True)
         link.symlink_to(target)
     took = time.monotonic() - started
+    where = f"; on python3's path as {args.layer_link}" if layer else ""
     return (
         f"node setup {lock.stem}: {wheels} pinned wheels {how} in {took:.0f} s at {env} "
-        f"(lock sha256 {digest[:16]}); on PATH: {', '.join(args.command)}"
+        f"(lock sha256 {digest[:16]}); on PATH: {', '.join(args.command)}{where}"
     )
 
 
@@ -147,5 +160,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--python", required=True, help="MAJOR.MINOR the wheels are for; python3 must be it")
     p.add_argument("--bin-dir", required=True, help="folder the set's commands are linked into")
     p.add_argument("--command", action="append", default=[], help="a console script the set provides")
+    p.add_argument(
+        "--layer-link",
+        help="install onto the image's Python path instead (pip --target, a library the engine imports); "
+        "this link points at the folder, for PYTHONPATH",
+    )
     p.add_argument("--timeout", type=positive_float, default=1800.0, help="seconds for the install")
     p.set_defaults(func=cmd_setup_env)

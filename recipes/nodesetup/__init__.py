@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
+
 from schemas.pins import requirements
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,6 +30,7 @@ CACHE = ROOT / ".cache" / "wheelhouse"
 # A pyproject.toml extra -> the commands it puts on a node's PATH.
 SETS = {"bench": ("aiperf",)}
 DOWNLOAD_TIMEOUT_S = 1800
+SITE_WHEEL_BYTES = 4 << 30  # far above any build of a library; a server streaming forever is cut here
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)")
 _HASH = re.compile(r"--hash=sha256:([0-9a-f]{64})")
 _PLATFORM = re.compile(r"manylinux_2_([0-9]{1,2})_(x86_64|aarch64)")
@@ -50,6 +53,20 @@ class Wheel:
     name: str
     version: str
     sha256: str
+
+
+def wheel_name_version(source: str) -> tuple[str, str]:
+    """(distribution, version) from a wheel's file name (PEP 427: name-version-...-tags.whl), name
+    normalized as pip compares it."""
+    parts = source.rsplit("/", 1)[-1].split("-")
+    if len(parts) < 5 or not parts[-1].endswith(".whl"):
+        raise SetupError(f"{source}: not a wheel file name (name-version-python-abi-platform.whl)")
+    return _normal(parts[0]).replace("_", "-"), parts[1]
+
+
+def requirement(name: str, version: str, sha256: str) -> str:
+    """The one hashed requirement line a site wheel is installed by."""
+    return f"{name}=={version} --hash=sha256:{sha256}\n"
 
 
 def lock_name(extra: str, python: str, platform: str) -> str:
@@ -156,6 +173,64 @@ def wheelhouse(
         out.append(Wheel(path.name, pin.name, pin.version, digest))
     say(f"node setup: wheelhouse {dest} ({sum((dest / w.file).stat().st_size for w in out) / 1e6:.0f} MB)")
     return out
+
+
+def site_wheel(source: str, sha256: str, dest: Path, *, cache: Path = CACHE, say: Callable = print) -> Wheel:
+    """The site's wheel in DEST, checked against its SHA-256: a path is read where it is, an https URL is
+    downloaded once into the cache under its hash."""
+    name, version = wheel_name_version(source)
+    filename = source.rsplit("/", 1)[-1]
+    if source.startswith("https://"):
+        path = cache / "site" / sha256 / filename
+        if not path.is_file():
+            say(f"node setup: downloading {source}")
+            _download(source, path, sha256)
+    else:
+        path = Path(source)
+        if not path.is_file():
+            raise SetupError(f"site wheel {source}: no such file on this host")
+    digest = _sha256(path)
+    if digest != sha256:
+        raise SetupError(f"site wheel {source} has SHA-256 {digest}; the runner's node-setup pins {sha256}")
+    dest.mkdir(parents=True, exist_ok=True)
+    target = dest / filename
+    target.unlink(missing_ok=True)
+    try:
+        os.link(path, target)
+    except OSError:
+        shutil.copy2(path, target)
+    say(f"node setup: site wheel {filename} ({path.stat().st_size / 1e6:.0f} MB, sha256 {digest[:16]})")
+    return Wheel(filename, name, version, digest)
+
+
+def _download(url: str, out: Path, sha256: str) -> None:
+    """URL into OUT, only if it has the SHA-256 (streamed, bounded; https to the end of any redirect)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    part = out.with_name(f"{out.name}.part-{os.getpid()}")
+    digest, size = hashlib.sha256(), 0
+    try:
+        with httpx.stream("GET", url, follow_redirects=True, timeout=60) as response:
+            if response.url.scheme != "https":
+                raise SetupError(f"{url} redirected to {response.url.scheme}://: only https is fetched")
+            if response.status_code != 200:
+                raise SetupError(f"{url} answered HTTP {response.status_code}")
+            with part.open("wb") as handle:
+                for chunk in response.iter_bytes(1 << 20):
+                    size += len(chunk)
+                    if size > SITE_WHEEL_BYTES:
+                        raise SetupError(f"{url} sent more than {SITE_WHEEL_BYTES >> 30} GiB")
+                    digest.update(chunk)
+                    handle.write(chunk)
+    except httpx.HTTPError as exc:
+        part.unlink(missing_ok=True)
+        raise SetupError(f"{url}: {type(exc).__name__}: {exc}") from None
+    except SetupError:
+        part.unlink(missing_ok=True)
+        raise
+    if digest.hexdigest() != sha256:
+        part.unlink(missing_ok=True)
+        raise SetupError(f"{url} has SHA-256 {digest.hexdigest()}; the runner's node-setup pins {sha256}")
+    part.rename(out)
 
 
 def relock(extra: str, python: str, platform: str) -> Path:

@@ -43,19 +43,24 @@ require_free_ports() {
   _node_info "$out"
 }
 
-# install_set NAME PYTHON ROOT COMMAND... — the pinned tool set NAME (recipe/setup/NAME.txt, every wheel
-# with its SHA-256) from the run's wheelhouse into an environment of this node's python3 kept under ROOT by
-# the lock's hash (no network, nothing of the image touched); its COMMANDs go first on PATH.
+# install_set NAME PYTHON ROOT env|layer COMMAND... — the pinned set NAME (recipe/setup/NAME.txt, every wheel
+# with its SHA-256) from the run's wheelhouse, kept under ROOT by its hash (no network, nothing of the image
+# replaced): env, a tool in an environment of this node's python3; layer, a library the engines import, put
+# first on PYTHONPATH. Its COMMANDs go first on PATH.
 install_set() {
-  (($# >= 4)) || fail "usage: install_set NAME PYTHON ROOT COMMAND..."
-  local name=$1 python=$2 root=$3 out rc=0 cmd
-  shift 3
-  local commands=()
-  for cmd in "$@"; do commands+=(--command "$cmd"); done
+  (($# >= 5)) || fail "usage: install_set NAME PYTHON ROOT env|layer COMMAND..."
+  local name=$1 python=$2 root=$3 mode=$4 out rc=0 cmd
+  shift 4
+  local options=()
+  for cmd in "$@"; do options+=(--command "$cmd"); done
+  [[ $mode == layer ]] && options+=(--layer-link "$STATE_DIR/site-$name")
   out=$("${PYTHON:-python3}" "$SCRIPTS_DIR/sync.py" setup-env --lock "$RECIPE_DIR/setup/$name.txt" \
     --wheelhouse "$RECIPE_DIR/wheelhouse" --root "$root" --python "$python" --bin-dir "$STATE_DIR/bin" \
-    "${commands[@]}" 2>&1) || rc=$?
+    "${options[@]}" 2>&1) || rc=$?
   ((rc == 0)) || fail "$out"
   _node_info "$out"
   PATH=$STATE_DIR/bin:$PATH
+  if [[ $mode == layer ]]; then
+    export PYTHONPATH="$STATE_DIR/site-$name${PYTHONPATH:+:$PYTHONPATH}"
+  fi
 }

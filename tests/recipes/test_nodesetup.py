@@ -3,15 +3,21 @@ every wheel is checked against its pin, the run's lock file and the dry run's li
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import shlex
+import subprocess
 
 import pytest
+from pydantic import ValidationError
 
 from recipes import nodesetup, submit
-from recipes.render import render_config
+from recipes.build import Unsupported, build_plan
+from recipes.render import render_config, render_plan
+from schemas.launch import SiteWheel
 from schemas.pins import pinned_version
+from tests.recipes.test_render import SHELLCHECK
 from tests.wheels import make_wheel
 
 MI355X = "kimik2.5-fp4-mi355x-vllm-disagg-agentic"
@@ -83,10 +89,9 @@ def test_the_dry_run_lists_every_wheel_with_its_hashes(capsys, tmp_path):
     assert submit.main([MI355X, "--dry-run", "--out", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert shlex.split(lines[0])[3] == "sbatch"
-    assert (
-        lines[1] == "# node setup on rank 0 (python 3.12, manylinux_2_28_x86_64), from the run's wheelhouse:"
-    )
+    assert lines[1] == "# node setup (python 3.12, manylinux_2_28_x86_64), from the run's wheelhouse:"
     assert lines[2].startswith("#   bench: bench-cp312-manylinux_2_28_x86_64.txt (sha256 ")
+    assert lines[2].endswith(" wheels (rank 0), puts on PATH: aiperf")
     aiperf = [x for x in lines if x.startswith("#     aiperf==0.13.0 sha256:")]
     assert len(aiperf) == 1 and len(lines) > 100
     assert not (tmp_path / "runs").exists()
@@ -111,7 +116,8 @@ def test_the_run_holds_the_lock_and_the_lock_file_names_every_wheel(configs, tmp
         "sets": {
             "bench": {
                 "lock": s.lock,
-                "lock_sha256": s.lock_sha256,
+                "requirements_sha256": s.requirements_sha256,
+                "installed_on": "leader",
                 "wheels": [
                     {"file": "aiperf-0.13.0-py3-none-any.whl", "version": "0.13.0", "sha256": "a" * 64}
                 ],
@@ -119,3 +125,80 @@ def test_the_run_holds_the_lock_and_the_lock_file_names_every_wheel(configs, tmp
         },
     }
     assert submit.lock(rendered, recorded)["node_setup"] == recorded
+
+
+# ---------------------------------------------------------------- a site's wheel (LMCache for ROCm)
+
+SITE = "/shared/wheels/lmcache-0.5.5.dev104+rocm7.2-cp312-cp312-linux_x86_64.whl"
+
+
+def with_site_wheel(configs, source: str = SITE):
+    target = configs.targets(MI355X)[0]
+    setup = target.launch.node_setup.model_copy(
+        update={"site_wheels": {"lmcache": SiteWheel(source=source, sha256="ab" * 32)}}
+    )
+    return dataclasses.replace(target, launch=target.launch.model_copy(update={"node_setup": setup}))
+
+
+def test_a_site_lmcache_wheel_goes_onto_the_prefill_nodes_python_path(configs, tmp_path):
+    plan = build_plan(with_site_wheel(configs))
+    bench, lmcache = plan.node_setup.sets
+    assert (bench.where, bench.layer, bench.commands) == ("leader", False, ("aiperf",))
+    assert (lmcache.where, lmcache.layer, lmcache.version, lmcache.source) == (
+        "prefill",
+        True,
+        "0.5.5.dev104+rocm7.2",
+        SITE,
+    )
+    script = render_plan(plan).files["server_vllm.sh"]
+    assert (
+        'if [[ $RANK == 0 || $ROLE == prefill ]]; then\n  step "node setup"\n  if [[ $RANK == 0 ]]' in script
+    )
+    assert 'install_set lmcache 3.12 "$RUN_DIR/setup-env" layer lmcache\n' in script
+    path = tmp_path / "server_vllm.sh"
+    path.write_text(script)
+    done = subprocess.run([SHELLCHECK, "-x", "--severity=style", str(path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout
+    assert "site wheel " + SITE in "\n".join(submit.dry_run_setup(render_plan(plan)))
+
+
+def test_a_site_wheel_of_another_version_than_the_config_s_is_refused(configs):
+    other = SITE.replace("0.5.5.dev104+rocm7.2", "0.5.6")
+    with pytest.raises(Unsupported, match=r"is lmcache 0\.5\.6 .*; the config pins lmcache 0\.5\.5\.dev104"):
+        build_plan(with_site_wheel(configs, other))
+
+
+def test_without_a_site_wheel_the_dry_run_says_lmcache_comes_from_the_image(capsys, tmp_path):
+    assert submit.main([MI355X, "--dry-run", "--out", str(tmp_path)]) == 0
+    assert (
+        "# lmcache 0.5.5.dev104+rocm7.2: from the image (no site wheel for it; preflight checks the "
+        "version on prefill nodes)" in capsys.readouterr().out
+    )
+
+
+def test_a_site_wheel_is_taken_only_with_its_hash(tmp_path):
+    wheel = make_wheel(tmp_path / "site")
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    got = nodesetup.site_wheel(str(wheel), digest, tmp_path / "wh", say=print)
+    assert got == nodesetup.Wheel(wheel.name, "demo-tool", "1.0", digest)
+    assert (tmp_path / "wh" / wheel.name).read_bytes() == wheel.read_bytes()
+    with pytest.raises(nodesetup.SetupError, match=f"has SHA-256 {digest}; the runner's node-setup pins 0+$"):
+        nodesetup.site_wheel(str(wheel), "0" * 64, tmp_path / "wh2", say=print)
+    with pytest.raises(nodesetup.SetupError, match="no such file on this host"):
+        nodesetup.site_wheel(str(tmp_path / "x-1.0-py3-none-any.whl"), digest, tmp_path / "wh3", say=print)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "/shared/../etc/lmcache-1-py3-none-any.whl",  # no part starting with '.'
+        "http://h/lmcache-1-py3-none-any.whl",  # https only
+        "https://user:pw@h/lmcache-1-py3-none-any.whl",  # no credentials in a rendered file
+        "https://h/lmcache-1-py3-none-any.whl?token=x",
+        "/shared/lmcache.tar.gz",
+        "/shared/lmcache-1-py3-none-any.whl\n",
+    ],
+)
+def test_a_site_wheel_source_is_a_plain_path_or_https_url(source):
+    with pytest.raises(ValidationError, match="is not a wheel's path or URL"):
+        SiteWheel(source=source, sha256="ab" * 32)

@@ -25,14 +25,14 @@ def lock_for(wheel: Path, path: Path, *, digest: str | None = None) -> Path:
 
 
 def setup_env(
-    tmp: Path, lock: Path, *, python: str = PYTHON, command: str = "demotool"
+    tmp: Path, lock: Path, *, python: str = PYTHON, command: str = "demotool", extra: tuple = ()
 ) -> subprocess.CompletedProcess:
     """The node tool as a node runs it; the node's PIP_* settings (an index, find-links) must not matter."""
     env = os.environ | {"PIP_INDEX_URL": "http://192.0.2.1/simple", "PIP_FIND_LINKS": str(tmp / "nowhere")}
     return subprocess.run(
         [sys.executable, str(SYNC), "setup-env", "--lock", str(lock), "--wheelhouse", str(tmp / "wheelhouse"),
          "--root", str(tmp / "envs"), "--python", python, "--bin-dir", str(tmp / "bin"),
-         "--command", command],
+         "--command", command, *extra],
         capture_output=True, text=True, timeout=300, check=False, env=env,
     )  # fmt: skip
 
@@ -93,3 +93,28 @@ def test_a_set_without_the_command_it_promises_is_refused(tmp_path):
     done = setup_env(tmp_path, lock, command="aiperf")
     assert done.returncode == 9
     assert "node setup bench: bench.txt installs no command aiperf" in done.stderr
+
+
+def test_a_library_is_layered_onto_python3_s_path_not_into_an_environment(tmp_path):
+    """A site wheel the engine imports (LMCache): installed with --target next to nothing else, reachable
+    through the link the node puts on PYTHONPATH, and the pinned-version check finds it there."""
+    lock = lock_for(make_wheel(tmp_path / "wheelhouse"), tmp_path / "lmcache.txt")
+    link = tmp_path / "state" / "site-lmcache"
+    link.parent.mkdir()
+    done = setup_env(tmp_path, lock, extra=("--layer-link", str(link)))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.rstrip().endswith(f"on PATH: demotool; on python3's path as {link}")
+    assert {p.name for p in link.iterdir()} - {"__pycache__"} == {
+        "bin",
+        "demo_tool-1.0.dist-info",
+        "demo_tool.py",
+    }
+    env = os.environ | {"PYTHONPATH": str(link), "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
+    ran = subprocess.run(["demotool"], capture_output=True, text=True, env=env, check=True)
+    assert ran.stdout == "demotool 1.0\n"
+    check = subprocess.run(
+        [sys.executable, str(SYNC), "dist-version", "--command", "demotool", "--dist", "demo-tool",
+         "--expect", "1.0"],
+        capture_output=True, text=True, env=env, check=False,
+    )  # fmt: skip
+    assert check.returncode == 0 and check.stdout.startswith("demotool: demo-tool 1.0 ("), check.stderr

@@ -30,7 +30,7 @@ esac
 
 if [[ $RANK == 0 ]]; then
   step "node setup"
-  install_set bench 3.11 "$RUN_DIR/setup-env" aiperf
+  install_set bench 3.11 "$RUN_DIR/setup-env" env aiperf
 fi
 
 step "preflight"

@@ -28,7 +28,7 @@ esac
 
 if [[ $RANK == 0 ]]; then
   step "node setup"
-  install_set bench 3.12 "$RUN_DIR/setup-env" aiperf
+  install_set bench 3.12 "$RUN_DIR/setup-env" env aiperf
 fi
 
 step "preflight"
