@@ -60,7 +60,11 @@ _node_fg() {
     setsid "$@" &
   fi
   _NODE_FG_PID=$!
+  # Which process is the foreground command (the benchmark client, a proof): for operators and the
+  # failure bench, whatever the program renames its processes to.
+  [[ -z ${STATE_DIR:-} ]] || printf '%s\n' "$_NODE_FG_PID" > "$STATE_DIR/foreground.pid"
   wait "$_NODE_FG_PID" || rc=$?
+  [[ -z ${STATE_DIR:-} ]] || rm -f -- "$STATE_DIR/foreground.pid"
   _node_reap_session "$_NODE_FG_PID" "$1"
   _NODE_FG_PID=
   case $rc in

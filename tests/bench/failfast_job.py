@@ -23,7 +23,7 @@ from pathlib import Path
 from recipes.render import load, render_config
 from recipes.submit import pick, submit
 from sim.demo import DemoError, job_env, job_state, simulated_weights
-from tests.bench.failfast_faults import Fault, sim_fault_instant, write_wrappers
+from tests.bench.failfast_faults import LEADER, Fault, sim_fault_instant, write_wrappers
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = "local-sim-vllm-disagg-agentic"
@@ -124,10 +124,6 @@ def _children(pid: int) -> list[int]:
     for task in Path(f"/proc/{pid}/task").glob("*/children"):
         found += [int(p) for p in _read(task).split()]
     return found
-
-
-def _pids() -> list[int]:
-    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
 
 
 def _cmdline(pid: int | str) -> str:
@@ -236,8 +232,11 @@ class Watcher:
         if action.kind == "kill-aiperf":
             target = self._aiperf_pid()
             if target is None:
-                seen = [c[:120] for c in map(_cmdline, _pids()) if "aiperf" in c]
-                self.record.notes.append(f"no aiperf session leader found to kill among {seen[:3]}")
+                record = self.run_dir / "state" / LEADER / "foreground.pid"
+                pid = _pid(record)
+                self.record.notes.append(
+                    f"no aiperf to kill: {record} holds {pid} ({_cmdline(pid)[:120] if pid else 'no pid'})"
+                )
                 return
             self.record.fault_at = time.time()
             os.kill(target, sig)
@@ -265,15 +264,14 @@ class Watcher:
         )
 
     def _aiperf_pid(self) -> int | None:
-        """The benchmark client run_cmd started (its session leader), waited for up to 2 s."""
+        """The benchmark client run_cmd started: the pid the node recorded for its foreground command
+        (aiperf renames its processes, so names cannot find it), waited for up to 2 s."""
+        record = self.run_dir / "state" / LEADER / "foreground.pid"
         deadline = time.monotonic() + 2.0
         while True:
-            for pid in _pids():
-                cmd = _cmdline(pid)
-                if "aiperf" in cmd and " profile " in cmd and str(self.run_dir) in cmd:
-                    with contextlib.suppress(OSError):
-                        if os.getsid(pid) == pid:
-                            return pid
+            pid = _pid(record)
+            if pid is not None and "aiperf" in _cmdline(pid):
+                return pid
             if time.monotonic() > deadline:
                 return None
             time.sleep(0.05)

@@ -179,6 +179,18 @@ def test_err_trap_names_step_command_and_line(node, command, assert_no_leftovers
     assert "unreachable" not in run.out
 
 
+def test_the_foreground_command_s_pid_is_recorded_while_it_runs(node):
+    """state/<node>/foreground.pid names the command run_cmd waits for (the bench kills AIPerf by it: AIPerf
+    renames its processes), and is gone once it returns."""
+    run = node.run(
+        "step bench\n"
+        'run_cmd bash -c \'[[ $(cat "$1/foreground.pid") == "$$" ]] && echo recorded\' _ "$STATE_DIR"\n'
+        '[[ ! -e $STATE_DIR/foreground.pid ]] && echo removed\n'
+    )
+    assert run.rc == 0, run.text
+    assert "recorded\nremoved\n" in run.out
+
+
 def test_run_cmd_refuses_a_shell_function(node):
     run = node.run("step bench\nbench() { :; }\nrun_cmd bench\n")
     assert run.rc == 1, run.text
