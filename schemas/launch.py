@@ -74,6 +74,11 @@ class Timeouts(Model):
     router_ready: WaitSeconds = Field(
         300, description=f"Router healthy with every prefill and decode registered. {_WAIT}"
     )
+    stopped: WaitSeconds = Field(
+        10,
+        description="A service of a node found stopped (process state T: SIGSTOP, a debugger) this long "
+        f"fails the node at once, instead of at its readiness timeout or never. {_WAIT}",
+    )
 
 
 class Benchmark(Model):

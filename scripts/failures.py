@@ -44,6 +44,7 @@ WORDS = {
     "verdict-ok": "job succeeded: every node ended cleanly",
     # node scripts (scripts/lib/*.sh)
     "service-exit": "<service> exited (code <code>)",
+    "service-stopped": "<service> stopped (process state T, pid <pid>) for <seconds> s: it cannot answer",
     "command-exit": "command '<command>' exited (code <code>) at line <line>",
     "signal": "received SIG<signal>",
     "not-on-path": "not on PATH: <commands> (PATH=<path>)",
@@ -147,6 +148,8 @@ def cause_from_code(code: str | None) -> str:
         return "not ready in time (the process is still running)"
     if code == "0":
         return "exited cleanly while it should keep serving"
+    if code == "stopped":
+        return "process stopped (SIGSTOP, a debugger, or a stopped parent): it answers nothing until resumed"
     if code == "127":
         return "command not found"
     if code.isdigit() and int(code) > 128:
@@ -226,7 +229,9 @@ class FailureClass:
     def values(self, **given) -> dict:
         """GIVEN plus <service>, this class's service with GIVEN filled in."""
         if self.service and "service" not in given:
-            given["service"] = fill(self.service, **given)
+            service = fill(self.service, **given)
+            if "<" not in service:  # a class of any service (<service>) names it only where it is given
+                given["service"] = service
         return given
 
     def message(self, **given) -> str:
@@ -268,6 +273,18 @@ CLASSES: tuple[FailureClass, ...] = (
         service="lmcache",
         cause=cause_from_code(None),
         needs=("lmcache",),
+    ),
+    FailureClass(
+        "service-stopped",
+        "a service is stopped (SIGSTOP, a debugger) while it starts or serves",
+        None,
+        (fill(WORDS["service-stopped"], pid="<...>"),),
+        1,
+        "the node's watcher found it stopped (process state T) for timeouts.stopped seconds (default 10)",
+        "who stopped it: a debugger or job-control signal on the node (`ps -o pid,stat,args`: stat T); "
+        "without the watchdog the job would wait for the readiness timeout, or forever once serving",
+        service="<service>",
+        cause=cause_from_code("stopped"),
     ),
     FailureClass(
         "lmcache-dies-mid-benchmark",

@@ -390,7 +390,7 @@ def failure_rows(plan) -> list[dict]:
                 "fc": fc,
                 "title": failures.fill(fc.title, **values),
                 "lines": lines,
-                "service": values.get("service"),
+                "service": values.get("service", fc.service),  # <service>: whichever service it is
                 "cause": failures.fill(fc.cause, **values),
                 "detail": failures.fill(fc.detail, **values),
                 "any_step": fc.step is None,

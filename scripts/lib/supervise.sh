@@ -24,10 +24,18 @@ _node_watch() {
   trap '_node_watch_stop' TERM
   _NODE_NAP_PID=
   # The services file is read on every round, so services started later are watched too.
+  declare -A _NODE_STOPPED_SINCE=()
   while kill -0 "$_NODE_MAIN_PID" 2> /dev/null; do
     if _node_find_exited; then
       trap '' TERM  # the report is written whole: the node script's trap waits for this watcher to end
       _node_write_failure "$_NODE_FOUND" "$_NODE_CODE" "$_NODE_CODE_AT"
+      kill -TERM "$_NODE_MAIN_PID"
+      exit 0
+    fi
+    if _node_find_stopped; then
+      trap '' TERM
+      _node_write_failure "$_NODE_FOUND" stopped "$_NODE_CODE_AT" \
+        "$(_node_word service-stopped "$_NODE_FOUND" "$_NODE_STOPPED_PID" "$STOPPED_GRACE_S")"
       kill -TERM "$_NODE_MAIN_PID"
       exit 0
     fi
@@ -49,10 +57,46 @@ _node_find_exited() {
   return 1
 }
 
-# _node_write_failure NAME CODE AT — the report of a service that exited, for the node script to print.
+# _node_find_stopped — a service one of whose processes has been stopped (state T: SIGSTOP, a debugger)
+# for STOPPED_GRACE_S: it answers nothing, and would hold the job until a readiness timeout (an hour on a
+# real cluster) or, once serving, forever. Sets _NODE_FOUND, _NODE_STOPPED_PID and _NODE_CODE_AT (when
+# it was first seen stopped).
+_node_find_stopped() {
+  local name pid sid stat state since now
+  _node_services
+  now=$(_node_now_us)
+  for name in "${_NODE_NAMES[@]}"; do
+    read -r sid 2> /dev/null < "$STATE_DIR/$name.pid" || continue
+    pid=''
+    if _node_session_pids "$sid"; then
+      for pid in "${_NODE_PIDS[@]}"; do
+        read -r stat 2> /dev/null < "/proc/$pid/stat" || continue
+        state=${stat##*) }
+        [[ ${state%% *} == [Tt] ]] && break
+        pid=''
+      done
+    fi
+    if [[ -z $pid ]]; then
+      unset '_NODE_STOPPED_SINCE[$name]'
+      continue
+    fi
+    since=${_NODE_STOPPED_SINCE[$name]:-$now}
+    _NODE_STOPPED_SINCE[$name]=$since
+    if ((now - since >= $(_node_us "${STOPPED_GRACE_S:-10}"))); then
+      _NODE_FOUND=$name
+      _NODE_STOPPED_PID=$pid
+      _NODE_CODE_AT=$((since / 1000000)).$(printf '%06d' $((since % 1000000)))
+      return 0
+    fi
+  done
+  return 1
+}
+
+# _node_write_failure NAME CODE AT [HEADLINE] — the report of a service that exited (or stopped: CODE
+# "stopped"), for the node script to print.
 _node_write_failure() {
   local report="$STATE_DIR/failure"
-  _node_report "$1" "$(_node_word service-exit "$1" "$2")" "$2" > "$report.tmp"
+  _node_report "$1" "${4:-$(_node_word service-exit "$1" "$2")}" "$2" > "$report.tmp"
   _node_failure_code "$2" > "$report.code"
   printf '%s\n' "$3" > "$report.at"
   mv -f -- "$report.tmp" "$report"  # complete before the node script reads it

@@ -130,15 +130,16 @@ FAULTS: tuple[Fault, ...] = (
         quick=True,
     ),
     _fault(
-        "lmcache-never-healthy",
+        "service-stopped",
         "SIGSTOP to sim2's LMCache process group 3 s after it starts (a hung server)",
         "action",
         PREFILL2,
-        values={"url": f"http://{ADDR[PREFILL2]}:8080/healthcheck", "timeout": "120"},
+        # the watchdog's grace (timeouts.stopped): found stopped at the next poll, failed this long after
+        values={"service": "lmcache", "seconds": "10"},
         action=Action(
             "stop-group", Trigger(PREFILL2, pid_of="lmcache", delay=3.0), "STOP", PREFILL2, "lmcache"
         ),
-        bound=("readiness timeout", 120.0, "start:sim2/lmcache"),
+        bound=("stopped grace", 10.0, "fault"),
         timeout=300.0,
     ),
     _fault(

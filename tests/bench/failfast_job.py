@@ -359,12 +359,15 @@ def _step_started(job_out: str, node: str, step: str) -> float | None:
     return next((at for at, name in _steps(job_out, node, dt.date.today()) if name == step), None)
 
 
-def deadline_of(fault: Fault, run_dir: Path) -> float | None:
-    """When a hang's configured timeout expired: from the waiting service's start (its pid file) or the
-    leader's entry into the barrier (its step file, last rewritten when it entered it)."""
+def deadline_of(fault: Fault, run_dir: Path, fault_at: float | None) -> float | None:
+    """When a hang's configured timeout expired: from the waiting service's start (its pid file), the
+    leader's entry into the barrier (its step file, last rewritten when it entered it), or the fault itself
+    (a watchdog's grace: the stopped-service watchdog counts from when it first sees the stop)."""
     _, seconds, start = fault.bound
     kind, _, where = start.partition(":")
-    if kind == "start":
+    if kind == "fault":
+        began = fault_at
+    elif kind == "start":
         node, service = where.split("/")
         began = _mtime(run_dir / "state" / node / f"{service}.pid")
     else:
@@ -440,7 +443,7 @@ def _measure(fault: Fault, record: Record, watcher: Watcher, run_dir: Path, faul
         record.detection_s = record.fault_to_end_s
     if fault.bound:
         record.bound, record.bound_s = fault.bound[0], fault.bound[1]
-        record.deadline_at = deadline_of(fault, run_dir)
+        record.deadline_at = deadline_of(fault, run_dir, record.fault_at)
         if record.deadline_at is not None and record.end_at is not None:
             record.detection_s = record.end_at - record.deadline_at
     outcomes = list(run_dir.glob("state/*/outcome"))

@@ -185,7 +185,7 @@ def test_the_foreground_command_s_pid_is_recorded_while_it_runs(node):
     run = node.run(
         "step bench\n"
         'run_cmd bash -c \'[[ $(cat "$1/foreground.pid") == "$$" ]] && echo recorded\' _ "$STATE_DIR"\n'
-        '[[ ! -e $STATE_DIR/foreground.pid ]] && echo removed\n'
+        "[[ ! -e $STATE_DIR/foreground.pid ]] && echo removed\n"
     )
     assert run.rc == 0, run.text
     assert "recorded\nremoved\n" in run.out
@@ -314,3 +314,47 @@ for i in "${{!codes[@]}}"; do _node_cause "{tmp_path}/$i.log" "${{codes[i]}}"; d
     done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=10, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [cause for _, _, cause in CAUSES]
+
+
+def test_a_stopped_service_fails_the_node_after_the_stopped_grace(node, free_port, assert_no_leftovers):
+    """SIGSTOP to a service's whole session while the node waits for its readiness (an hour on a real
+    cluster): the watcher names it after STOPPED_GRACE_S, not at the readiness timeout."""
+    port = free_port()
+    run = node.run(f"""
+export STOPPED_GRACE_S=1.5
+step start-lmcache
+svc lmcache --port {port} --never-healthy
+supervise
+read -r group < "$STATE_DIR/lmcache.pid"
+until kill -0 -- "-$group" 2> /dev/null; do sleep 0.05; done  # its session exists (setsid has run)
+kill -STOP -- "-$group"
+wait_http lmcache {health(port)} 60
+""")
+    assert run.rc == 1, run.text
+    found = re.search(
+        r"FAILED start-lmcache on sim0: lmcache stopped \(process state T, pid (\d+)\) for 1\.5 s", run.err
+    )
+    assert found, run.err
+    assert "cause: process stopped (SIGSTOP, a debugger, or a stopped parent)" in run.err
+    assert run.elapsed < FAST  # not the 60 s readiness wait
+    assert_no_leftovers()
+
+
+def test_a_service_stopped_briefly_and_continued_is_no_failure(node, free_port, assert_no_leftovers):
+    port = free_port()
+    run = node.run(f"""
+export STOPPED_GRACE_S=3
+step start-api
+svc api --port {port} --healthy-after 0.3
+supervise
+read -r group < "$STATE_DIR/api.pid"
+until kill -0 -- "-$group" 2> /dev/null; do sleep 0.05; done
+kill -STOP -- "-$group"
+sleep 1.5  # under the grace, while the watcher polls: the service is seen stopped, then running again
+kill -CONT -- "-$group"
+wait_http api {health(port)} 10
+step done
+""")
+    assert run.rc == 0, run.text
+    assert "FAILED" not in run.text
+    assert_no_leftovers()
