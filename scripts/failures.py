@@ -276,7 +276,7 @@ CLASSES: tuple[FailureClass, ...] = (
     ),
     FailureClass(
         "service-stopped",
-        "a service is stopped (SIGSTOP, a debugger) while it starts or serves",
+        "a service is stopped (SIGSTOP, a debugger)",
         None,
         (fill(WORDS["service-stopped"], pid="<...>"),),
         1,

@@ -71,7 +71,9 @@ def breakdown(r: Record) -> tuple[float | None, float | None, float | None]:
     start = r.deadline_at if r.bound_s else r.fault_at
     if None in (start, r.failure_at, r.nodes_done_at, r.end_at):
         return None, None, None
-    return r.failure_at - start, r.nodes_done_at - r.failure_at, r.end_at - r.nodes_done_at
+    # a watchdog records when it first saw the hang (before its grace expired): counted from the deadline
+    reported = max(r.failure_at, start)
+    return reported - start, r.nodes_done_at - reported, r.end_at - r.nodes_done_at
 
 
 def table(records: list[Record], poll: float) -> str:
