@@ -68,8 +68,8 @@ class UpstreamStatus(ProxyError):
 
     kind = "upstream_status"
 
-    def __init__(self, status: int, body: bytes, content_type: bytes) -> None:
-        super().__init__(f"engine answered HTTP {status}")
+    def __init__(self, status: int, body: bytes, content_type: bytes, who: str = "engine") -> None:
+        super().__init__(f"{who} answered HTTP {status}")  # for the log; the client gets the body as is
         self.status, self.body, self.content_type = status, body, content_type
 
 

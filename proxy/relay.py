@@ -181,7 +181,7 @@ def _json_object(content: bytes, who: str) -> dict[str, Any]:
 def _refusal(response: httpx.Response, content: bytes, who: str) -> ProxyError:
     """An engine's 4xx/5xx goes to the client as it is; any other status is no answer at all."""
     if 400 <= response.status_code < 600:
-        return UpstreamStatus(response.status_code, content, _content_type(response.headers, JSON))
+        return UpstreamStatus(response.status_code, content, _content_type(response.headers, JSON), who)
     return BadAnswer(f"{who} answered HTTP {response.status_code}")
 
 

@@ -374,7 +374,8 @@ CLASSES: tuple[FailureClass, ...] = (
         (_AIPERF_EXIT, fill(WORDS["result-invalid"], problems="<...>requests failed")),
         1,
         "the result gate (scripts/results.py) refused the result",
-        "AIPerf's error summary above the FAILED line: which backend answered which HTTP status",
+        "the router's last warnings after the FAILED line: which engine answered which HTTP status (our "
+        "proxy names it; AIPerf's error summary above has the status and body only)",
         needs=("prefill",),
         root_regex=r"(?m)^(?!srun: ).*(?:{node}.*\b500\b|\b500\b.*{node})",
     ),

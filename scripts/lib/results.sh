@@ -9,8 +9,23 @@ collect_result() {
   local out rc=0
   out=$("${PYTHON:-python3}" "$SCRIPTS_DIR/results.py" check "$1" --max-error-rate "$3" \
     --min-duration "$4" 2>&1) || rc=$?
-  ((rc == 0)) || fail "$out"
+  if ((rc != 0)); then
+    _node_failing
+    _node_say "$out"
+    _node_router_warnings
+    _node_exit 1
+  fi
   cp -- "$1" "$2.tmp"
   mv -f -- "$2.tmp" "$2"
   _node_info "$out -> $2"
+}
+
+# _node_router_warnings — the router's last warnings on this node, after a failed result: which engine
+# answered what (AIPerf's error summary has the status and body, never the engine).
+_node_router_warnings() {
+  local log="$LOG_DIR/router.log" found
+  [[ -s $log ]] || return 0
+  found=$(tail -n 2000 -- "$log" | grep -E 'WARNING|ERROR' | tail -n "${ROUTER_WARNING_LINES:-5}") || return 0
+  printf -- "--- the router's last warnings (%s) ---\n%s\n--- end of router warnings ---\n" "$log" \
+    "$found" >&2
 }

@@ -358,3 +358,24 @@ step done
     assert run.rc == 0, run.text
     assert "FAILED" not in run.text
     assert_no_leftovers()
+
+
+def test_a_refused_result_is_followed_by_the_router_s_last_warnings(node):
+    """AIPerf's error summary gives status and body, never the engine: the router's own warnings (our proxy
+    names the engine) follow the FAILED line."""
+    run = node.run("""
+step "benchmark conc2"
+mkdir -p "$LOG_DIR"
+{
+  echo "INFO proxy: started"
+  echo "WARNING proxy: request 1: prefill leg failed: prefill http://127.0.0.12:8000 answered HTTP 500"
+} > "$LOG_DIR/router.log"
+printf '{"records": {}}' > "$WORK/result.json"
+collect_result "$WORK/result.json" "$WORK/kept.json" 0.1 5
+""")
+    assert run.rc == 1, run.text
+    failed = run.err.index("FAILED benchmark conc2 on sim0: ")
+    warnings = run.err.index("--- the router's last warnings (")
+    assert failed < warnings
+    assert "prefill http://127.0.0.12:8000 answered HTTP 500\n--- end of router warnings ---" in run.err
+    assert "INFO proxy: started" not in run.err
