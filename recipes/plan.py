@@ -44,6 +44,7 @@ class Timeouts:
     lmcache_ready: int
     engine_ready: int
     router_ready: int
+    stall: int = 600  # a starting service with no log growth and no CPU time this long fails its node
     stopped: int = 10  # a service stopped (state T) this long fails its node
     poll_interval: int = 1
 

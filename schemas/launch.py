@@ -74,6 +74,12 @@ class Timeouts(Model):
     router_ready: WaitSeconds = Field(
         300, description=f"Router healthy with every prefill and decode registered. {_WAIT}"
     )
+    stall: WaitSeconds = Field(
+        600,
+        description="A starting service whose log does not grow and whose processes use no CPU time this "
+        "long fails its node (a silent hang), before its readiness timeout. Loading weights or compiling "
+        f"moves one or the other. {_WAIT}",
+    )
     stopped: WaitSeconds = Field(
         10,
         description="A service of a node found stopped (process state T: SIGSTOP, a debugger) this long "

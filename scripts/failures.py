@@ -34,6 +34,7 @@ EXIT_INVALID_RESULT = 10
 EXIT_PROOF = 11
 EXIT_KNOWN_ISSUE = 12
 EXIT_SECRET = 13  # the barrier's --secret-file is missing, unreadable, too short or open to others
+EXIT_STALLED = 14  # wait-http: the starting service made no progress (the node exits 4, not ready)
 
 WORDS = {
     # every failing node's line, and the job's last line (outcome.py)
@@ -53,6 +54,8 @@ WORDS = {
     "cause": "cause: <cause>",
     # node tools
     "not-ready": "<service> not ready at <url> after <timeout> s (last: <last>)",
+    "no-progress": "<service> made no progress for <seconds> s while starting: nothing answered, "
+    "its log did not grow and it used no CPU time",
     "barrier-timeout": "timed out after <timeout> s; missing rank(s) <missing>",
     "barrier-claimed-twice": "rank <rank> claimed twice: by <first> and <second>",
     "barrier-not-sealed": "the answer of <leader> is not sealed with this job's secret "
@@ -148,6 +151,8 @@ def cause_from_code(code: str | None) -> str:
         return "not ready in time (the process is still running)"
     if code == "0":
         return "exited cleanly while it should keep serving"
+    if code == "stalled":
+        return "a stalled start: no log line, no CPU time (a deadlock, a lost peer, a hung mount or device)"
     if code == "stopped":
         return "process stopped (SIGSTOP, a debugger, or a stopped parent): it answers nothing until resumed"
     if code == "127":
@@ -273,6 +278,18 @@ CLASSES: tuple[FailureClass, ...] = (
         service="lmcache",
         cause=cause_from_code(None),
         needs=("lmcache",),
+    ),
+    FailureClass(
+        "start-stalled",
+        "a starting service makes no progress",
+        None,
+        (fill(WORDS["no-progress"]),),
+        4,
+        "the node's readiness wait saw neither its log grow nor its CPU time move for timeouts.stall seconds",
+        "where it stopped: the log tail's last line (a collective init, a peer it waits for, a weights "
+        "mount); without the watchdog the job waits for the readiness timeout (an hour for an engine)",
+        service="<service>",
+        cause=cause_from_code("stalled"),
     ),
     FailureClass(
         "service-stopped",

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """`sync.py wait-http`: poll a URL until it answers 200 (and its JSON holds what --expect says), failing at
-once when the process that should answer is gone; stdlib only."""
+once when the process that should answer is gone, and (--stall) when a start has stalled: nothing answers,
+its log does not grow and its processes use no CPU time for that long; stdlib only."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import time
 from typing import Any
 
 import safejson
-from failures import EXIT_NOT_READY, EXIT_PROCESS_GONE, die, line
+from failures import EXIT_NOT_READY, EXIT_PROCESS_GONE, EXIT_STALLED, die, line
 from httpget import FetchError, fetch
 from nodeargs import http_url, key_value, positive_float, seconds_text
 
@@ -33,6 +34,27 @@ def _process_gone(pid: int) -> bool:
     except OSError:
         return not os.path.isdir("/proc/self")  # no /proc: trust kill(); else it vanished meanwhile
     return bool(fields) and fields[0] == "Z"
+
+
+def _progress(session: int, log: str | None) -> tuple[int, int]:
+    """(log size, CPU ticks of every process of the session): what a starting service moves while it
+    works. A hang moves neither; a slow start moves one or the other."""
+    try:
+        size = os.stat(log).st_size if log else 0
+    except OSError:
+        size = -1
+    ticks = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"{entry.path}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[-1].split()
+        except OSError:
+            continue  # ended while we looked
+        if len(fields) > 14 and int(fields[3]) == session:
+            ticks += sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+    return size, ticks
 
 
 def _lookup(body: Any, path: str) -> tuple[bool, Any]:
@@ -77,30 +99,44 @@ def _unmet_expectation(body: bytes, expects: list[tuple[str, str]]) -> str | Non
     return None
 
 
-def _probe(url: str, timeout: float, expects: list[tuple[str, str]]) -> str | None:
-    """One GET, all of it within TIMEOUT; None when ready, else a short description of why not."""
+def _probe(url: str, timeout: float, expects: list[tuple[str, str]]) -> tuple[str | None, bool]:
+    """One GET, all of it within TIMEOUT: (None when ready, else a short description of why not; whether
+    anything answered HTTP at all)."""
     try:
         response = fetch(url, timeout=timeout, max_bytes=MAX_BODY, read_body=bool(expects))
     except FetchError as err:
-        return str(err)
+        return str(err), False
     if response.status != 200:
-        return f"HTTP {response.status}"
-    return _unmet_expectation(response.body, expects)
+        return f"HTTP {response.status}", True
+    return _unmet_expectation(response.body, expects), True
 
 
 def cmd_wait_http(args: argparse.Namespace) -> int:
     name = args.name or args.url
     deadline = time.monotonic() + args.timeout
     last = "no attempt"
+    watch = args.stall > 0 and args.pid is not None
+    seen, moved = (_progress(args.pid, args.log), time.monotonic()) if watch else (None, 0.0)
     while True:
         if args.pid is not None and _process_gone(args.pid):
             die(f"wait-http: {name} (pid {args.pid}) exited while waiting for {args.url}", EXIT_PROCESS_GONE)
+        if watch:
+            now, current = time.monotonic(), _progress(args.pid, args.log)
+            if current != seen:
+                seen, moved = current, now
+            elif now - moved >= args.stall:
+                die(
+                    "wait-http: " + line("no-progress", service=name, seconds=seconds_text(args.stall)),
+                    EXIT_STALLED,
+                )
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
-        problem = _probe(args.url, min(PROBE_S, remaining), args.expect)
+        problem, answered = _probe(args.url, min(PROBE_S, remaining), args.expect)
         if problem is None:
             return 0
+        if answered:  # a server that answers is not hung: only a readiness timeout ends that wait
+            seen, moved = _progress(args.pid, args.log) if watch else None, time.monotonic()
         if time.monotonic() < deadline or last == "no attempt":
             last = problem  # a probe the end of the wait cut short says less than the one before it
         time.sleep(max(0.0, min(args.interval, deadline - time.monotonic())))
@@ -118,6 +154,14 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--url", required=True, type=http_url, help="http://HOST:PORT/PATH")
     p.add_argument("--timeout", required=True, type=positive_float, help="seconds")
     p.add_argument("--pid", type=int, help="fail with exit 3 as soon as this process is gone")
+    p.add_argument(
+        "--stall",
+        type=float,
+        default=0.0,
+        help="with --pid: fail with exit 14 once nothing answered at --url, --log did not grow and the pid's "
+        "session used no CPU time, for this many seconds (0: never)",
+    )
+    p.add_argument("--log", help="the service's log, whose growth is progress (with --stall)")
     p.add_argument("--name", help="service name for messages (default: the URL)")
     p.add_argument("--interval", type=positive_float, default=0.25, help="seconds between polls")
     p.add_argument(

@@ -14,6 +14,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -267,6 +268,9 @@ def _start(config: ServeConfig, env: settings.Settings, *, role: str, boot_host:
         log.error("SIM_FAULT crash-at-start: RuntimeError: Engine core initialization failed.")
         announce_fault("crash-at-start")
         return 1
+    if env.faults.hang_at_start:  # a start that stalls: no log line, no CPU time, until it is killed
+        announce_fault("hang-at-start")
+        threading.Event().wait()
     for warning in config.kv.warnings if config.kv else ():
         log.warning("%s", warning)
     if config.kv and config.kv.lmcache:

@@ -12,9 +12,17 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-FAULT_KINDS = ("crash-at-start", "crash-after", "exit0-after", "hang-after", "error-after", "error-rate")
+FAULT_KINDS = (
+    "crash-at-start",
+    "hang-at-start",
+    "crash-after",
+    "exit0-after",
+    "hang-after",
+    "error-after",
+    "error-rate",
+)
 _FAULT = re.compile(
-    r"(crash-at-start)|(crash-after|exit0-after|hang-after|error-after):(\d+)|(error-rate):([0-9.]+)"
+    r"(crash-at-start|hang-at-start)|(crash-after|exit0-after|hang-after|error-after):(\d+)|(error-rate):([0-9.]+)"
 )
 
 
@@ -25,6 +33,7 @@ class SettingsError(ValueError):
 @dataclass(frozen=True)
 class Faults:
     crash_at_start: bool = False
+    hang_at_start: bool = False  # vLLM's simulator: blocks before serving, silent and idle (a stalled start)
     crash_after: int | None = None  # exit 1 once this many requests have finished
     exit0_after: int | None = None  # exit 0 once this many requests have finished
     hang_after: int | None = None  # every request after this many stalls forever; /health stays 200
@@ -118,18 +127,18 @@ def _num(
 
 
 def parse_faults(text: str) -> Faults:
-    """SIM_FAULT, comma-separated: crash-at-start, crash-after:N, exit0-after:N, hang-after:N,
-    error-after:N, error-rate:F."""
+    """SIM_FAULT, comma-separated: crash-at-start, hang-at-start, crash-after:N, exit0-after:N,
+    hang-after:N, error-after:N, error-rate:F."""
     values: dict[str, object] = {}
     for item in filter(None, (part.strip() for part in text.split(","))):
         match = _FAULT.fullmatch(item)
         if not match:
             raise SettingsError(
-                f"SIM_FAULT: {item!r} is not one of crash-at-start, crash-after:N, "
+                f"SIM_FAULT: {item!r} is not one of crash-at-start, hang-at-start, crash-after:N, "
                 "exit0-after:N, hang-after:N, error-after:N, error-rate:F"
             )
         if match.group(1):
-            values["crash_at_start"] = True
+            values[match.group(1).replace("-", "_")] = True
         elif match.group(2):
             values[match.group(2).replace("-", "_")] = int(match.group(3))
         else:

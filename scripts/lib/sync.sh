@@ -10,7 +10,8 @@ wait_http() {
   pid=$(service_pid "$name")
   _node_check_watcher
   _node_fg "$err_file" "${PYTHON:-python3}" "$SCRIPTS_DIR/sync.py" wait-http --url "$url" \
-    --timeout "$timeout" --pid "$pid" --name "$name" "$@" || rc=$?
+    --timeout "$timeout" --pid "$pid" --name "$name" --log "$LOG_DIR/$name.log" \
+    --stall "${STALL_GRACE_S:-0}" "$@" || rc=$?
   if ((rc == 0)); then
     return 0
   fi
@@ -20,6 +21,10 @@ wait_http() {
     4)
       _node_report "$name" "$(_node_last_line "$err_file" 'wait-http: ')" >&2
       _node_exit "$rc"
+      ;;
+    14)  # no progress while starting: a hang found before the readiness timeout (the node exits 4)
+      _node_report "$name" "$(_node_last_line "$err_file" 'wait-http: ')" stalled >&2
+      _node_exit 4
       ;;
     *)
       _node_say "wait_http $name: $(_node_last_line "$err_file" '') (sync.py wait-http exited with code $rc)"

@@ -161,6 +161,16 @@ FAULTS: tuple[Fault, ...] = (
         quick=True,
     ),
     _fault(
+        "start-stalled",
+        "SIM_FAULT=hang-at-start on sim2's prefill (blocks before serving: silent, idle)",
+        "sim-line:sim2/vllm",
+        PREFILL2,
+        # the watchdog's grace (the local runner's timeouts.stall): counted from the last log line
+        values={"service": "vllm", "seconds": "15"},
+        env={"SIM_FAULT": "hang-at-start", "SIM_FAULT_ROLE": "prefill", "SIM_FAULT_HOST": ADDR[PREFILL2]},
+        bound=("stall grace", 15.0, "fault"),
+    ),
+    _fault(
         "decode-crash-mid-stream",
         "SIM_FAULT=crash-after:20 on the decode (streams in flight, conc2)",
         "sim-line:sim3/vllm",

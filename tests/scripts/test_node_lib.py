@@ -379,3 +379,40 @@ collect_result "$WORK/result.json" "$WORK/kept.json" 0.1 5
     assert failed < warnings
     assert "prefill http://127.0.0.12:8000 answered HTTP 500\n--- end of router warnings ---" in run.err
     assert "INFO proxy: started" not in run.err
+
+
+def test_a_silent_stalled_start_fails_before_the_readiness_timeout(node, free_port, assert_no_leftovers):
+    """A service that blocks before it listens, writing nothing and using no CPU (a deadlock, a lost peer):
+    named after STALL_GRACE_S, not after the 60 s readiness wait."""
+    port = free_port()
+    run = node.run(f"""
+export STALL_GRACE_S=2
+step start-prefill
+hang='import threading; print("loading", flush=True); threading.Event().wait()'
+start_service vllm "$PYTHON" -c "$hang" "$MARKER"
+wait_http vllm {health(port)} 60
+""")
+    assert run.rc == 4, run.text
+    assert (
+        "FAILED start-prefill on sim0: vllm made no progress for 2 s while starting: nothing answered, its "
+        "log did not grow and it used no CPU time" in run.err
+    )
+    assert "loading" in run.err and "cause: a stalled start: no log line, no CPU time" in run.err
+    assert run.elapsed < FAST
+    assert_no_leftovers()
+
+
+def test_a_server_that_answers_while_starting_is_not_stalled(node, free_port, assert_no_leftovers):
+    """Answering HTTP (503 until ready) is alive, whatever its log and CPU do: only its readiness timeout
+    ends that wait."""
+    port = free_port()
+    run = node.run(f"""
+export STALL_GRACE_S=1
+step start-api
+svc api --port {port} --healthy-after 3
+wait_http api {health(port)} 30
+step done
+""")
+    assert run.rc == 0, run.text
+    assert "FAILED" not in run.text
+    assert_no_leftovers()
