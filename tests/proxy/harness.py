@@ -17,7 +17,6 @@ import uvicorn
 from proxy.app import App
 from proxy.config import Config, Limits, Prefill, Timeouts
 from proxy.server import protocol_for
-from tests.ports import free_port
 from tests.proxy.fakes import FakeBootstrap, FakeEngine, World
 
 LOOPBACK = "127.0.0.1"
@@ -35,16 +34,15 @@ class Server:
 
     def __init__(self, app: Any, *, lifespan: str = "off", http: Any = "auto") -> None:
         self.app, self.lifespan, self.http = app, lifespan, http
-        self.port = free_port()
+        # Bound now, on a port the OS picks, and held until the first start: a port only looked up here
+        # was once taken by another process before the server bound it (CI: Address already in use).
+        self._sock: socket.socket | None = _bound(0)
+        self.port = int(self._sock.getsockname()[1])
         self._server: _Server | None = None
         self._task: asyncio.Task | None = None
 
     async def start(self) -> None:
-        # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets that say so, and without it
-        # every keep-alive response waits ~40 ms for a delayed ACK.
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((LOOPBACK, self.port))
+        sock, self._sock = self._sock or _bound(self.port), None  # a restart binds the same port again
         config = uvicorn.Config(
             self.app,
             http=self.http,
@@ -60,11 +58,23 @@ class Server:
             self._task.result()
 
     async def stop(self) -> None:
+        if self._sock is not None:  # never started
+            self._sock.close()
+            self._sock = None
         if self._server is not None:
             # Fakes have no lifespan to run, so they need not wait for open connections.
             self._server.should_exit, self._server.force_exit = True, self.lifespan == "off"
             await self._task
             self._server = None
+
+
+def _bound(port: int) -> socket.socket:
+    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets that say so, and without it every
+    # keep-alive response waits ~40 ms for a delayed ACK.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((LOOPBACK, port))
+    return sock
 
 
 async def until(condition: Any, what: str) -> None:
