@@ -13,7 +13,8 @@ import pytest
 from proxy.__main__ import raise_open_files
 from proxy.config import parse_config
 from tests.paths import ROOT
-from tests.proxy.harness import LOOPBACK, WAIT, free_port, running
+from tests.ports import free_port
+from tests.proxy.harness import LOOPBACK, WAIT, running
 
 pytestmark = pytest.mark.anyio
 SECRET = "sk-cli-secret-0123"

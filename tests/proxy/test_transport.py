@@ -13,7 +13,8 @@ import pytest
 
 from proxy.runtime import Upstream
 from proxy.transport import HEAD_LIMIT, HIGH_WATER, FastTransport
-from tests.proxy.harness import LOOPBACK, free_port, running, until
+from tests.ports import free_port
+from tests.proxy.harness import LOOPBACK, running, until
 
 pytestmark = pytest.mark.anyio
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
