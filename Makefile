@@ -19,13 +19,16 @@ LINT_ARGS = $(if $(PROFILE),--profile $(PROFILE)) $(if $(RUNNERS),--runners $(RU
 	$(if $(CHANGELOG),--changelog $(CHANGELOG)) $(if $(BASE),--base $(BASE)) $(if $(REPO),--repo $(REPO)) \
 	$(CONFIGS)
 
-.PHONY: help venv lint render submit golden test schema docs bench-lint bench-proxy bench-failfast clean demo report compare cluster-up cluster-down cluster-status tools check-engines lock-engines lock-setup
+.PHONY: help venv lint render submit nodes golden test schema docs bench-lint bench-proxy bench-failfast clean demo report compare cluster-up cluster-down cluster-status tools check-engines lock-engines lock-setup
 
 help:
 	@echo "make render [CONFIG=<key>] [OUT=out]   render launch files for every variant"
 	@echo "make submit CONFIG=<key> [VARIANT=<v>] [DRY_RUN=1]   sbatch one variant (DRY_RUN: the command and"
 	@echo "              the node setup's pinned wheels with their SHA-256)"
 	@echo "              [SOAK=2h]: soak instead of the sweep (render too): varied load, engines watched"
+	@echo "              [RESUME=<run folder>]: only the concurrencies that run left, under the same lock"
+	@echo "make nodes [RUNNER=<label>] [ALL=1] [CLEAR=<node>|all WHY=<text>] [OUT=out]   the node ledger: nodes"
+	@echo "              a job found at fault (causes of blame node), which make submit leaves out; explain, clear"
 	@echo "make lint       validate configs/*-master.yaml, runners.yaml, launch.yaml, known-issues.yaml, engine-builds.yaml, perf-changelog.yaml"
 	@echo "make check-engines [CONFIG=<key>] [DIR=<rendered dir>]   every rendered engine command line through the real vLLM/SGLang parsers"
 	@echo "make test       the whole test suite"
@@ -59,7 +62,13 @@ render: $(STAMP)
 
 submit: $(STAMP)
 	@$(PY) -m recipes.submit $(CONFIG) $(if $(VARIANT),--variant $(VARIANT)) $(if $(DRY_RUN),--dry-run) \
-		$(if $(OUT),--out $(OUT)) $(if $(SOAK),--soak $(SOAK))
+		$(if $(OUT),--out $(OUT)) $(if $(SOAK),--soak $(SOAK)) $(if $(RESUME),--resume "$$RESUME")
+
+# The node ledger (recipes/nodes.py): list and explain the nodes `make submit` leaves out, or clear them.
+# Values reach the command through the environment (make exports command-line variables): WHY="a b" stays one.
+nodes: $(STAMP)
+	@$(PY) -m recipes.nodes $(if $(OUT),--out "$$OUT") $(if $(RUNNER),--runner "$$RUNNER") $(if $(ALL),--all) \
+		$(if $(CLEAR),--clear "$$CLEAR") $(if $(WHY),--why "$$WHY")
 
 # Regenerate the golden files after an intended change; review `git diff tests/golden` before committing.
 golden: $(STAMP)
@@ -130,11 +139,12 @@ compare: tools
 	@test -n "$(A)" -a -n "$(B)" || { echo "usage: make compare A=<run folder> B=<run folder>" >&2; exit 2; }
 	@.venv-report/bin/python -m recipes.report compare $(A) $(B)
 
-# make demo [CONFIG=<local key>] [VARIANT=<v>] [SOAK=60s]: cluster and tools as needed, then submit and
-# follow the job.
+# make demo [CONFIG=<local key>] [VARIANT=<v>] [SOAK=60s] [RESUME=<run>]: cluster and tools as needed,
+# then submit and follow the job.
 demo: $(STAMP) tools
 	@$(PYTHON) -m sim.cluster up --nodes $(NODES)
-	@$(PY) -m sim.demo $(CONFIG) $(if $(VARIANT),--variant $(VARIANT)) $(if $(SOAK),--soak $(SOAK))
+	@$(PY) -m sim.demo $(CONFIG) $(if $(VARIANT),--variant $(VARIANT)) $(if $(SOAK),--soak $(SOAK)) \
+		$(if $(RESUME),--resume "$$RESUME")
 
 # One virtualenv per heavy tool, from the extra of the same name. A torch pin goes in first and alone,
 # so pip takes the local CPU wheel and lmcache (which wants any torch) does not pull a CUDA one.

@@ -46,6 +46,7 @@ class Timeouts:
     router_ready: int
     stall: int = 600  # a starting service with no log growth and no CPU time this long fails its node
     stopped: int = 10  # a service stopped (state T) this long fails its node
+    serving_stall: int = 300  # requests in flight and no token this long, while a benchmark runs: failed
     poll_interval: int = 1
 
 

@@ -54,10 +54,14 @@ def _rate(hits: float, queries: float) -> float | None:
     return round(hits / queries, 4) if queries > 0 else None
 
 
+CACHE_KEYS = ("prefix_hit_rate", "l2_hit_rate", "kv_moved_tokens")  # what cache_stats computes
+RESUME_FILE = "resume.json"  # a resumed run's reused points (recipes/resume.py writes it at submission)
+
+
 def cache_stats(after: Path, before: Path, engine: str = "vllm") -> dict:
     """What the engines counted during one concurrency (snapshot deltas); vLLM's counters only."""
     if engine != "vllm":
-        return {"prefix_hit_rate": None, "l2_hit_rate": None, "kv_moved_tokens": None}
+        return dict.fromkeys(CACHE_KEYS)
     d = lambda *a: _delta(after, before, *a)  # noqa: E731 (a local shorthand)
     return {
         "prefix_hit_rate": _rate(
@@ -97,6 +101,12 @@ def row(result: dict, concurrency: int, gpus: int) -> dict:
     return out
 
 
+def reused_points(run_dir: Path) -> dict[str, dict]:
+    """A resumed run's reused points by benchmark name (each with measured_in and cache); {} otherwise."""
+    path = run_dir / RESUME_FILE
+    return {p["name"]: p for p in json.loads(path.read_text())["points"]} if path.is_file() else {}
+
+
 def summarize(run_dir: Path) -> dict:
     plan_file, results = run_dir / "recipe" / "plan.json", run_dir / "results"
     if not plan_file.is_file():
@@ -105,12 +115,19 @@ def summarize(run_dir: Path) -> dict:
         )
     plan = json.loads(plan_file.read_text())
     gpus = plan["slurm"]["nodes"] * plan["gpus_per_node"]
-    rows, before = [], results / "metrics" / "start"
+    rows, before, reused = [], results / "metrics" / "start", reused_points(run_dir)
     for bench in plan["benchmarks"]:
         result_file, c = results / bench["result"], bench["concurrency"]
         if not result_file.is_file():
             continue  # a failed or unfinished concurrency: the summary covers what finished
         r = row(json.loads(result_file.read_text()), c, gpus)
+        point = reused.get(bench.get("name") or f"conc{c}")
+        if point is not None:
+            # Measured by another job, whose engines' counters this job's snapshots never saw: its cache
+            # rates are the ones that job's snapshots gave, and the next delta starts from this job's start.
+            r.update({k: point["cache"].get(k) for k in CACHE_KEYS}, resumed_from=point["measured_in"])
+            rows.append(r)
+            continue
         after = results / "metrics" / (bench.get("name") or f"conc{c}")
         if after.is_dir() and before.is_dir():
             r.update(cache_stats(after, before, plan.get("engine", "vllm")))
@@ -133,6 +150,7 @@ def summarize(run_dir: Path) -> dict:
         # Known-issue workarounds change performance: such results compare only with runs of the same.
         "workarounds": [f"{w['issue']}: {w['workaround']}" for w in plan.get("workarounds", [])],
         "rows": rows,
+        "resumed": lock.get("resumed"),
         "lock": lock,
     }
 
@@ -144,6 +162,13 @@ def caveats(summary: dict) -> list[str]:
         out.append("soak run: phases of varied load to catch late-onset engine bugs, not a sweep")
     for w in summary.get("workarounds", []):
         out.append(f"known-issue workaround applied ({w}): compare only with runs that apply it too")
+    reused = [r for r in summary["rows"] if r.get("resumed_from")]
+    if reused:
+        out.append(
+            "resumed run: conc marked * reused from an earlier job ("
+            + ", ".join(f"conc {r['concurrency']} from run {r['resumed_from']}" for r in reused)
+            + "), same lock; the rest measured here"
+        )
     return out
 
 
@@ -178,7 +203,10 @@ def table(summary: dict) -> str:
         "  ".join(f"{h:>10}" for h, _, _ in COLUMNS),
     ]
     for r in summary["rows"]:
-        lines.append("  ".join(f"{_fmt(r.get(k), d):>10}" for _, k, d in COLUMNS))
+        cells = [_fmt(r.get(k), d) for _, k, d in COLUMNS]
+        if r.get("resumed_from"):
+            cells[0] += "*"  # the concurrency column: see the resumed-run note
+        lines.append("  ".join(f"{c:>10}" for c in cells))
     return "\n".join(lines)
 
 
@@ -194,6 +222,7 @@ def plot(summary: dict, path: Path) -> None:
         for r in summary["rows"]
         if r["interactivity_tok_per_s_per_user"] and r["output_tok_per_s_per_gpu"]
     )
+    reused = {r["concurrency"]: r["resumed_from"] for r in summary["rows"] if r.get("resumed_from")}
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
     frontier = [
         p
@@ -203,9 +232,22 @@ def plot(summary: dict, path: Path) -> None:
     ax.plot(
         [p[0] for p in frontier], [p[1] for p in frontier], "-", color="tab:blue", alpha=0.5, label="Pareto"
     )
-    ax.scatter([p[0] for p in points], [p[1] for p in points], color="tab:blue", zorder=3)
+    here = [p for p in points if p[2] not in reused]
+    ax.scatter([p[0] for p in here], [p[1] for p in here], color="tab:blue", zorder=3)
+    earlier = [p for p in points if p[2] in reused]
+    if earlier:  # hollow: measured by the earlier job this run resumed
+        runs = ", ".join(sorted(set(reused.values())))
+        ax.scatter(
+            [p[0] for p in earlier],
+            [p[1] for p in earlier],
+            facecolors="none",
+            edgecolors="tab:blue",
+            zorder=3,
+            label=f"resumed (run {runs})",
+        )
     for x, y, c in points:
-        ax.annotate(f"conc {c}", (x, y), textcoords="offset points", xytext=(6, 6), fontsize=9)
+        label = f"conc {c} (resumed)" if c in reused else f"conc {c}"
+        ax.annotate(label, (x, y), textcoords="offset points", xytext=(6, 6), fontsize=9)
     ax.set_xlabel("interactivity (output tokens/s per user, 1000 / ITL p50)")
     ax.set_ylabel("throughput (output tokens/s per GPU)")
     note = (

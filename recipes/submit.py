@@ -24,7 +24,7 @@ from pathlib import Path
 from schemas.findings import Finding
 from schemas.pins import pinned_version
 
-from . import nodesetup
+from . import nodes, nodesetup, resume
 from .render import ROOT_DIR, Rendered, RenderError, add_soak_option, inside, load, render_config, write
 
 
@@ -33,6 +33,8 @@ class Submission:
     job_id: str
     job_name: str
     run_dir: Path
+    resumed: resume.Resume | None = None  # RESUME=<run>: what the job reuses from it and what it runs
+    exclusion: nodes.Exclusion | None = None  # the nodes the node ledger left out, and why
 
 
 def new_run_id(now: dt.datetime | None = None) -> str:
@@ -41,9 +43,12 @@ def new_run_id(now: dt.datetime | None = None) -> str:
     return f"{now:%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
 
 
-def sbatch_command(rendered: Rendered, run_dir: Path, run_id: str) -> list[str]:
+def sbatch_command(
+    rendered: Rendered, run_dir: Path, run_id: str, exclude: list[str] | tuple[str, ...] = ()
+) -> list[str]:
     """`env RUN_DIR=... RECIPE_DIR=... sbatch ...`: the job's two paths travel in the environment that
-    --export=ALL passes on, never inside --export's comma-separated list (a comma there adds variables)."""
+    --export=ALL passes on, never inside --export's comma-separated list (a comma there adds variables).
+    EXCLUDE: nodes the node ledger leaves out (recipes/nodes.py)."""
     plan = rendered.plan
     recipe = run_dir / "recipe"
     return [
@@ -55,9 +60,19 @@ def sbatch_command(rendered: Rendered, run_dir: Path, run_id: str) -> list[str]:
         f"--job-name={plan.slurm.job_name}-{run_id}",
         f"--chdir={run_dir}",
         f"--output={run_dir}/job.out",
+        *([f"--exclude={','.join(exclude)}"] if exclude else []),
         "--export=ALL",
         str(recipe / "job.sbatch"),
     ]
+
+
+def node_exclusion(rendered: Rendered, out: Path) -> nodes.Exclusion:
+    """The nodes of the plan's runner the node ledger under OUT leaves out (it learns from OUT's runs)."""
+    plan = rendered.plan
+    try:
+        return nodes.exclusions(out, plan.runner, plan.slurm.nodes, nodes.runner_nodes(plan.runner))
+    except nodes.LedgerError as exc:
+        raise SubmitError(str(exc)) from None
 
 
 SECRET_FILE = "job.secret"  # in the run folder: what proves a barrier peer belongs to this job
@@ -175,17 +190,36 @@ def run_dir_for(rendered: Rendered, out: Path, run_id: str) -> Path:
     return inside(out / "runs", rendered.plan.config_key, rendered.plan.variant, run_id)
 
 
-def submit(rendered: Rendered, out: Path, *, env: dict[str, str] | None = None) -> Submission:
-    """Snapshot the variant into a new run folder and sbatch it; env is what the job inherits."""
+def resume_of(rendered: Rendered, run_dir: Path, env: dict[str, str] | None) -> resume.Resume:
+    """RESUME=<run>: what a new run reuses from it (recipes/resume.py), refused as a SubmitError."""
+    try:
+        return resume.plan_resume(rendered, lock(rendered), run_dir, env=env)
+    except resume.ResumeError as exc:
+        raise SubmitError(str(exc)) from None
+
+
+def submit(
+    rendered: Rendered, out: Path, *, env: dict[str, str] | None = None, resume_from: Path | None = None
+) -> Submission:
+    """Snapshot the variant into a new run folder and sbatch it; env is what the job inherits; RESUME_FROM:
+    an earlier run of the same lock whose finished concurrencies the job skips (recipes/resume.py)."""
     run_id = new_run_id()
     run_dir = run_dir_for(rendered, out, run_id)
-    cmd = sbatch_command(rendered, run_dir, run_id)
     if shutil.which("sbatch", path=(env or os.environ).get("PATH")) is None:
         raise SubmitError(
             "sbatch not found: run on a SLURM login node, or `make cluster-up` for the local cluster"
         )
+    exclusion = node_exclusion(rendered, out)
+    cmd = sbatch_command(rendered, run_dir, run_id, exclusion.nodes)
+    resumed = resume_of(rendered, resume_from, env) if resume_from else None
     try:
         snapshot(rendered, run_dir)
+        if exclusion.excluded or exclusion.kept:  # the evidence beside the run it shaped
+            doc = {"excluded": exclusion.nodes, "entries": [e.model_dump() for e in exclusion.excluded]}
+            doc["kept_in"] = [e.model_dump() for e in exclusion.kept]
+            (run_dir / "excluded-nodes.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        if resumed:
+            resume.apply(resumed, run_dir)
     except SubmitError:
         shutil.rmtree(run_dir, ignore_errors=True)  # a run folder without its wheels is no run
         raise
@@ -194,7 +228,7 @@ def submit(rendered: Rendered, out: Path, *, env: dict[str, str] | None = None) 
     if done.returncode != 0 or job_id is None:
         raise SubmitError(f"sbatch failed (exit {done.returncode}): {(done.stderr or done.stdout).strip()}")
     job_name = next(a for a in cmd if a.startswith("--job-name=")).split("=", 1)[1]
-    return Submission(job_id[1], job_name, run_dir)
+    return Submission(job_id[1], job_name, run_dir, resumed, exclusion)
 
 
 def pick(variants: list[Rendered], wanted: str | None) -> Rendered:
@@ -221,6 +255,7 @@ def main(argv=None) -> int:
     p.add_argument("--dry-run", action="store_true", help="print the sbatch command, submit nothing")
     p.add_argument("--out", default="out", help="runs go to <out>/runs/<key>/<variant>/<run-id>/")
     add_soak_option(p)
+    p.add_argument("--resume", type=Path, metavar="RUN_DIR", help="run only what this earlier run left")
     args = p.parse_args(argv)
     try:
         rendered = pick(render_config(args.config, load(args.config), soak_seconds=args.soak), args.variant)
@@ -230,15 +265,34 @@ def main(argv=None) -> int:
         return 1
     if args.dry_run:
         run_id = new_run_id()
-        print(shlex.join(sbatch_command(rendered, run_dir_for(rendered, Path(args.out), run_id), run_id)))
+        try:
+            exclusion = node_exclusion(rendered, Path(args.out))
+        except SubmitError as exc:
+            print(f"submit: {exc}", file=sys.stderr)
+            return 1
+        run_dir = run_dir_for(rendered, Path(args.out), run_id)
+        print(shlex.join(sbatch_command(rendered, run_dir, run_id, exclusion.nodes)))
+        for text in exclusion.lines():
+            print(f"# {text}")
         for text in dry_run_setup(rendered):
             print(text)
+        try:
+            resumed = resume_of(rendered, args.resume, None) if args.resume else None
+        except SubmitError as exc:
+            print(f"submit: {exc}", file=sys.stderr)
+            return 1
+        for text in resumed.lines() if resumed else []:
+            print(f"# {text}")
         return 0
     try:
-        job = submit(rendered, Path(args.out))
+        job = submit(rendered, Path(args.out), resume_from=args.resume)
     except SubmitError as exc:
         print(f"submit: {exc}", file=sys.stderr)
         return 1
+    for text in job.resumed.lines() if job.resumed else []:
+        print(text)
+    for text in job.exclusion.lines() if job.exclusion else []:
+        print(text)
     print(f"submitted job {job.job_id} ({job.job_name})")
     print(f"run folder: {job.run_dir}")
     print(f"main output: {job.run_dir}/job.out\nnode logs: {job.run_dir}/logs/<node>/")

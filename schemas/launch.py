@@ -85,6 +85,12 @@ class Timeouts(Model):
         description="A service of a node found stopped (process state T: SIGSTOP, a debugger) this long "
         f"fails the node at once, instead of at its readiness timeout or never. {_WAIT}",
     )
+    serving_stall: WaitSeconds = Field(
+        300,
+        description="While a benchmark runs, requests in flight and no prompt or generated token on any "
+        "engine this long fails the job (scripts/tokenwatch.py): a KV transfer that never completes "
+        f"(Mooncake waits 480 s), a wedged engine whose /health stays 200. {_WAIT}",
+    )
 
 
 class Benchmark(Model):

@@ -57,11 +57,12 @@ sweep() {
 
 # The outcome file of a node whose script never ran (the image is missing, docker refused a flag): the
 # job's verdict (outcome.py) names this node and its code instead of "no outcome".
+# write_outcome CODE CAUSE DETAIL — CAUSE a cause id of scripts/causes.json (no Python on this side).
 write_outcome() {
   local dir="${RUN_DIR:?}/state/$SLURMD_NODENAME"
   [[ ! -s $dir/outcome ]] || return 0
   mkdir -p -- "$dir"
-  write_outcome_file "$dir" "$1" failure "$EPOCHREALTIME" container
+  write_outcome_file "$dir" "$1" failure "$EPOCHREALTIME" container "$2" "$3"
 }
 
 CLIENT=
@@ -79,7 +80,7 @@ on_signal() {
 
 run() {
   if ! sweep "$NAME"; then
-    write_outcome 1
+    write_outcome 1 container-leftover "a container of an earlier job on $SLURMD_NODENAME cannot be removed"
     exit 1
   fi
   trap 'on_signal TERM' TERM
@@ -103,7 +104,7 @@ run() {
     exit $((128 + $(kill -l "$stop_signal")))
   fi
   if ((rc != 0)); then
-    write_outcome "$rc"
+    write_outcome "$rc" container-failed "docker run exited $rc before the node script reported"
   fi
   exit "$rc"
 }

@@ -16,10 +16,16 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import signal
 import sys
 from dataclasses import dataclass
 from typing import NoReturn
+
+try:
+    from . import causes  # host side: scripts.failures
+except ImportError:  # a node tool, run as a file: its siblings are plain modules
+    import causes  # type: ignore[no-redef]
+
+one_line = causes.one_line  # node tools and the proxy import it from here
 
 # Exit codes of the node tools (argparse's own is 2); README's "Exit codes of the node tools".
 EXIT_USAGE = 2
@@ -35,6 +41,7 @@ EXIT_PROOF = 11
 EXIT_KNOWN_ISSUE = 12
 EXIT_SECRET = 13  # the barrier's --secret-file is missing, unreadable, too short or open to others
 EXIT_STALLED = 14  # wait-http: the starting service made no progress (the node exits 4, not ready)
+EXIT_NO_TOKENS = 15  # tokenwatch: requests in flight, no token for timeouts.serving-stall seconds
 
 WORDS = {
     # every failing node's line, and the job's last line (outcome.py)
@@ -56,6 +63,8 @@ WORDS = {
     "not-ready": "<service> not ready at <url> after <timeout> s (last: <last>)",
     "no-progress": "<service> made no progress for <seconds> s while starting: nothing answered, "
     "its log did not grow and it used no CPU time",
+    "no-tokens": "no token generated for <seconds> s in step '<step>' while <count> request(s) were in "
+    "flight (<engines>): serving has stalled",
     "barrier-timeout": "timed out after <timeout> s; missing rank(s) <missing>",
     "barrier-claimed-twice": "rank <rank> claimed twice: by <first> and <second>",
     "barrier-not-sealed": "the answer of <leader> is not sealed with this job's secret "
@@ -106,15 +115,6 @@ def printf_format(template: str) -> str:
     return _PLACEHOLDER.sub("%s", template.replace("%", "%%"))
 
 
-def one_line(text: object, limit: int = 300) -> str:
-    """TEXT as one printable line of at most LIMIT characters: whitespace runs become one space, other
-    control characters are escaped. For text a peer or a server chose (an error body, a published value):
-    it must not split a node's one-line message or drive the terminal that shows the job's output."""
-    words = " ".join(str(text).split())
-    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in words)
-    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
-
-
 def die(message: str, code: int) -> NoReturn:
     """How a node tool fails: one line on stderr, its documented exit code."""
     print(message, file=sys.stderr, flush=True)
@@ -123,62 +123,22 @@ def die(message: str, code: int) -> NoReturn:
 
 # ---------------------------------------------------------------- causes
 
-# First match wins, in the order of the runbook. (regex, cause); matched against the log's last 200 lines.
-CAUSES = (
-    (re.compile(r"KNOWN ISSUE ([a-z0-9-]+):"), "known issue {0} (configs/known-issues.yaml)"),
-    (re.compile(r"address already in use", re.I), "port already in use"),
-    (re.compile(r"out of memory|outofmemory", re.I), "out of memory"),
-    (re.compile(r"connection refused|connectionerror", re.I), "a peer is unreachable"),
-    (re.compile(r"No module named ([A-Za-z0-9_.']+)"), "python module {0} is not installed in the image"),
-)
-TRACEBACK = "Traceback (most recent call last)"
 CAUSE_LINES = 200  # wider than the tail shown: the root cause is often further up
 
 
-def cause(log_text: str, code: str | None) -> str:
-    """The likely cause of a service's failure from its log's end and its exit code (None: still running)."""
-    for regex, text in CAUSES:
-        found = regex.search(log_text)
-        if found:
-            return text.format(*found.groups())
-    if TRACEBACK in log_text:
-        return f"python exception: {exception_line(log_text)}"
-    return cause_from_code(code)
+def cause(*, text: str, code: str | None, step: str = "", service: str = "") -> causes.Classified:
+    """The cause class of a failure (scripts/causes.json): CODE None while the service still runs."""
+    return causes.classify(causes.load(), text=text, code=code or "", step=step, service=service)
 
 
-def cause_from_code(code: str | None) -> str:
-    if code is None or code == "":
-        return "not ready in time (the process is still running)"
-    if code == "0":
-        return "exited cleanly while it should keep serving"
-    if code == "stalled":
-        return "a stalled start: no log line, no CPU time (a deadlock, a lost peer, a hung mount or device)"
-    if code == "stopped":
-        return "process stopped (SIGSTOP, a debugger, or a stopped parent): it answers nothing until resumed"
-    if code == "127":
-        return "command not found"
-    if code.isdigit() and int(code) > 128:
-        try:
-            return f"killed by signal {signal.Signals(int(code) - 128).name}"
-        except ValueError:
-            pass
-    return "unknown (see log)"
-
-
-def exception_line(text: str) -> str:
-    """The exception line of the last traceback: the first unindented line after its header. Loggers
-    (vLLM workers, `ERROR ... [file.py:N]`) put the same prefix on every line, so it is removed first."""
-    lines = text.splitlines()
-    start = max(i for i, line in enumerate(lines) if TRACEBACK in line)
-    prefix = lines[start].split(TRACEBACK)[0]
-    last = ""
-    for raw in lines[start + 1 :]:
-        text_ = (raw[len(prefix) :] if raw.startswith(prefix) else raw).rstrip("\r")
-        if text_ and not text_[0].isspace():
-            return text_
-        if text_.strip():
-            last = text_.strip()
-    return last or "traceback cut off"  # the tail ended inside the traceback
+def record_cause(path: str, found: causes.Classified) -> None:
+    """The node's first classified failure, kept for its outcome file: a later one does not replace it."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return
+    with os.fdopen(fd, "w") as out:
+        out.write(f"{found.id}\t{found.blame}\t{found.detail}\n")
 
 
 def tail(path: str, lines: int) -> str:
@@ -194,16 +154,28 @@ def tail(path: str, lines: int) -> str:
 
 
 def service_report(
-    *, step: str, node: str, service: str, headline: str, log: str, code: str | None, lines: int
+    *,
+    step: str,
+    node: str,
+    service: str,
+    headline: str,
+    log: str,
+    code: str | None,
+    lines: int,
+    cause_file: str | None = None,
 ):
-    """What a node prints when a service fails: the headline, its log tail and the classified cause."""
+    """What a node prints when a service fails: the headline, its log tail and the classified cause (kept
+    in CAUSE_FILE, unless the node has classified a failure already)."""
+    found = cause(text=f"{headline}\n{tail(log, CAUSE_LINES)}", code=code, step=step, service=service)
+    if cause_file:
+        record_cause(cause_file, found)
     return "\n".join(
         (
             line("headline", step=step, node=node, message=headline),
             f"--- last {lines} lines of {log} ---",
             tail(log, lines),
             f"--- end of {service} log ---",
-            line("cause", cause=cause(tail(log, CAUSE_LINES), code)),
+            line("cause", cause=found.line()),
         )
     )
 
@@ -225,7 +197,7 @@ class FailureClass:
     exit_why: str
     check: str  # what to look at first
     service: str | None = None  # whose log tail is shown; None: a foreground command, output inline
-    cause: str = ""  # the `cause:` line after the log tail
+    cause: str = ""  # the cause class (scripts/causes.json) the verdict names
     detail: str = ""  # another line that names the root cause where the failing node is not it
     needs: tuple[str, ...] = ()  # what a plan must have for the class to apply (pages filter on it)
     # a line after the first FAILED one that names the root cause, {node} a regex of its node (the bench's)
@@ -266,6 +238,7 @@ CLASSES: tuple[FailureClass, ...] = (
         "the LMCache log tail: its flags (env.sh values), the host DRAM it may take, the pinned build",
         service="lmcache",
         needs=("lmcache",),
+        cause="crashed",
     ),
     FailureClass(
         "lmcache-never-healthy",
@@ -276,7 +249,7 @@ CLASSES: tuple[FailureClass, ...] = (
         "readiness timeout (sync.py wait-http)",
         "the LMCache process is alive but not answering: a hung start, an L1 pool too large to allocate",
         service="lmcache",
-        cause=cause_from_code(None),
+        cause="ready-timeout",
         needs=("lmcache",),
     ),
     FailureClass(
@@ -289,7 +262,7 @@ CLASSES: tuple[FailureClass, ...] = (
         "where it stopped: the log tail's last line (a collective init, a peer it waits for, a weights "
         "mount); without the watchdog the job waits for the readiness timeout (an hour for an engine)",
         service="<service>",
-        cause=cause_from_code("stalled"),
+        cause="stalled",
     ),
     FailureClass(
         "service-stopped",
@@ -301,7 +274,21 @@ CLASSES: tuple[FailureClass, ...] = (
         "who stopped it: a debugger or job-control signal on the node (`ps -o pid,stat,args`: stat T); "
         "without the watchdog the job would wait for the readiness timeout, or forever once serving",
         service="<service>",
-        cause=cause_from_code("stopped"),
+        cause="service-stopped",
+    ),
+    FailureClass(
+        "serving-stalled",
+        "serving stops: requests held, no token",
+        "benchmark conc<C>",
+        (_SERVICE_EXIT,),
+        EXIT_NO_TOKENS,
+        "the token watchdog (scripts/tokenwatch.py): requests in flight and no token for "
+        "timeouts.serving-stall seconds",
+        "the engines' lines in the watchdog's log tail: which held requests; then their own logs (a KV "
+        "transfer that never completes, a wedged engine whose /health stays 200); without the watchdog "
+        "the benchmark would wait out its duration, and a Mooncake transfer 480 s",
+        service="tokenwatch",
+        cause="serving-stalled",
     ),
     FailureClass(
         "lmcache-dies-mid-benchmark",
@@ -312,7 +299,7 @@ CLASSES: tuple[FailureClass, ...] = (
         "128 + 9: killed by SIGKILL (the out-of-memory killer, say)",
         "kernel log (dmesg) for the OOM killer; the L1 size in env.sh against the node's free DRAM",
         service="lmcache",
-        cause=cause_from_code("137"),
+        cause="killed",
         needs=("lmcache",),
     ),
     FailureClass(
@@ -324,6 +311,7 @@ CLASSES: tuple[FailureClass, ...] = (
         "the engine's own exit code",
         "the engine log tail: the exception, out of memory, a flag the engine build does not know",
         service="<engine>",
+        cause="crashed",
     ),
     FailureClass(
         "decode-crash-mid-stream",
@@ -334,6 +322,7 @@ CLASSES: tuple[FailureClass, ...] = (
         "the engine's own exit code",
         "the engine log tail; results of the concurrencies finished before it stay in results/",
         service="<engine>",
+        cause="crashed",
     ),
     FailureClass(
         "service-exit0-mid-run",
@@ -344,7 +333,7 @@ CLASSES: tuple[FailureClass, ...] = (
         "a service that ends while the job runs is a failure, even with code 0",
         "who stopped it: an engine that exits on its own after an idle or request limit, a stray kill",
         service="<engine>",
-        cause=cause_from_code("0"),
+        cause="exited",
     ),
     FailureClass(
         "router-bind-fails",
@@ -355,6 +344,7 @@ CLASSES: tuple[FailureClass, ...] = (
         _PORTS_FREE,
         "another process on the router port of rank 0 (`ss -ltnp`): a leftover job, another user's",
         needs=("router",),
+        cause="port-in-use",
     ),
     FailureClass(
         "barrier-peer-missing",
@@ -365,6 +355,7 @@ CLASSES: tuple[FailureClass, ...] = (
         "barrier failed (sync.py)",
         "the missing node's own lines in job.out (its last step): a hung preflight, a node never started",
         needs=("multinode",),
+        cause="barrier-timeout",
     ),
     FailureClass(
         "port-in-use",
@@ -374,6 +365,7 @@ CLASSES: tuple[FailureClass, ...] = (
         EXIT_BIND,
         _PORTS_FREE,
         "the process holding the port on that node (`ss -ltnp`); ports are listed in plan.json",
+        cause="port-in-use",
     ),
     FailureClass(
         "benchmark-client-fails",
@@ -383,6 +375,7 @@ CLASSES: tuple[FailureClass, ...] = (
         137,
         "the benchmark's own exit code (137: killed by SIGKILL)",
         "AIPerf's output just above the FAILED line; earlier concurrencies' results stay in results/",
+        cause="benchmark-client-failed",
     ),
     FailureClass(
         "prefill-errors",
@@ -395,6 +388,7 @@ CLASSES: tuple[FailureClass, ...] = (
         "proxy names it; AIPerf's error summary above has the status and body only)",
         needs=("prefill",),
         root_regex=r"(?m)^(?!srun: ).*(?:{node}.*\b500\b|\b500\b.*{node})",
+        cause="requests-failed",
     ),
     # Not injected by make bench-failfast (yet): documented from the node scripts' own messages.
     FailureClass(
@@ -406,7 +400,7 @@ CLASSES: tuple[FailureClass, ...] = (
         "scripts/logwatch.py found the signature and ended the job",
         "the issue's fix and workarounds (Known engine issues, below); the engine log around that line",
         service="known-issues",
-        cause=CAUSES[0][1].format("<issue>"),
+        cause="known-issue",
         detail=WORDS["known-issue"],
         needs=("log-signatures",),
     ),
@@ -418,6 +412,7 @@ CLASSES: tuple[FailureClass, ...] = (
         1,
         "preflight failed",
         "the image: every program a role starts must be on its PATH (nothing is installed at run time)",
+        cause="command-missing",
     ),
     FailureClass(
         "component-version-mismatch",
@@ -427,6 +422,7 @@ CLASSES: tuple[FailureClass, ...] = (
         1,
         "preflight failed",
         "use an image with the pinned build, or pin the build the image has (and say so in the changelog)",
+        cause="version-mismatch",
     ),
     FailureClass(
         "gpu-not-drained",
@@ -437,6 +433,7 @@ CLASSES: tuple[FailureClass, ...] = (
         "preflight failed",
         "the card, bus address and VRAM in use are named: a leftover of an earlier job (scancel it, or ask "
         "the site to reset the GPU); the run's state/<node>/node-facts.json has every GPU's numbers",
+        cause="gpu-not-drained",
     ),
     FailureClass(
         "node-setup-fails",
@@ -447,6 +444,7 @@ CLASSES: tuple[FailureClass, ...] = (
         "node setup failed",
         "the problem named: the image's python3 is not the runner's node-setup.python, a wheel does not "
         "match its pinned SHA-256, or the image has no pip (see recipe/setup and recipe/wheelhouse)",
+        cause="node-setup-failed",
     ),
     FailureClass(
         "kv-not-moved",
@@ -459,6 +457,7 @@ CLASSES: tuple[FailureClass, ...] = (
         "versions",
         detail=line("proof-failed", reason=WORDS["no-kv-moved"].split(" (")[0] + " <...>"),
         needs=("smoke", "decode"),
+        cause="smoke-failed",
     ),
     FailureClass(
         "lmcache-no-hits",
@@ -471,6 +470,7 @@ CLASSES: tuple[FailureClass, ...] = (
         "degrades to no cache silently",
         detail=line("proof-failed", reason=WORDS["no-l2-hits"].split(" (")[0] + " <...>"),
         needs=("l2-proof",),
+        cause="lmcache-no-hits",
     ),
 )
 
@@ -480,27 +480,56 @@ BY_NAME = {c.name: c for c in CLASSES}
 # ---------------------------------------------------------------- command line (for the bash library)
 
 
+def node_cause(state_dir: str, *, step: str, code: str) -> causes.Classified:
+    """The cause of a node's failure for its outcome file: the one its service report classified, else
+    what the node said (STATE_DIR/said: its FAILED lines) with its step and exit code."""
+    path = os.path.join(state_dir, "cause")
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            id_, blame, detail = handle.read(4096).rstrip("\n").split("\t", 2)
+        return causes.Classified(id_, blame, detail)
+    except (OSError, ValueError):
+        pass  # none recorded (or garbled): classify what the node said
+    found = cause(text=causes.read_tail(os.path.join(state_dir, "said")), code=code, step=step)
+    record_cause(path, found)
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="failures.py", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("printf-formats", help="NAME<TAB>printf format, one line per word (scripts/lib/node.sh)")
-    c = sub.add_parser("cause", help="the classified cause of a service's failure")
+    c = sub.add_parser("cause", help="the classified cause of a service's failure: <id> (<detail>)")
     c.add_argument("--log", required=True)
     c.add_argument("--code", default=None, help="its exit code (none: it still runs)")
+    c.add_argument("--step", default="")
+    c.add_argument("--service", default="")
     r = sub.add_parser("report", help="headline, log tail and cause of a failed service")
     for name in ("step", "node", "service", "headline", "log"):
         r.add_argument(f"--{name}", required=True)
     r.add_argument("--code", default=None, help="its exit code (none: it still runs)")
     r.add_argument("--lines", type=int, default=20, help="log lines shown")
+    r.add_argument("--cause-file", default=None, help="where the node keeps its first failure's cause")
+    n = sub.add_parser("node-cause", help="<id><TAB><detail> of a failed node, for its outcome file")
+    n.add_argument("--state-dir", required=True)
+    n.add_argument("--step", required=True)
+    n.add_argument("--code", required=True)
     args = p.parse_args(argv)
-    if args.command == "printf-formats":
-        for name, template in WORDS.items():
-            print(f"{name}\t{printf_format(template)}")
-    elif args.command == "cause":
-        print(cause(tail(args.log, CAUSE_LINES), args.code or None))
-    else:
-        values = {k: getattr(args, k) for k in ("step", "node", "service", "headline", "log", "lines")}
-        print(service_report(code=args.code or None, **values))
+    try:
+        if args.command == "printf-formats":
+            for name, template in WORDS.items():
+                print(f"{name}\t{printf_format(template)}")
+        elif args.command == "cause":
+            text = tail(args.log, CAUSE_LINES)
+            print(cause(text=text, code=args.code, step=args.step, service=args.service).line())
+        elif args.command == "node-cause":
+            found = node_cause(args.state_dir, step=args.step, code=args.code)
+            print(f"{found.id}\t{found.detail}")
+        else:
+            values = {k: getattr(args, k) for k in ("step", "node", "service", "headline", "log", "lines")}
+            print(service_report(code=args.code or None, cause_file=args.cause_file, **values))
+    except causes.CausesError as exc:
+        die(f"failures.py: {exc}", EXIT_USAGE)
     return 0
 
 

@@ -265,6 +265,7 @@ def results_of(run_dir: Path) -> list[Path]:
 def follow(job: Submission, env: dict[str, str], timeout: float, engine: str = "vllm") -> JobState:
     """Prints each node's step as it changes, requests done and the results as they land, until the end."""
     start, seen_steps, seen_results, done = time.monotonic(), {}, set(), None
+    reused = {p.result: p.measured_in for p in job.resumed.reused} if job.resumed else {}
     while True:
         state = job_state(job.job_id, env)
         count = requests_done(decode_metrics_urls(job.run_dir), REQUESTS_DONE[engine])
@@ -278,7 +279,8 @@ def follow(job: Submission, env: dict[str, str], timeout: float, engine: str = "
         for result in results_of(job.run_dir):
             if result.name not in seen_results:
                 seen_results.add(result.name)
-                print(f"[{time.monotonic() - start:6.1f}s] result: {result.name}", flush=True)
+                origin = f" (resumed from run {reused[result.name]})" if result.name in reused else ""
+                print(f"[{time.monotonic() - start:6.1f}s] result: {result.name}{origin}", flush=True)
         if state.ended:
             return state
         if time.monotonic() - start > timeout:
@@ -304,7 +306,14 @@ def real_weights(plan, engine_venv: str) -> None:
     print(f"model {plan.model}: {folder.path} ({how}), linked at {folder.link}", flush=True)
 
 
-def run(config: str, variant: str | None, out: Path, timeout: float, soak: int | None = None) -> int:
+def run(
+    config: str,
+    variant: str | None,
+    out: Path,
+    timeout: float,
+    soak: int | None = None,
+    resume_from: Path | None = None,
+) -> int:
     loaded = load(config)
     variants = render_config(config, loaded, soak_seconds=soak)
     rendered = pick(variants, variant or variants[0].plan.variant)  # default: the config's first
@@ -322,7 +331,11 @@ def run(config: str, variant: str | None, out: Path, timeout: float, soak: int |
         simulated_weights(rendered.plan)
     else:
         real_weights(rendered.plan, engine_venv)
-    job = submit(rendered, out, env=env)
+    job = submit(rendered, out, env=env, resume_from=resume_from)
+    for text in job.resumed.lines() if job.resumed else []:
+        print(text, flush=True)
+    for text in job.exclusion.lines() if job.exclusion else []:
+        print(text, flush=True)
     print(f"submitted job {job.job_id} ({job.job_name}); main output: {job.run_dir}/job.out", flush=True)
     try:
         state = follow(job, env, timeout, rendered.plan.engine)
@@ -351,9 +364,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="out", type=Path)
     p.add_argument("--timeout", default=900.0, type=float, help="seconds before the job is cancelled")
     add_soak_option(p)
+    p.add_argument("--resume", type=Path, metavar="RUN_DIR", help="run only what this earlier run left")
     args = p.parse_args(argv)
     try:
-        return run(args.config, args.variant, args.out, args.timeout, args.soak)
+        return run(args.config, args.variant, args.out, args.timeout, args.soak, args.resume)
     except RenderError as exc:
         for finding in exc.findings:
             print(finding.format())

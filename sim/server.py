@@ -268,6 +268,10 @@ def _start(config: ServeConfig, env: settings.Settings, *, role: str, boot_host:
         log.error("SIM_FAULT crash-at-start: RuntimeError: Engine core initialization failed.")
         announce_fault("crash-at-start")
         return 1
+    if env.faults.gpus_lost:  # what PyTorch says on a ROCm node whose GPUs are gone (vLLM #34573)
+        log.error("SIM_FAULT gpus-lost: RuntimeError: No HIP GPUs are available")
+        announce_fault("gpus-lost")
+        return 1
     if env.faults.hang_at_start:  # a start that stalls: no log line, no CPU time, until it is killed
         announce_fault("hang-at-start")
         threading.Event().wait()

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 FAULT_KINDS = (
     "crash-at-start",
     "hang-at-start",
+    "gpus-lost",
     "crash-after",
     "exit0-after",
     "hang-after",
@@ -22,7 +23,7 @@ FAULT_KINDS = (
     "error-rate",
 )
 _FAULT = re.compile(
-    r"(crash-at-start|hang-at-start)|(crash-after|exit0-after|hang-after|error-after):(\d+)|(error-rate):([0-9.]+)"
+    r"(crash-at-start|hang-at-start|gpus-lost)|(crash-after|exit0-after|hang-after|error-after):(\d+)|(error-rate):([0-9.]+)"
 )
 
 
@@ -34,6 +35,7 @@ class SettingsError(ValueError):
 class Faults:
     crash_at_start: bool = False
     hang_at_start: bool = False  # vLLM's simulator: blocks before serving, silent and idle (a stalled start)
+    gpus_lost: bool = False  # the GPUs are gone: exit 1 at start in PyTorch's words (a node fault)
     crash_after: int | None = None  # exit 1 once this many requests have finished
     exit0_after: int | None = None  # exit 0 once this many requests have finished
     hang_after: int | None = None  # every request after this many stalls forever; /health stays 200
@@ -127,14 +129,14 @@ def _num(
 
 
 def parse_faults(text: str) -> Faults:
-    """SIM_FAULT, comma-separated: crash-at-start, hang-at-start, crash-after:N, exit0-after:N,
+    """SIM_FAULT, comma-separated: crash-at-start, hang-at-start, gpus-lost, crash-after:N, exit0-after:N,
     hang-after:N, error-after:N, error-rate:F."""
     values: dict[str, object] = {}
     for item in filter(None, (part.strip() for part in text.split(","))):
         match = _FAULT.fullmatch(item)
         if not match:
             raise SettingsError(
-                f"SIM_FAULT: {item!r} is not one of crash-at-start, hang-at-start, crash-after:N, "
+                f"SIM_FAULT: {item!r} is not one of crash-at-start, hang-at-start, gpus-lost, crash-after:N, "
                 "exit0-after:N, hang-after:N, error-after:N, error-rate:F"
             )
         if match.group(1):

@@ -122,6 +122,10 @@ def run(config: SGLangConfig) -> int:
             log.error("SIM_FAULT crash-at-start: RuntimeError: Scheduler initialization failed.")
             announce_fault("crash-at-start")
             return 1
+        if env.faults.gpus_lost:  # what PyTorch says on a ROCm node whose GPUs are gone (vLLM #34573)
+            log.error("SIM_FAULT gpus-lost: RuntimeError: No HIP GPUs are available")
+            announce_fault("gpus-lost")
+            return 1
         if config.ib_devices:
             log.warning(
                 "--disaggregation-ib-device %s: no RDMA here, the simulated KV moves over HTTP",

@@ -55,7 +55,7 @@ node_init() {
   mkdir -p -- "$LOG_DIR" "$STATE_DIR"
   # State of an earlier run in the same directory must not look like ours.
   rm -f -- "$STATE_DIR/services" "$STATE_DIR/failure" "$STATE_DIR/failure.code" "$STATE_DIR/failure.at" \
-    "$STATE_DIR/outcome"
+    "$STATE_DIR/outcome" "$STATE_DIR/said" "$STATE_DIR/cause"
   printf '%s\n' "$_NODE_STEP" > "$STATE_DIR/step"
 }
 
@@ -94,8 +94,14 @@ _node_info() {
   printf '[%(%H:%M:%S)T] %s %s\n' -1 "${NODE_NAME:-?}" "$1"
 }
 
+# What the node says of a failure is also kept (STATE_DIR/said): its outcome's cause is classified from it.
 _node_say() {
-  _node_word headline "$_NODE_STEP" "${NODE_NAME:-?}" "$1" >&2
+  local said
+  said=$(_node_word headline "$_NODE_STEP" "${NODE_NAME:-?}" "$1")
+  printf '%s\n' "$said" >&2
+  if [[ -d ${STATE_DIR:-} ]]; then
+    printf '%s\n' "$said" >> "$STATE_DIR/said" || :  # the line is out already; the cause says unknown
+  fi
 }
 
 # One failure report is enough: once failing, a late TERM from the watcher is ignored.
@@ -115,12 +121,26 @@ _node_exit() {
 }
 
 # $STATE_DIR/outcome: how this node ended, for job.sbatch to name the job's first failure.
+# A node that failed (not one ended by others) names the cause class of its failure (scripts/causes.json).
 _node_write_outcome() {
+  local step=${_NODE_FAILED_STEP:-$_NODE_STEP} kind=${_NODE_FAILED_KIND:-failure} cause='' detail='' out
   if [[ $_NODE_RC != 0 && -z $_NODE_FAILED_AT ]]; then
     _NODE_FAILED_AT=$EPOCHREALTIME
   fi
-  write_outcome_file "$STATE_DIR" "$_NODE_RC" "${_NODE_FAILED_KIND:-failure}" "${_NODE_FAILED_AT:-}" \
-    "${_NODE_FAILED_STEP:-$_NODE_STEP}"
+  if [[ $_NODE_RC != 0 && $kind == failure ]]; then
+    local reported=''  # a service report has printed its cause line already
+    [[ ! -s $STATE_DIR/cause ]] || reported=1
+    if out=$("${PYTHON:-python3}" "$_NODE_LIB/../failures.py" node-cause --state-dir "$STATE_DIR" \
+      --step "$step" --code "$_NODE_RC" 2>&1) && [[ $out == *$'\t'* ]]; then
+      cause=${out%%$'\t'*}
+      detail=${out#*$'\t'}
+    else
+      cause=unknown
+      detail="the cause could not be classified: $out"
+    fi
+    [[ -n $reported ]] || _node_word cause "$cause ($detail)" >&2
+  fi
+  write_outcome_file "$STATE_DIR" "$_NODE_RC" "$kind" "${_NODE_FAILED_AT:-}" "$step" "$cause" "$detail"
 }
 
 _node_on_err() {

@@ -6,7 +6,7 @@ _node_report() {
   local out rc=0
   out=$("${PYTHON:-python3}" "$_NODE_LIB/../failures.py" report --step "$(_node_step_now)" \
     --node "$NODE_NAME" --service "$1" --headline "$2" --log "$LOG_DIR/$1.log" --code "${3-}" \
-    --lines "${LOG_TAIL_LINES:-20}" 2>&1) || rc=$?
+    --lines "${LOG_TAIL_LINES:-20}" --cause-file "$STATE_DIR/cause" 2>&1) || rc=$?
   if ((rc != 0)); then  # the headline at least, whatever happened to the report
     _node_word headline "$(_node_step_now)" "$NODE_NAME" "$2 (no report: $out)"
     return 0
@@ -23,7 +23,7 @@ _node_step_now() {
   printf '%s\n' "${now:-$_NODE_STEP}"
 }
 
-# _node_cause LOG CODE — the cause line's text alone.
+# _node_cause LOG CODE [SERVICE] — the cause line's text alone: <id> (<detail>).
 _node_cause() {
-  "${PYTHON:-python3}" "$_NODE_LIB/../failures.py" cause --log "$1" --code "$2"
+  "${PYTHON:-python3}" "$_NODE_LIB/../failures.py" cause --log "$1" --code "$2" --service "${3:-}"
 }

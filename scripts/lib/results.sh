@@ -29,3 +29,28 @@ _node_router_warnings() {
   printf -- "--- the router's last warnings (%s) ---\n%s\n--- end of router warnings ---\n" "$log" \
     "$found" >&2
 }
+
+# A resumed run (make submit RESUME=<run>) skips the benchmarks whose results an earlier run of the same
+# lock collected; the node script is the same either way, so the list is read at run time.
+declare -gA RESUMED_FROM=()
+
+# load_resumed FILE — the benchmarks FILE (the run folder's resume.json; absent: none) lists as done, each
+# with the run that measured it. Called at preflight: a bad file fails the job before the engines load.
+load_resumed() {
+  (($# == 1)) || fail "usage: load_resumed FILE"
+  local listed name run
+  listed=$("${PYTHON:-python3}" "$SCRIPTS_DIR/resume.py" reused --file "$1")
+  while read -r name run; do
+    if [[ -n $name ]]; then
+      RESUMED_FROM[$name]=$run
+    fi
+  done <<<"$listed"
+}
+
+# benchmark_resumed NAME — whether NAME's result was reused rather than measured here (load_resumed);
+# says so in the job's output, since its step is never entered.
+benchmark_resumed() {
+  (($# == 1)) || fail "usage: benchmark_resumed NAME"
+  [[ -n ${RESUMED_FROM[$1]:-} ]] || return 1
+  _node_info "benchmark $1: resumed, its result was measured by run ${RESUMED_FROM[$1]}"
+}

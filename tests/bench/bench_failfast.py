@@ -1,6 +1,7 @@
 """`make bench-failfast`: the demo job on the local cluster once per fault class -- is the fault detected,
 how long from the fault to the end of the whole SLURM job, does the main output name the failing step,
-service and node with its log tail, is anything left running, did finished results survive.
+service and node with its log tail, is its cause class the one expected (scripts/causes.json), is anything
+left running, did finished results survive.
 
 What the job prints per failure class is scripts/failures.py's (recipe pages show the same catalog);
 fault instant and job end are defined in tests/bench/failfast_faults.py and failfast_job.py. A hang can
@@ -8,7 +9,7 @@ only be told from slowness by a configured timeout: its detection is measured fr
 timeout expired, and the timeout is reported beside it (column `bound`). Target: every fault detected,
 the slowest detection under the node scripts' poll interval + 5 s, nothing left behind, no finished
 result lost. Table on stdout, JSON in out/bench/failfast.json, last line:
-`max detection: <seconds> s (<detected>/<total> faults detected, <clean>/<total> clean)`.
+`max detection: <s> s (<d>/<n> faults detected, <c>/<n> clean, <k>/<n> classified)`.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def table(records: list[Record], poll: float) -> str:
     target = poll + TARGET_MARGIN_S
     head = (
         f"{'fault':41} {'exit':>4} {'fault→end':>9} {'bound':>5} {'detect':>7}  {'report':>6} {'tear':>5} "
-        f"{'slurm':>5} {'named':>5} {'left':>4} {'kept':>5}"
+        f"{'slurm':>5} {'named':>5} {'cause (expected)':24} {'left':>4} {'kept':>5}"
     )
     lines = [head, "-" * len(head)]
     for r in records:
@@ -92,16 +93,19 @@ def table(records: list[Record], poll: float) -> str:
             kept = "-" if not r.results_expected else "none!"
         code = r.exit_code.split(":")[0] if r.detected else "0!"
         report, tear, slurm = breakdown(r)
+        cause = r.cause if r.classified else f"{r.cause or '-'}! ({r.cause_expected})"
         lines.append(
             f"{r.title:41} {code:>4} {_s(r.fault_to_end_s, 9)} {bound:>5} {detect:>7} {_s(report)} "
-            f"{_s(tear, 5)} {_s(slurm, 5)} {'yes' if r.named else 'NO':>5} {len(r.left_at_end):>4} {kept:>5}"
+            f"{_s(tear, 5)} {_s(slurm, 5)} {'yes' if r.named else 'NO':>5} {cause:24} "
+            f"{len(r.left_at_end):>4} {kept:>5}"
         )
     lines.append(
         f"fault→end: s from the fault instant to the end of the whole SLURM job. detect: the same, but for a "
         f"hang from the instant its configured timeout (bound) expired; = report (first failure reported) "
         f"+ tear(down: last node script ended) + slurm (job ended). Target < {target:g} s (poll interval "
         f"{poll:g} s + {TARGET_MARGIN_S:g} s); ! misses it. named: the output names step, service, node "
-        f"(+ log tail). left: processes of the job alive at its end. kept: results finished before the "
+        f"(+ log tail). cause: the verdict's cause class (scripts/causes.json); ! not the class expected, "
+        f"in brackets. left: processes of the job alive at its end. kept: results finished before the "
         f"fault still there."
     )
     return "\n".join(lines)
@@ -111,9 +115,13 @@ def summary_line(records: list[Record]) -> str:
     total = len(records)
     detected = sum(r.detected for r in records)
     clean = sum(r.clean for r in records)
+    classified = sum(r.classified for r in records)
     times = [r.detection_s for r in records if r.detected and r.detection_s is not None]
     worst = f"{max(times):.2f}" if times and detected == total and len(times) == total else "inf"
-    return f"max detection: {worst} s ({detected}/{total} faults detected, {clean}/{total} clean)"
+    return (
+        f"max detection: {worst} s ({detected}/{total} faults detected, {clean}/{total} clean, "
+        f"{classified}/{total} classified)"
+    )
 
 
 def cluster_up() -> bool:
@@ -151,6 +159,9 @@ def main(argv: list[str] | None = None) -> int:
             f"  {fault.name:28} job {record.job_id:>4} {record.state or '?':10} exit {record.exit_code:6} "
             f"fault→end {_s(record.fault_to_end_s).strip()} s, detect {_s(record.detection_s).strip()} s, "
             f"named {'yes' if record.named else 'no: ' + '; '.join(record.named_missing)}, "
+            f"cause {record.cause or '-'}"
+            + ("" if record.classified else f" (expected {record.cause_expected})")
+            + ", "
             f"left {len(record.left_at_end)}, load {record.load_after[0]:.2f}"
             + (f" [{'; '.join(record.notes)}]" if record.notes else ""),
             flush=True,
@@ -180,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
             "configured timeout expired",
             "clean": "no process of the job alive at its end and every result finished before the fault "
             "still there, unchanged",
+            "classified": "the verdict's `cause: <id>` line names the cause class the failure class expects "
+            "(scripts/failures.py CLASSES, scripts/causes.json)",
         },
         "unattributed_processes_started_meanwhile": others,
         "faults": [r.as_dict() for r in records],
@@ -194,7 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     print(summary_line(records))
     target = recipe.poll_interval + TARGET_MARGIN_S
     met = all(
-        r.detected and r.clean and r.detection_s is not None and r.detection_s < target for r in records
+        r.detected and r.clean and r.classified and r.detection_s is not None and r.detection_s < target
+        for r in records
     )
     return 0 if met else 1
 

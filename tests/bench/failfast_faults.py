@@ -171,6 +171,16 @@ FAULTS: tuple[Fault, ...] = (
         bound=("stall grace", 15.0, "fault"),
     ),
     _fault(
+        "serving-stalled",
+        "SIM_FAULT=hang-after:12 on the decode: every request after its 12th hangs (/health 200)",
+        "sim-line:sim3/vllm",
+        LEADER,
+        # the token watchdog's grace (the local runner's timeouts.serving-stall), from the first hung request
+        values={"C": "2"},
+        env={"SIM_FAULT": "hang-after:12", "SIM_FAULT_ROLE": "decode"},
+        bound=("serving-stall grace", 15.0, "fault"),
+    ),
+    _fault(
         "decode-crash-mid-stream",
         "SIM_FAULT=crash-after:20 on the decode (streams in flight, conc2)",
         "sim-line:sim3/vllm",

@@ -81,6 +81,9 @@ class Record:
     detection_s: float | None = None  # from the fault instant, or from the deadline for a hang
     leader_step_at_fault: str = ""
     verdict: str = ""
+    cause: str = ""  # the verdict's `cause: <id> (<detail>)` line: the id
+    cause_detail: str = ""
+    cause_expected: str = ""  # the failure class's (scripts/failures.py)
     named: bool = False
     named_missing: list[str] = field(default_factory=list)
     left_at_end: list[str] = field(default_factory=list)
@@ -96,8 +99,12 @@ class Record:
     def clean(self) -> bool:
         return not self.left_at_end and self.results_kept
 
+    @property
+    def classified(self) -> bool:
+        return bool(self.cause) and self.cause == self.cause_expected
+
     def as_dict(self) -> dict:
-        return {**asdict(self), "clean": self.clean}
+        return {**asdict(self), "clean": self.clean, "classified": self.classified}
 
 
 def _read(path: Path) -> str:
@@ -436,6 +443,10 @@ def _measure(fault: Fault, record: Record, watcher: Watcher, run_dir: Path, faul
     job_out = _read(run_dir / "job.out")
     verdict = re.search(r"^job (?:failed|succeeded): .*$", job_out, re.M)
     record.verdict = verdict[0] if verdict else "(no verdict line)"
+    # the verdict's next line (outcome.py): the cause class of the first failure
+    cause = re.search(r"^job failed: .*\ncause: ([a-z0-9-]+) \((.*)\)$", job_out, re.M)
+    record.cause, record.cause_detail = (cause[1], cause[2]) if cause else ("", "")
+    record.cause_expected = fault.failure.cause
     if record.fault_at is None:
         record.notes.append("the fault never took effect (no fault instant)")
     elif record.end_at is not None:

@@ -16,6 +16,7 @@ import pytest
 
 from recipes.engines.judge import judge
 from recipes.engines.lines import Line, engine_lines
+from scripts import causes
 
 from .conftest import ROOT, need_tools
 
@@ -119,6 +120,15 @@ def test_mistakes_are_refused_in_the_engines_own_words(refused, name, stage, mes
     verdict = refused[0][name]
     assert not verdict.ok and verdict.stage == stage and message in verdict.message, verdict.message
     assert "/.cache/" not in verdict.message  # the stub folder is shown as the model path the node has
+
+
+def test_the_engines_own_refusals_are_classified_as_the_config_s_fault(refused):
+    """scripts/causes.json knows every refusal above in the real engines' words: a node whose engine
+    refuses its line is classified engine-flag-rejected (blame config), never excluded as faulty."""
+    registry = causes.load()
+    for name, verdict in refused[0].items():
+        got = causes.classify(registry, text=verdict.message, code="1", service=name.split("-")[0])
+        assert (got.id, got.blame) == ("engine-flag-rejected", "config"), (name, verdict.message, got)
 
 
 @pytest.mark.parametrize("dump", ["vllm-0.33.0.json", "sglang-0.5.23.json"])

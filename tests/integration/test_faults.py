@@ -1,7 +1,7 @@
 """Fail-fast on the local cluster, a fast subset of `make bench-failfast` (tests/bench/failfast_*.py):
 the demo job with one fault injected must end -- all nodes -- within the node scripts' poll interval
 + 5 s of the fault, with a non-zero exit code, its main output naming the failing step, service and
-node with the service's log tail, and no process of the job left running.
+node with the service's log tail and the failure's cause class, and no process of the job left running.
 
 Three faults, three ways in: a PATH wrapper (LMCache exits at start; detected while waiting for it to
 become healthy), a port taken on a node's address before submission (the router cannot bind), and the
@@ -56,5 +56,6 @@ def test_a_fault_ends_the_whole_job_fast_naming_it_and_leaving_nothing(cluster, 
         f"fault to job end {record.detection_s} s, target {target} s ({where})"
     )
     assert record.named, f"the main output lacks {record.named_missing} ({where})"
+    assert record.classified, (record.cause, record.cause_detail, f"expected {record.cause_expected}")
     assert record.left_at_end == [], f"left running at the job's end: {record.left_at_end}"
     assert record.results_kept, record.notes

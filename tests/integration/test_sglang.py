@@ -98,7 +98,7 @@ def test_the_log_watcher_ends_the_job_when_an_engine_prints_a_known_issue_signat
     job_out = (job.run_dir / "job.out").read_text()
     assert not state.ok and state.exit_code.startswith("12:"), f"{state}\n{job_out}"
     assert "known-issues exited (code 12)" in job_out
-    assert "cause: known issue minicpm-sala-kv-indptr (configs/known-issues.yaml)" in job_out
+    assert "cause: known-issue (minicpm-sala-kv-indptr: its fix and workarounds are in configs/" in job_out
     assert "KNOWN ISSUE minicpm-sala-kv-indptr: its log signature appeared in sglang.log" in job_out
 
     logs = [p.read_text() for p in (job.run_dir / "logs").glob("*/sglang.log")]

@@ -284,25 +284,29 @@ def test_lmcache_that_exits_at_start(cluster):
 
 
 @pytest.mark.parametrize(
-    ("line", "issue", "fix"),
+    ("line", "issue", "fix", "cause"),
     [
         (
             "[ERROR] No handler registered for operation register_kv_cache_engine_driven_context",
             "lmcache-transfer-mode",
             "transfer-mode",
+            "lmcache-transfer-mode",  # a cause class of its own (scripts/causes.json)
         ),
         (
             "LMCache WARNING: Reaped non-GPU instance 3550388144183475186: silent for 142.2s (pinged=True)",
             "lmcache-reaped-engine",
             "worker-reap-timeout",
+            "known-issue",
         ),
     ],
 )
-def test_an_lmcache_server_line_that_means_a_hang_fails_the_job_at_that_line(cluster, line, issue, fix):
+def test_an_lmcache_server_line_that_means_a_hang_fails_the_job_at_that_line(
+    cluster, line, issue, fix, cause
+):
     """LMCache logs these and the prefill then waits (2 x mq_timeout at start; forever on its next store,
     /health 200); the prefill's log watcher follows lmcache.log too and ends the job at that line."""
     job = cluster.run({0: {"FAKE_LMCACHE": f"say:{line}", "FAKE_VLLM": "never-healthy"}})
-    text = assert_fast_failure(job, 0, f"known issue {issue}", "lmcache.log", fix)
+    text = assert_fast_failure(job, 0, f"KNOWN ISSUE {issue}:", "lmcache.log", fix, f"cause: {cause} (")
     assert "recipes/vllm.py LMCACHE_HANG_SIGNATURES" in text
     assert job.nodes[0].rc == 12  # EXIT_KNOWN_ISSUE
 
@@ -312,9 +316,12 @@ def test_vllm_that_crashes_before_health(cluster):
     text = assert_fast_failure(job, 2, "FAILED decode vllm on sim3", "vllm exited (code 1)")
     assert "RuntimeError: fake engine core died" in text
     verdict = job_verdict(job)
-    assert (verdict.returncode, verdict.stderr.strip()) == (
+    assert (verdict.returncode, verdict.stderr.splitlines()) == (
         1,
-        "job failed: first failure on sim3 in step 'decode vllm' (exit code 1)",
+        [
+            "job failed: first failure on sim3 in step 'decode vllm' (exit code 1)",
+            "cause: crashed (RuntimeError: fake engine core died)",
+        ],
     )
 
 
@@ -330,7 +337,9 @@ def test_a_barrier_peer_that_never_arrives(cluster):
     text = assert_fast_failure(
         job, 0, "FAILED start barrier on sim1", "timed out after 8 s; missing rank(s) "
     )
-    assert text.rstrip().splitlines()[-2].endswith("2 (sim3) (code 5)")
+    said = text.rstrip().splitlines()
+    assert said[-3].endswith("2 (sim3) (code 5)")
+    assert said[-1].startswith("cause: barrier-timeout (waited 8 s for rank(s) 2 (sim3): their own lines")
 
 
 def test_a_benchmark_that_writes_no_result_fails_the_job(cluster):

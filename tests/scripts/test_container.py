@@ -106,7 +106,7 @@ def test_the_node_scripts_code_is_the_steps_and_a_failure_leaves_an_outcome(node
     assert node.containers() == []
     # the node script inside writes its own outcome; one that never ran (here: none written) gets this one
     assert node.outcome().startswith("rc=7\nkind=failure\nat=") and node.outcome().endswith(
-        "step=container\n"
+        "step=container\ncause=container-failed\ndetail=docker run exited 7 before the node script reported\n"
     )
 
 
@@ -166,4 +166,6 @@ def test_a_node_without_a_working_docker_fails_before_anything_starts(node):
         f"container on {node.name}: cannot list containers with {env['DOCKER']} ps (exit code 127)"
         in done.stderr
     )
-    assert node.outcome().startswith("rc=1\n") and node.outcome().endswith("step=container\n")
+    assert (
+        node.outcome().startswith("rc=1\n") and "step=container\ncause=container-leftover\n" in node.outcome()
+    )

@@ -111,7 +111,7 @@ run_cmd sleep 30
     )
     assert run.rc == 12, run.text
     assert "FAILED benchmark conc8 on sim0: known-issues exited (code 12)" in run.err
-    assert "cause: known issue minicpm-sala-kv-indptr (configs/known-issues.yaml)" in run.err
+    assert "cause: known-issue (minicpm-sala-kv-indptr: its fix and workarounds are in configs/" in run.err
     assert run.elapsed < 10  # seconds, not the benchmark's 30 s nor a time limit's hours
     assert_no_leftovers()
 

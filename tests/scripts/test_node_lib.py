@@ -49,7 +49,7 @@ wait_http api {health(port)} 1.5
         f"FAILED start-api on sim0: api not ready at {health(port)} after 1.5 s (last: HTTP 503)" in run.err
     )
     assert "--- last 20 lines of " in run.err and f"stub: serving on 127.0.0.1:{port}" in run.err
-    assert "cause: not ready in time (the process is still running)" in run.err
+    assert f"cause: ready-timeout (waited 1.5 s for api at {health(port)}: alive but not answering" in run.err
     assert run.elapsed < FAST
     assert_no_leftovers()
 
@@ -64,7 +64,8 @@ wait_http lmcache {health(port)} 60
     assert run.rc == 42, run.text
     assert "FAILED start-lmcache on sim0: lmcache exited (code 42)" in run.err
     assert "stub: fatal: bad configuration, exiting with 42" in run.err
-    assert "--- end of lmcache log ---\ncause: unknown (see log)" in run.err
+    tail_then_cause = "--- end of lmcache log ---\ncause: crashed (lmcache exited with code 42: its log tail"
+    assert tail_then_cause in run.err
     assert run.elapsed < FAST  # not the 60 s health timeout
     assert_no_leftovers()
 
@@ -78,7 +79,7 @@ wait_http prefill {health(port)} 60
 """)
     assert run.rc == 1, run.text
     assert "FAILED start-prefill on sim0: prefill exited (code 1)" in run.err
-    assert "cause: python exception: RuntimeError: engine core died (stub crash)" in run.err
+    assert "cause: crashed (RuntimeError: engine core died (stub crash))" in run.err
     assert run.elapsed < FAST
     assert_no_leftovers()
 
@@ -95,7 +96,7 @@ wait_http router {health(port)} 60
 """)
     assert run.rc == 1, run.text
     assert "FAILED start-router on sim0: router exited (code 1)" in run.err
-    assert "cause: port already in use" in run.err
+    assert "cause: port-in-use (" in run.err
     assert_no_leftovers()
 
 
@@ -112,7 +113,7 @@ run_cmd "$PYTHON" "$STUB" --marker "$MARKER" --no-server
     assert run.rc == 1, run.text
     assert "FAILED bench on sim0: decode exited (code 0)" in run.err
     assert "stub: exiting with code 0\n--- end of decode log ---" in run.err
-    assert "cause: exited cleanly while it should keep serving" in run.err
+    assert "cause: exited (decode ended on its own" in run.err
     assert run.elapsed < FAST
     assert_no_leftovers()  # the foreground benchmark stand-in too
 
@@ -132,7 +133,7 @@ wait_http vllm {health(vllm)} 60
 """)
     assert run.rc == 3, run.text
     assert "FAILED start-vllm on sim0: lmcache exited (code 3)" in run.err
-    assert "cause: unknown (see log)" in run.err
+    assert "cause: crashed (lmcache exited with code 3" in run.err
     assert run.elapsed < FAST
     assert_no_leftovers()
 
@@ -282,22 +283,42 @@ TRACEBACK = """\
 """
 
 CAUSES = [
-    ("OSError: [Errno 98] Address already in use\n", "1", "port already in use"),
-    ("torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2 GiB\n", "1", "out of memory"),
-    ("hipErrorOutOfMemory\n", "134", "out of memory"),
-    ("ConnectionRefusedError: [Errno 111] Connection refused\n", "1", "a peer is unreachable"),
-    ("requests.exceptions.ConnectionError: lmcache\n", "1", "a peer is unreachable"),
-    (TRACEBACK, "1", "python exception: ValueError: bad model"),
     (
-        'Traceback (most recent call last):\n  File "x.py", line 1\n',
+        "OSError: [Errno 98] Address already in use\n",
         "1",
-        'python exception: File "x.py", line 1',
+        "port-in-use (OSError: [Errno 98] Address already in use)",
     ),
-    ("all good\n", "0", "exited cleanly while it should keep serving"),
-    ("", "137", "killed by signal SIGKILL"),
-    ("", "143", "killed by signal SIGTERM"),
-    ("config error\n", "3", "unknown (see log)"),
-    ("still loading\n", "", "not ready in time (the process is still running)"),
+    (
+        "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2 GiB\n",
+        "1",
+        "gpu-out-of-memory (torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2 GiB)",
+    ),
+    ("hipErrorOutOfMemory\n", "134", "gpu-out-of-memory (hipErrorOutOfMemory)"),
+    (
+        "ConnectionRefusedError: [Errno 111] Connection refused\n",
+        "1",
+        "peer-unreachable (ConnectionRefusedError: [Errno 111] Connection refused)",
+    ),
+    (
+        "requests.exceptions.ConnectionError: lmcache\n",
+        "1",
+        "peer-unreachable (requests.exceptions.ConnectionError: lmcache)",
+    ),
+    (TRACEBACK, "1", "crashed (ValueError: bad model)"),
+    ('Traceback (most recent call last):\n  File "x.py", line 1\n', "1", 'crashed (File "x.py", line 1)'),
+    ("all good\n", "0", "exited (svc ended on its own (an idle or request limit, a stray stop))"),
+    (
+        "",
+        "137",
+        "killed (killed by SIGKILL: the kernel log (dmesg) says whether the out-of-memory killer did it)",
+    ),
+    (
+        "",
+        "143",
+        "killed (killed by SIGTERM: the kernel log (dmesg) says whether the out-of-memory killer did it)",
+    ),
+    ("config error\n", "3", "crashed (svc exited with code 3: its log tail above says why)"),
+    ("still loading\n", "", "unknown (still loading)"),  # nothing else is known of a service still running
 ]
 
 
@@ -309,7 +330,7 @@ def test_causes_are_classified_from_the_log(tmp_path):
 set -Eeuo pipefail
 source {SCRIPTS}/lib/node.sh
 codes=({codes})
-for i in "${{!codes[@]}}"; do _node_cause "{tmp_path}/$i.log" "${{codes[i]}}"; done
+for i in "${{!codes[@]}}"; do _node_cause "{tmp_path}/$i.log" "${{codes[i]}}" svc; done
 """
     done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=10, check=False)
     assert done.returncode == 0, done.stderr
@@ -335,7 +356,7 @@ wait_http lmcache {health(port)} 60
         r"FAILED start-lmcache on sim0: lmcache stopped \(process state T, pid (\d+)\) for 1\.5 s", run.err
     )
     assert found, run.err
-    assert "cause: process stopped (SIGSTOP, a debugger, or a stopped parent)" in run.err
+    assert "cause: service-stopped (" in run.err
     assert run.elapsed < FAST  # not the 60 s readiness wait
     assert_no_leftovers()
 
@@ -397,7 +418,7 @@ wait_http vllm {health(port)} 60
         "FAILED start-prefill on sim0: vllm made no progress for 2 s while starting: nothing answered, its "
         "log did not grow and it used no CPU time" in run.err
     )
-    assert "loading" in run.err and "cause: a stalled start: no log line, no CPU time" in run.err
+    assert "loading" in run.err and "cause: stalled (vllm stalled while starting" in run.err
     assert run.elapsed < FAST
     assert_no_leftovers()
 
@@ -415,4 +436,50 @@ step done
 """)
     assert run.rc == 0, run.text
     assert "FAILED" not in run.text
+    assert_no_leftovers()
+
+
+def _outcome(run) -> dict[str, str]:
+    text = (run.work / "state" / "outcome").read_text()
+    return dict(line.split("=", 1) for line in text.splitlines())
+
+
+def test_the_outcome_names_the_cause_of_a_failure_the_node_said(node, assert_no_leftovers):
+    """A failure without a service report (a preflight's own line) is classified from what the node said."""
+    run = node.run("""
+step preflight
+fail "GPUs not drained: card3 (0000:45:00.0): 61.2% of VRAM in use (threshold 10%)"
+""")
+    assert run.rc == 1, run.text
+    assert "cause: gpu-not-drained (FAILED preflight on sim0: GPUs not drained: card3" in run.err
+    outcome = _outcome(run)
+    assert (outcome["cause"], outcome["step"]) == ("gpu-not-drained", "preflight")
+    assert outcome["detail"].startswith("FAILED preflight on sim0: GPUs not drained: card3")
+    assert_no_leftovers()
+
+
+def test_the_outcome_keeps_the_service_report_s_cause(node, free_port, assert_no_leftovers):
+    """The service report's classification (from its log) is the outcome's, printed once."""
+    port = free_port()
+    run = node.run(f"""
+step start-prefill
+svc prefill --port {port} --never-healthy --crash-after 0.3
+wait_http prefill {health(port)} 60
+""")
+    assert run.rc == 1, run.text
+    assert run.err.count("cause: ") == 1, run.err
+    outcome = _outcome(run)
+    assert (outcome["cause"], outcome["detail"]) == ("crashed", "RuntimeError: engine core died (stub crash)")
+    assert_no_leftovers()
+
+
+def test_a_node_ended_by_others_names_no_cause(node, assert_no_leftovers):
+    run = node.run("""
+step wait
+kill -TERM "$_NODE_MAIN_PID"
+fail "not reached: the TERM trap ends the node first"
+""")
+    assert run.rc == 143, run.text
+    assert "cause: " not in run.err
+    assert _outcome(run)["cause"] == ""
     assert_no_leftovers()

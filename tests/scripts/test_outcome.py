@@ -47,6 +47,25 @@ def test_verdict(outcomes, srun_rc, code, line):
     assert line in got_line
 
 
+def test_the_verdict_names_the_first_failure_s_cause_class():
+    first = Outcome("b", 6, "failure", 1.0, "ports free", "port-in-use", "127.0.0.13:8000 is taken")
+    later = Outcome("a", 1, "failure", 2.0, "ready barrier", "peer-unreachable", "connection refused")
+    code, said = verdict({"a": later, "b": first}, 6)
+    assert code == 6
+    assert said.splitlines()[1] == "cause: port-in-use (127.0.0.13:8000 is taken)"
+    # a node script of an older run folder, which named no cause
+    _, said = verdict({"b": node("b", 3)}, 3)
+    assert said.splitlines()[1] == "cause: unknown (the node named none)"
+
+
+def test_the_cause_is_read_from_the_outcome_file(tmp_path):
+    state = tmp_path / "state" / "sim2"
+    state.mkdir(parents=True)
+    (state / "outcome").write_bytes(GOOD + b"cause=killed\ndetail=killed by SIGKILL:\tdmesg\n")
+    got = read_outcome(str(tmp_path), "sim2")
+    assert (got.cause, got.detail) == ("killed", "killed by SIGKILL: dmesg")
+
+
 GOOD = b"rc=3\nkind=failure\nat=1700000000.5\nstep=prefill lmcache\n"
 
 
@@ -63,6 +82,8 @@ GOOD = b"rc=3\nkind=failure\nat=1700000000.5\nstep=prefill lmcache\n"
         GOOD.replace(b"kind=failure", b"kind=whatever"),
         GOOD.replace(b"step=prefill lmcache", b"step=\x1b[2J\x1b[Hall good"),  # would drive the terminal
         GOOD.replace(b"step=prefill lmcache\n", b""),
+        GOOD + b"cause=Port In Use\n",  # not an id of scripts/causes.json's form
+        GOOD + b"cause=\x1b[2J\n",
         GOOD + b"x" * 10_000_000,
         "directory",
         "fifo",  # its open would wait for a writer forever
@@ -96,7 +117,8 @@ def test_a_malformed_outcome_is_no_outcome_never_a_traceback(tmp_path, content):
     )
     assert (done.returncode, done.stderr) == (
         1,
-        "job failed: no outcome from sim1 (killed before it could report?)\n",
+        "job failed: no outcome from sim1 (killed before it could report?)\n"
+        "cause: unknown (no node reported a failure)\n",
     )
 
 
@@ -109,3 +131,35 @@ def test_an_outcome_as_the_node_script_writes_it_is_read(tmp_path):
     )
     (state / "outcome").write_bytes(b"rc=0\nkind=failure\nat=\nstep=finish barrier\n")  # a clean end
     assert read_outcome(str(tmp_path), "sim1") == Outcome("sim1", 0, "failure", 0.0, "finish barrier")
+
+
+PEERS = frozenset({"requests-failed", "barrier-timeout", "peer-unreachable"})
+
+
+def test_a_symptom_gives_way_to_the_root_cause_failing_moments_later():
+    """The benchmark on sim1 saw its requests fail 0.4 s before sim3's decode was seen exiting: the verdict
+    names the crash, and says the earlier failure was its symptom."""
+    bench = Outcome("sim1", 10, "failure", 100.0, "benchmark conc2", "requests-failed", "100% failed")
+    crash = Outcome("sim3", 1, "failure", 100.4, "decode vllm", "crashed", "vllm exited with code 1")
+    code, said = verdict({"sim1": bench, "sim3": crash}, 10, PEERS)
+    assert code == 1
+    assert said.splitlines() == [
+        "job failed: first failure on sim3 in step 'decode vllm' (exit code 1)",
+        "cause: crashed (vllm exited with code 1)",
+        "(sim1 failed 0.40 s earlier in step 'benchmark conc2', requests-failed: a symptom of this)",
+    ]
+
+
+@pytest.mark.parametrize(
+    "later",
+    [
+        Outcome("sim3", 1, "failure", 106.0, "decode vllm", "crashed", "x"),  # outside the window
+        Outcome("sim3", 5, "failure", 100.5, "start barrier", "barrier-timeout", "x"),  # a symptom too
+        Outcome("sim1", 1, "failure", 100.5, "teardown", "crashed", "x"),  # the same node
+    ],
+)
+def test_the_earliest_failure_stands_when_no_root_cause_follows_closely(later):
+    first = Outcome("sim1", 5, "failure", 100.0, "start barrier", "barrier-timeout", "waited")
+    _, said = verdict({"a": first, "b": later}, 5, PEERS)
+    assert said.splitlines()[0] == "job failed: first failure on sim1 in step 'start barrier' (exit code 5)"
+    assert len(said.splitlines()) == 2

@@ -48,6 +48,8 @@ require_drained_gpus 0.1
 if [[ $RANK == 0 ]]; then
   require_commands python3 aiperf
   require_version aiperf aiperf 0.13.0
+  # make submit RESUME=<run> lists the benchmarks an earlier run of the same lock collected.
+  load_resumed "$RUN_DIR/resume.json"
 fi
 
 step "resolve address"
@@ -131,6 +133,79 @@ start_decode() {
   wait_http vllm http://"${NODE_ADDR}":8000/health 3600
 }
 
+# Rank 0, per benchmark: its run, its result gated, then every engine's and the router's counters.
+benchmark_conc8() {
+  step "benchmark conc8"
+  run_cmd aiperf profile \
+    --url http://"${NODE_ADDR}":30000 \
+    --endpoint /v1/chat/completions \
+    --endpoint-type chat \
+    --streaming \
+    --model amd/Kimi-K2.5-MXFP4 \
+    --tokenizer /models/amd/Kimi-K2.5-MXFP4 \
+    --concurrency 8 \
+    --benchmark-duration 600 \
+    --random-seed 42 \
+    --failed-request-threshold 0.10 \
+    --use-server-token-count \
+    --extra-inputs ignore_eos:true \
+    --output-artifact-dir "${RESULTS_DIR}"/conc8 \
+    --session-header X-Session-ID \
+    --public-dataset semianalysis_cc_traces_weka_with_subagents_060826_256k
+  collect_result "$RESULTS_DIR/conc8/profile_export_aiperf.json" "$RESULTS_DIR"/kimik2.5-fp4-mi355x-vllm-disagg-agentic_agentic_p1x8_d1x8_conc8.json \
+    0.10 300
+  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc8" \
+    prefill0=http://"${PEER_ADDR[0]}":8000/metrics decode0=http://"${PEER_ADDR[1]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics
+}
+
+benchmark_conc16() {
+  step "benchmark conc16"
+  run_cmd aiperf profile \
+    --url http://"${NODE_ADDR}":30000 \
+    --endpoint /v1/chat/completions \
+    --endpoint-type chat \
+    --streaming \
+    --model amd/Kimi-K2.5-MXFP4 \
+    --tokenizer /models/amd/Kimi-K2.5-MXFP4 \
+    --concurrency 16 \
+    --benchmark-duration 600 \
+    --random-seed 42 \
+    --failed-request-threshold 0.10 \
+    --use-server-token-count \
+    --extra-inputs ignore_eos:true \
+    --output-artifact-dir "${RESULTS_DIR}"/conc16 \
+    --session-header X-Session-ID \
+    --public-dataset semianalysis_cc_traces_weka_with_subagents_060826_256k
+  collect_result "$RESULTS_DIR/conc16/profile_export_aiperf.json" "$RESULTS_DIR"/kimik2.5-fp4-mi355x-vllm-disagg-agentic_agentic_p1x8_d1x8_conc16.json \
+    0.10 300
+  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc16" \
+    prefill0=http://"${PEER_ADDR[0]}":8000/metrics decode0=http://"${PEER_ADDR[1]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics
+}
+
+benchmark_conc32() {
+  step "benchmark conc32"
+  run_cmd aiperf profile \
+    --url http://"${NODE_ADDR}":30000 \
+    --endpoint /v1/chat/completions \
+    --endpoint-type chat \
+    --streaming \
+    --model amd/Kimi-K2.5-MXFP4 \
+    --tokenizer /models/amd/Kimi-K2.5-MXFP4 \
+    --concurrency 32 \
+    --benchmark-duration 600 \
+    --random-seed 42 \
+    --failed-request-threshold 0.10 \
+    --use-server-token-count \
+    --extra-inputs ignore_eos:true \
+    --output-artifact-dir "${RESULTS_DIR}"/conc32 \
+    --session-header X-Session-ID \
+    --public-dataset semianalysis_cc_traces_weka_with_subagents_060826_256k
+  collect_result "$RESULTS_DIR/conc32/profile_export_aiperf.json" "$RESULTS_DIR"/kimik2.5-fp4-mi355x-vllm-disagg-agentic_agentic_p1x8_d1x8_conc32.json \
+    0.10 300
+  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc32" \
+    prefill0=http://"${PEER_ADDR[0]}":8000/metrics decode0=http://"${PEER_ADDR[1]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics
+}
+
 "start_$ROLE"
 
 step "ready barrier"
@@ -153,76 +228,24 @@ if [[ $RANK == 0 ]]; then
     --router http://"${NODE_ADDR}":30000 \
     --model amd/Kimi-K2.5-MXFP4 \
     --decode-metrics http://"${PEER_ADDR[1]}":8000/metrics
-  # Counters before the sweep and after each concurrency: the report turns them into per-run deltas.
+  # Counters before the sweep and after each concurrency: the report turns them into per-run deltas (in a
+  # resumed run, "before the sweep" is before its first benchmark measured here, never another job's).
   mkdir -p "$RESULTS_DIR"
   run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/start" \
     prefill0=http://"${PEER_ADDR[0]}":8000/metrics decode0=http://"${PEER_ADDR[1]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics
-
-  step "benchmark conc8"
-  run_cmd aiperf profile \
-    --url http://"${NODE_ADDR}":30000 \
-    --endpoint /v1/chat/completions \
-    --endpoint-type chat \
-    --streaming \
-    --model amd/Kimi-K2.5-MXFP4 \
-    --tokenizer /models/amd/Kimi-K2.5-MXFP4 \
-    --concurrency 8 \
-    --benchmark-duration 600 \
-    --random-seed 42 \
-    --failed-request-threshold 0.10 \
-    --use-server-token-count \
-    --extra-inputs ignore_eos:true \
-    --output-artifact-dir "${RESULTS_DIR}"/conc8 \
-    --session-header X-Session-ID \
-    --public-dataset semianalysis_cc_traces_weka_with_subagents_060826_256k
-  collect_result "$RESULTS_DIR/conc8/profile_export_aiperf.json" "$RESULTS_DIR"/kimik2.5-fp4-mi355x-vllm-disagg-agentic_agentic_p1x8_d1x8_conc8.json \
-    0.10 300
-  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc8" \
-    prefill0=http://"${PEER_ADDR[0]}":8000/metrics decode0=http://"${PEER_ADDR[1]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics
-
-  step "benchmark conc16"
-  run_cmd aiperf profile \
-    --url http://"${NODE_ADDR}":30000 \
-    --endpoint /v1/chat/completions \
-    --endpoint-type chat \
-    --streaming \
-    --model amd/Kimi-K2.5-MXFP4 \
-    --tokenizer /models/amd/Kimi-K2.5-MXFP4 \
-    --concurrency 16 \
-    --benchmark-duration 600 \
-    --random-seed 42 \
-    --failed-request-threshold 0.10 \
-    --use-server-token-count \
-    --extra-inputs ignore_eos:true \
-    --output-artifact-dir "${RESULTS_DIR}"/conc16 \
-    --session-header X-Session-ID \
-    --public-dataset semianalysis_cc_traces_weka_with_subagents_060826_256k
-  collect_result "$RESULTS_DIR/conc16/profile_export_aiperf.json" "$RESULTS_DIR"/kimik2.5-fp4-mi355x-vllm-disagg-agentic_agentic_p1x8_d1x8_conc16.json \
-    0.10 300
-  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc16" \
-    prefill0=http://"${PEER_ADDR[0]}":8000/metrics decode0=http://"${PEER_ADDR[1]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics
-
-  step "benchmark conc32"
-  run_cmd aiperf profile \
-    --url http://"${NODE_ADDR}":30000 \
-    --endpoint /v1/chat/completions \
-    --endpoint-type chat \
-    --streaming \
-    --model amd/Kimi-K2.5-MXFP4 \
-    --tokenizer /models/amd/Kimi-K2.5-MXFP4 \
-    --concurrency 32 \
-    --benchmark-duration 600 \
-    --random-seed 42 \
-    --failed-request-threshold 0.10 \
-    --use-server-token-count \
-    --extra-inputs ignore_eos:true \
-    --output-artifact-dir "${RESULTS_DIR}"/conc32 \
-    --session-header X-Session-ID \
-    --public-dataset semianalysis_cc_traces_weka_with_subagents_060826_256k
-  collect_result "$RESULTS_DIR/conc32/profile_export_aiperf.json" "$RESULTS_DIR"/kimik2.5-fp4-mi355x-vllm-disagg-agentic_agentic_p1x8_d1x8_conc32.json \
-    0.10 300
-  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc32" \
-    prefill0=http://"${PEER_ADDR[0]}":8000/metrics decode0=http://"${PEER_ADDR[1]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics
+  # Serving that stops (requests held, no token) fails the job, instead of waiting out the benchmark.
+  start_service tokenwatch python3 "$SCRIPTS_DIR/tokenwatch.py" --state-dir "$STATE_DIR" \
+    --grace 300 prefill0=http://"${PEER_ADDR[0]}":8000/metrics decode0=http://"${PEER_ADDR[1]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics
+  # A resumed run (make submit RESUME=<run>) skips the benchmarks an earlier run already measured.
+  if ! benchmark_resumed conc8; then
+    benchmark_conc8
+  fi
+  if ! benchmark_resumed conc16; then
+    benchmark_conc16
+  fi
+  if ! benchmark_resumed conc32; then
+    benchmark_conc32
+  fi
 
   step "LMCache proof"
   run_cmd python3 "${SCRIPTS_DIR}"/proof.py l2 \

@@ -48,6 +48,8 @@ esac
 if [[ $RANK == 0 ]]; then
   require_commands python3 aiperf
   require_version aiperf aiperf 0.13.0
+  # make submit RESUME=<run> lists the benchmarks an earlier run of the same lock collected.
+  load_resumed "$RUN_DIR/resume.json"
 fi
 
 step "resolve address"
@@ -131,6 +133,32 @@ start_decode() {
   wait_http vllm http://"${NODE_ADDR}":8000/health 120
 }
 
+# Rank 0, per benchmark: its run, its result gated, then every engine's and the router's counters.
+benchmark_conc2() {
+  step "benchmark conc2"
+  run_cmd aiperf profile \
+    --url http://"${NODE_ADDR}":30000 \
+    --endpoint /v1/chat/completions \
+    --endpoint-type chat \
+    --streaming \
+    --model amd/Kimi-K2.5-MXFP4 \
+    --tokenizer "${RECIPE_DIR}"/traces/tokenizer \
+    --concurrency 2 \
+    --benchmark-duration 10 \
+    --random-seed 42 \
+    --failed-request-threshold 0.10 \
+    --use-server-token-count \
+    --extra-inputs ignore_eos:true \
+    --output-artifact-dir "${RESULTS_DIR}"/conc2 \
+    --session-header X-Session-ID \
+    --input-file "${RECIPE_DIR}"/traces/agentic-sim.jsonl \
+    --custom-dataset-type multi_turn
+  collect_result "$RESULTS_DIR/conc2/profile_export_aiperf.json" "$RESULTS_DIR"/local-container-vllm-disagg-agentic_agentic_p2x8_d1x8_conc2.json \
+    0.10 5
+  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc2" \
+    prefill0=http://"${PEER_ADDR[0]}":8000/metrics prefill1=http://"${PEER_ADDR[1]}":8000/metrics decode0=http://"${PEER_ADDR[2]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics
+}
+
 "start_$ROLE"
 
 step "ready barrier"
@@ -154,33 +182,18 @@ if [[ $RANK == 0 ]]; then
     --router http://"${NODE_ADDR}":30000 \
     --model amd/Kimi-K2.5-MXFP4 \
     --decode-metrics http://"${PEER_ADDR[2]}":8000/metrics
-  # Counters before the sweep and after each concurrency: the report turns them into per-run deltas.
+  # Counters before the sweep and after each concurrency: the report turns them into per-run deltas (in a
+  # resumed run, "before the sweep" is before its first benchmark measured here, never another job's).
   mkdir -p "$RESULTS_DIR"
   run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/start" \
     prefill0=http://"${PEER_ADDR[0]}":8000/metrics prefill1=http://"${PEER_ADDR[1]}":8000/metrics decode0=http://"${PEER_ADDR[2]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics
-
-  step "benchmark conc2"
-  run_cmd aiperf profile \
-    --url http://"${NODE_ADDR}":30000 \
-    --endpoint /v1/chat/completions \
-    --endpoint-type chat \
-    --streaming \
-    --model amd/Kimi-K2.5-MXFP4 \
-    --tokenizer "${RECIPE_DIR}"/traces/tokenizer \
-    --concurrency 2 \
-    --benchmark-duration 10 \
-    --random-seed 42 \
-    --failed-request-threshold 0.10 \
-    --use-server-token-count \
-    --extra-inputs ignore_eos:true \
-    --output-artifact-dir "${RESULTS_DIR}"/conc2 \
-    --session-header X-Session-ID \
-    --input-file "${RECIPE_DIR}"/traces/agentic-sim.jsonl \
-    --custom-dataset-type multi_turn
-  collect_result "$RESULTS_DIR/conc2/profile_export_aiperf.json" "$RESULTS_DIR"/local-container-vllm-disagg-agentic_agentic_p2x8_d1x8_conc2.json \
-    0.10 5
-  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc2" \
-    prefill0=http://"${PEER_ADDR[0]}":8000/metrics prefill1=http://"${PEER_ADDR[1]}":8000/metrics decode0=http://"${PEER_ADDR[2]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics
+  # Serving that stops (requests held, no token) fails the job, instead of waiting out the benchmark.
+  start_service tokenwatch python3 "$SCRIPTS_DIR/tokenwatch.py" --state-dir "$STATE_DIR" \
+    --grace 15 prefill0=http://"${PEER_ADDR[0]}":8000/metrics prefill1=http://"${PEER_ADDR[1]}":8000/metrics decode0=http://"${PEER_ADDR[2]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics
+  # A resumed run (make submit RESUME=<run>) skips the benchmarks an earlier run already measured.
+  if ! benchmark_resumed conc2; then
+    benchmark_conc2
+  fi
 
   step "LMCache proof"
   run_cmd python3 "${SCRIPTS_DIR}"/proof.py l2 \

@@ -42,6 +42,8 @@ esac
 if [[ $RANK == 0 ]]; then
   require_commands python3 aiperf
   require_version aiperf aiperf 0.13.0
+  # make submit RESUME=<run> lists the benchmarks an earlier run of the same lock collected.
+  load_resumed "$RUN_DIR/resume.json"
 fi
 
 step "resolve address"
@@ -120,6 +122,59 @@ start_decode() {
   wait_http vllm http://"${NODE_ADDR}":8000/health 900
 }
 
+# Rank 0, per benchmark: its run, its result gated, then every engine's and the router's counters.
+benchmark_conc1() {
+  step "benchmark conc1"
+  run_cmd aiperf profile \
+    --url http://"${NODE_ADDR}":30000 \
+    --endpoint /v1/chat/completions \
+    --endpoint-type chat \
+    --streaming \
+    --model disagg-recipes/tiny-llama \
+    --tokenizer /tmp/disagg-recipes-cpu/models/disagg-recipes/tiny-llama \
+    --concurrency 1 \
+    --benchmark-duration 60 \
+    --benchmark-grace-period 300 \
+    --random-seed 42 \
+    --failed-request-threshold 0.10 \
+    --use-server-token-count \
+    --extra-inputs ignore_eos:true \
+    --output-artifact-dir "${RESULTS_DIR}"/conc1 \
+    --session-header X-Session-ID \
+    --input-file "${RECIPE_DIR}"/traces/agentic-sim.jsonl \
+    --custom-dataset-type multi_turn
+  collect_result "$RESULTS_DIR/conc1/profile_export_aiperf.json" "$RESULTS_DIR"/local-cpu-vllm-disagg-agentic_agentic_p1x1_d1x1_conc1.json \
+    0.10 30
+  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc1" \
+    prefill0=http://"${PEER_ADDR[0]}":8000/metrics decode0=http://"${PEER_ADDR[1]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics
+}
+
+benchmark_conc2() {
+  step "benchmark conc2"
+  run_cmd aiperf profile \
+    --url http://"${NODE_ADDR}":30000 \
+    --endpoint /v1/chat/completions \
+    --endpoint-type chat \
+    --streaming \
+    --model disagg-recipes/tiny-llama \
+    --tokenizer /tmp/disagg-recipes-cpu/models/disagg-recipes/tiny-llama \
+    --concurrency 2 \
+    --benchmark-duration 60 \
+    --benchmark-grace-period 300 \
+    --random-seed 42 \
+    --failed-request-threshold 0.10 \
+    --use-server-token-count \
+    --extra-inputs ignore_eos:true \
+    --output-artifact-dir "${RESULTS_DIR}"/conc2 \
+    --session-header X-Session-ID \
+    --input-file "${RECIPE_DIR}"/traces/agentic-sim.jsonl \
+    --custom-dataset-type multi_turn
+  collect_result "$RESULTS_DIR/conc2/profile_export_aiperf.json" "$RESULTS_DIR"/local-cpu-vllm-disagg-agentic_agentic_p1x1_d1x1_conc2.json \
+    0.10 30
+  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc2" \
+    prefill0=http://"${PEER_ADDR[0]}":8000/metrics decode0=http://"${PEER_ADDR[1]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics
+}
+
 "start_$ROLE"
 
 step "ready barrier"
@@ -145,58 +200,21 @@ if [[ $RANK == 0 ]]; then
     --router http://"${NODE_ADDR}":30000 \
     --model disagg-recipes/tiny-llama \
     --decode-metrics http://"${PEER_ADDR[1]}":8000/metrics
-  # Counters before the sweep and after each concurrency: the report turns them into per-run deltas.
+  # Counters before the sweep and after each concurrency: the report turns them into per-run deltas (in a
+  # resumed run, "before the sweep" is before its first benchmark measured here, never another job's).
   mkdir -p "$RESULTS_DIR"
   run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/start" \
     prefill0=http://"${PEER_ADDR[0]}":8000/metrics decode0=http://"${PEER_ADDR[1]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics
-
-  step "benchmark conc1"
-  run_cmd aiperf profile \
-    --url http://"${NODE_ADDR}":30000 \
-    --endpoint /v1/chat/completions \
-    --endpoint-type chat \
-    --streaming \
-    --model disagg-recipes/tiny-llama \
-    --tokenizer /tmp/disagg-recipes-cpu/models/disagg-recipes/tiny-llama \
-    --concurrency 1 \
-    --benchmark-duration 60 \
-    --benchmark-grace-period 300 \
-    --random-seed 42 \
-    --failed-request-threshold 0.10 \
-    --use-server-token-count \
-    --extra-inputs ignore_eos:true \
-    --output-artifact-dir "${RESULTS_DIR}"/conc1 \
-    --session-header X-Session-ID \
-    --input-file "${RECIPE_DIR}"/traces/agentic-sim.jsonl \
-    --custom-dataset-type multi_turn
-  collect_result "$RESULTS_DIR/conc1/profile_export_aiperf.json" "$RESULTS_DIR"/local-cpu-vllm-disagg-agentic_agentic_p1x1_d1x1_conc1.json \
-    0.10 30
-  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc1" \
-    prefill0=http://"${PEER_ADDR[0]}":8000/metrics decode0=http://"${PEER_ADDR[1]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics
-
-  step "benchmark conc2"
-  run_cmd aiperf profile \
-    --url http://"${NODE_ADDR}":30000 \
-    --endpoint /v1/chat/completions \
-    --endpoint-type chat \
-    --streaming \
-    --model disagg-recipes/tiny-llama \
-    --tokenizer /tmp/disagg-recipes-cpu/models/disagg-recipes/tiny-llama \
-    --concurrency 2 \
-    --benchmark-duration 60 \
-    --benchmark-grace-period 300 \
-    --random-seed 42 \
-    --failed-request-threshold 0.10 \
-    --use-server-token-count \
-    --extra-inputs ignore_eos:true \
-    --output-artifact-dir "${RESULTS_DIR}"/conc2 \
-    --session-header X-Session-ID \
-    --input-file "${RECIPE_DIR}"/traces/agentic-sim.jsonl \
-    --custom-dataset-type multi_turn
-  collect_result "$RESULTS_DIR/conc2/profile_export_aiperf.json" "$RESULTS_DIR"/local-cpu-vllm-disagg-agentic_agentic_p1x1_d1x1_conc2.json \
-    0.10 30
-  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc2" \
-    prefill0=http://"${PEER_ADDR[0]}":8000/metrics decode0=http://"${PEER_ADDR[1]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics
+  # Serving that stops (requests held, no token) fails the job, instead of waiting out the benchmark.
+  start_service tokenwatch python3 "$SCRIPTS_DIR/tokenwatch.py" --state-dir "$STATE_DIR" \
+    --grace 300 prefill0=http://"${PEER_ADDR[0]}":8000/metrics decode0=http://"${PEER_ADDR[1]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics
+  # A resumed run (make submit RESUME=<run>) skips the benchmarks an earlier run already measured.
+  if ! benchmark_resumed conc1; then
+    benchmark_conc1
+  fi
+  if ! benchmark_resumed conc2; then
+    benchmark_conc2
+  fi
 
   step "LMCache proof"
   run_cmd python3 "${SCRIPTS_DIR}"/proof.py l2 \

@@ -42,6 +42,8 @@ esac
 if [[ $RANK == 0 ]]; then
   require_commands python3 aiperf
   require_version aiperf aiperf 0.13.0
+  # make submit RESUME=<run> lists the benchmarks an earlier run of the same lock collected.
+  load_resumed "$RUN_DIR/resume.json"
 fi
 
 step "resolve address"
@@ -121,6 +123,61 @@ start_decode() {
   wait_http sglang http://"${NODE_ADDR}":8000/health 120
 }
 
+# Rank 0, per benchmark: its run, its result gated, then every engine's and the router's counters.
+benchmark_conc4() {
+  step "benchmark conc4"
+  run_cmd aiperf profile \
+    --url http://"${NODE_ADDR}":30000 \
+    --endpoint /v1/chat/completions \
+    --endpoint-type chat \
+    --streaming \
+    --model openbmb/MiniCPM-SALA \
+    --tokenizer "${RECIPE_DIR}"/traces/tokenizer \
+    --concurrency 4 \
+    --benchmark-duration 10 \
+    --random-seed 42 \
+    --failed-request-threshold 0.10 \
+    --use-server-token-count \
+    --extra-inputs ignore_eos:true \
+    --output-artifact-dir "${RESULTS_DIR}"/conc4 \
+    --synthetic-input-tokens-mean 1024 \
+    --synthetic-input-tokens-stddev 0 \
+    --output-tokens-mean 64 \
+    --output-tokens-stddev 0 \
+    --prompt-corpus random
+  collect_result "$RESULTS_DIR/conc4/profile_export_aiperf.json" "$RESULTS_DIR"/local-sim-sglang-disagg_fsl1k64_p2x8_d1x8_conc4.json \
+    0.10 5
+  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc4" \
+    prefill0=http://"${PEER_ADDR[0]}":8000/metrics prefill1=http://"${PEER_ADDR[1]}":8000/metrics decode0=http://"${PEER_ADDR[2]}":8000/metrics router=http://"${NODE_ADDR}":29000/metrics
+}
+
+benchmark_conc8() {
+  step "benchmark conc8"
+  run_cmd aiperf profile \
+    --url http://"${NODE_ADDR}":30000 \
+    --endpoint /v1/chat/completions \
+    --endpoint-type chat \
+    --streaming \
+    --model openbmb/MiniCPM-SALA \
+    --tokenizer "${RECIPE_DIR}"/traces/tokenizer \
+    --concurrency 8 \
+    --benchmark-duration 10 \
+    --random-seed 42 \
+    --failed-request-threshold 0.10 \
+    --use-server-token-count \
+    --extra-inputs ignore_eos:true \
+    --output-artifact-dir "${RESULTS_DIR}"/conc8 \
+    --synthetic-input-tokens-mean 1024 \
+    --synthetic-input-tokens-stddev 0 \
+    --output-tokens-mean 64 \
+    --output-tokens-stddev 0 \
+    --prompt-corpus random
+  collect_result "$RESULTS_DIR/conc8/profile_export_aiperf.json" "$RESULTS_DIR"/local-sim-sglang-disagg_fsl1k64_p2x8_d1x8_conc8.json \
+    0.10 5
+  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc8" \
+    prefill0=http://"${PEER_ADDR[0]}":8000/metrics prefill1=http://"${PEER_ADDR[1]}":8000/metrics decode0=http://"${PEER_ADDR[2]}":8000/metrics router=http://"${NODE_ADDR}":29000/metrics
+}
+
 "start_$ROLE"
 
 step "ready barrier"
@@ -151,60 +208,21 @@ if [[ $RANK == 0 ]]; then
     --prefill-metrics http://"${PEER_ADDR[0]}":8000/metrics \
     --prefill-metrics http://"${PEER_ADDR[1]}":8000/metrics \
     --decode-metrics http://"${PEER_ADDR[2]}":8000/metrics
-  # Counters before the sweep and after each concurrency: the report turns them into per-run deltas.
+  # Counters before the sweep and after each concurrency: the report turns them into per-run deltas (in a
+  # resumed run, "before the sweep" is before its first benchmark measured here, never another job's).
   mkdir -p "$RESULTS_DIR"
   run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/start" \
     prefill0=http://"${PEER_ADDR[0]}":8000/metrics prefill1=http://"${PEER_ADDR[1]}":8000/metrics decode0=http://"${PEER_ADDR[2]}":8000/metrics router=http://"${NODE_ADDR}":29000/metrics
-
-  step "benchmark conc4"
-  run_cmd aiperf profile \
-    --url http://"${NODE_ADDR}":30000 \
-    --endpoint /v1/chat/completions \
-    --endpoint-type chat \
-    --streaming \
-    --model openbmb/MiniCPM-SALA \
-    --tokenizer "${RECIPE_DIR}"/traces/tokenizer \
-    --concurrency 4 \
-    --benchmark-duration 10 \
-    --random-seed 42 \
-    --failed-request-threshold 0.10 \
-    --use-server-token-count \
-    --extra-inputs ignore_eos:true \
-    --output-artifact-dir "${RESULTS_DIR}"/conc4 \
-    --synthetic-input-tokens-mean 1024 \
-    --synthetic-input-tokens-stddev 0 \
-    --output-tokens-mean 64 \
-    --output-tokens-stddev 0 \
-    --prompt-corpus random
-  collect_result "$RESULTS_DIR/conc4/profile_export_aiperf.json" "$RESULTS_DIR"/local-sim-sglang-disagg_fsl1k64_p2x8_d1x8_conc4.json \
-    0.10 5
-  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc4" \
-    prefill0=http://"${PEER_ADDR[0]}":8000/metrics prefill1=http://"${PEER_ADDR[1]}":8000/metrics decode0=http://"${PEER_ADDR[2]}":8000/metrics router=http://"${NODE_ADDR}":29000/metrics
-
-  step "benchmark conc8"
-  run_cmd aiperf profile \
-    --url http://"${NODE_ADDR}":30000 \
-    --endpoint /v1/chat/completions \
-    --endpoint-type chat \
-    --streaming \
-    --model openbmb/MiniCPM-SALA \
-    --tokenizer "${RECIPE_DIR}"/traces/tokenizer \
-    --concurrency 8 \
-    --benchmark-duration 10 \
-    --random-seed 42 \
-    --failed-request-threshold 0.10 \
-    --use-server-token-count \
-    --extra-inputs ignore_eos:true \
-    --output-artifact-dir "${RESULTS_DIR}"/conc8 \
-    --synthetic-input-tokens-mean 1024 \
-    --synthetic-input-tokens-stddev 0 \
-    --output-tokens-mean 64 \
-    --output-tokens-stddev 0 \
-    --prompt-corpus random
-  collect_result "$RESULTS_DIR/conc8/profile_export_aiperf.json" "$RESULTS_DIR"/local-sim-sglang-disagg_fsl1k64_p2x8_d1x8_conc8.json \
-    0.10 5
-  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc8" \
-    prefill0=http://"${PEER_ADDR[0]}":8000/metrics prefill1=http://"${PEER_ADDR[1]}":8000/metrics decode0=http://"${PEER_ADDR[2]}":8000/metrics router=http://"${NODE_ADDR}":29000/metrics
+  # Serving that stops (requests held, no token) fails the job, instead of waiting out the benchmark.
+  start_service tokenwatch python3 "$SCRIPTS_DIR/tokenwatch.py" --state-dir "$STATE_DIR" \
+    --grace 15 prefill0=http://"${PEER_ADDR[0]}":8000/metrics prefill1=http://"${PEER_ADDR[1]}":8000/metrics decode0=http://"${PEER_ADDR[2]}":8000/metrics router=http://"${NODE_ADDR}":29000/metrics
+  # A resumed run (make submit RESUME=<run>) skips the benchmarks an earlier run already measured.
+  if ! benchmark_resumed conc4; then
+    benchmark_conc4
+  fi
+  if ! benchmark_resumed conc8; then
+    benchmark_conc8
+  fi
 fi
 
 step "finish barrier"

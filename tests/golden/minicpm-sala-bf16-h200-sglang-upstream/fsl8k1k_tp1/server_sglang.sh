@@ -42,6 +42,8 @@ esac
 if [[ $RANK == 0 ]]; then
   require_commands python3 aiperf
   require_version aiperf aiperf 0.13.0
+  # make submit RESUME=<run> lists the benchmarks an earlier run of the same lock collected.
+  load_resumed "$RUN_DIR/resume.json"
 fi
 
 step "resolve address"
@@ -90,23 +92,8 @@ start_server() {
   wait_http sglang http://"${NODE_ADDR}":8000/health 3600
 }
 
-"start_$ROLE"
-
-step "ready barrier"
-barrier ready "$RANK" 1 "$LEADER_ADDR:29500" 3600 \
-  --nodes "$NODE_NAMES" --secret-file "$RUN_DIR/job.secret"
-
-if [[ $RANK == 0 ]]; then
-  step "smoke"
-  run_cmd python3 "${SCRIPTS_DIR}"/proof.py smoke \
-    --engine sglang \
-    --router http://"${NODE_ADDR}":8000 \
-    --model openbmb/MiniCPM-SALA
-  # Counters before the sweep and after each concurrency: the report turns them into per-run deltas.
-  mkdir -p "$RESULTS_DIR"
-  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/start" \
-    server0=http://"${PEER_ADDR[0]}":8000/metrics
-
+# Rank 0, per benchmark: its run, its result gated, then every engine's and the router's counters.
+benchmark_conc8() {
   step "benchmark conc8"
   run_cmd aiperf profile \
     --url http://"${NODE_ADDR}":8000 \
@@ -130,7 +117,9 @@ if [[ $RANK == 0 ]]; then
     0.10 300
   run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc8" \
     server0=http://"${PEER_ADDR[0]}":8000/metrics
+}
 
+benchmark_conc16() {
   step "benchmark conc16"
   run_cmd aiperf profile \
     --url http://"${NODE_ADDR}":8000 \
@@ -154,7 +143,9 @@ if [[ $RANK == 0 ]]; then
     0.10 300
   run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc16" \
     server0=http://"${PEER_ADDR[0]}":8000/metrics
+}
 
+benchmark_conc32() {
   step "benchmark conc32"
   run_cmd aiperf profile \
     --url http://"${NODE_ADDR}":8000 \
@@ -178,6 +169,38 @@ if [[ $RANK == 0 ]]; then
     0.10 300
   run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc32" \
     server0=http://"${PEER_ADDR[0]}":8000/metrics
+}
+
+"start_$ROLE"
+
+step "ready barrier"
+barrier ready "$RANK" 1 "$LEADER_ADDR:29500" 3600 \
+  --nodes "$NODE_NAMES" --secret-file "$RUN_DIR/job.secret"
+
+if [[ $RANK == 0 ]]; then
+  step "smoke"
+  run_cmd python3 "${SCRIPTS_DIR}"/proof.py smoke \
+    --engine sglang \
+    --router http://"${NODE_ADDR}":8000 \
+    --model openbmb/MiniCPM-SALA
+  # Counters before the sweep and after each concurrency: the report turns them into per-run deltas (in a
+  # resumed run, "before the sweep" is before its first benchmark measured here, never another job's).
+  mkdir -p "$RESULTS_DIR"
+  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/start" \
+    server0=http://"${PEER_ADDR[0]}":8000/metrics
+  # Serving that stops (requests held, no token) fails the job, instead of waiting out the benchmark.
+  start_service tokenwatch python3 "$SCRIPTS_DIR/tokenwatch.py" --state-dir "$STATE_DIR" \
+    --grace 300 server0=http://"${PEER_ADDR[0]}":8000/metrics
+  # A resumed run (make submit RESUME=<run>) skips the benchmarks an earlier run already measured.
+  if ! benchmark_resumed conc8; then
+    benchmark_conc8
+  fi
+  if ! benchmark_resumed conc16; then
+    benchmark_conc16
+  fi
+  if ! benchmark_resumed conc32; then
+    benchmark_conc32
+  fi
 fi
 
 step "finish barrier"
