@@ -14,33 +14,34 @@ require_commands() {
 # (an image may lack a component, or carry another build of it).
 require_version() {
   (($# == 3)) || fail "usage: require_version COMMAND DIST VERSION"
-  local out rc=0
-  out=$("${PYTHON:-python3}" "$SCRIPTS_DIR/sync.py" dist-version --command "$1" --dist "$2" --expect "$3" 2>&1) || rc=$?
-  ((rc == 0)) || fail "$out"
-  _node_info "$out"
+  local rc=0
+  _node_capture dist-version "${PYTHON:-python3}" "$SCRIPTS_DIR/sync.py" dist-version --command "$1" \
+    --dist "$2" --expect "$3" || rc=$?
+  ((rc == 0)) || fail "$_NODE_OUT"
+  _node_info "$_NODE_OUT"
 }
 
 # require_drained_gpus MAX — every AMD GPU free before anything loads: at most MAX of its VRAM in use and no
 # process holding a GPU device; the node's driver, ROCm and NIC firmware go to $STATE_DIR/node-facts.json.
 require_drained_gpus() {
-  local out rc=0
-  out=$("${PYTHON:-python3}" "$SCRIPTS_DIR/sync.py" gpu-drain --max-used "$1" \
-    --facts-out "$STATE_DIR/node-facts.json" 2>&1) || rc=$?
-  ((rc == 0)) || fail "$out"
-  _node_info "$out"
+  local rc=0
+  _node_capture gpu-drain "${PYTHON:-python3}" "$SCRIPTS_DIR/sync.py" gpu-drain --max-used "$1" \
+    --facts-out "$STATE_DIR/node-facts.json" || rc=$?
+  ((rc == 0)) || fail "$_NODE_OUT"
+  _node_info "$_NODE_OUT"
 }
 
 # require_free_ports SERVICE=ADDR:PORT... — nothing listens where this node's services will: a leftover
 # of an earlier job is named now, not when its service starts after the engines have loaded.
 require_free_ports() {
-  local out rc=0
-  out=$("${PYTHON:-python3}" "$SCRIPTS_DIR/sync.py" ports-free "$@" 2>&1) || rc=$?
+  local rc=0
+  _node_capture ports-free "${PYTHON:-python3}" "$SCRIPTS_DIR/sync.py" ports-free "$@" || rc=$?
   if ((rc != 0)); then
     _node_failing
-    _node_say "$out"
+    _node_say "$_NODE_OUT"
     _node_exit "$rc"
   fi
-  _node_info "$out"
+  _node_info "$_NODE_OUT"
 }
 
 # install_set NAME PYTHON ROOT env|layer COMMAND... — the pinned set NAME (recipe/setup/NAME.txt, every wheel
@@ -49,16 +50,16 @@ require_free_ports() {
 # first on PYTHONPATH. Its COMMANDs go first on PATH.
 install_set() {
   (($# >= 5)) || fail "usage: install_set NAME PYTHON ROOT env|layer COMMAND..."
-  local name=$1 python=$2 root=$3 mode=$4 out rc=0 cmd
+  local name=$1 python=$2 root=$3 mode=$4 rc=0 cmd
   shift 4
   local options=()
   for cmd in "$@"; do options+=(--command "$cmd"); done
   [[ $mode == layer ]] && options+=(--layer-link "$STATE_DIR/site-$name")
-  out=$("${PYTHON:-python3}" "$SCRIPTS_DIR/sync.py" setup-env --lock "$RECIPE_DIR/setup/$name.txt" \
-    --wheelhouse "$RECIPE_DIR/wheelhouse" --root "$root" --python "$python" --bin-dir "$STATE_DIR/bin" \
-    "${options[@]}" 2>&1) || rc=$?
-  ((rc == 0)) || fail "$out"
-  _node_info "$out"
+  _node_capture "setup-$name" "${PYTHON:-python3}" "$SCRIPTS_DIR/sync.py" setup-env \
+    --lock "$RECIPE_DIR/setup/$name.txt" --wheelhouse "$RECIPE_DIR/wheelhouse" --root "$root" \
+    --python "$python" --bin-dir "$STATE_DIR/bin" "${options[@]}" || rc=$?
+  ((rc == 0)) || fail "$_NODE_OUT"
+  _node_info "$_NODE_OUT"
   PATH=$STATE_DIR/bin:$PATH
   if [[ $mode == layer ]]; then
     export PYTHONPATH="$STATE_DIR/site-$name${PYTHONPATH:+:$PYTHONPATH}"

@@ -50,11 +50,14 @@ run_cmd() {
 }
 
 # _node_fg ERR_FILE CMD [ARGS...] — CMD in a session of its own, waited for; stderr to ERR_FILE unless
-# empty. Only the child's stderr is redirected: a trap that runs meanwhile must still reach ours.
+# empty (+FILE: stdout and stderr to FILE). Only the child's output is redirected: a trap that runs
+# meanwhile must still reach ours.
 _node_fg() {
   local err_file=$1 rc=0
   shift
-  if [[ -n $err_file ]]; then
+  if [[ $err_file == +* ]]; then
+    setsid "$@" > "${err_file#+}" 2>&1 &
+  elif [[ -n $err_file ]]; then
     setsid "$@" 2> "$err_file" &
   else
     setsid "$@" &
@@ -74,6 +77,18 @@ _node_fg() {
       _node_on_signal "$(kill -l "$((rc - 128))")"
       ;;
   esac
+  return "$rc"
+}
+
+# _node_capture NAME CMD [ARGS...] — CMD's output (stdout and stderr, also kept in $STATE_DIR/NAME.out) in
+# _NODE_OUT, its status returned. Not `out=$(CMD)`: bash runs a trap only once a command substitution has
+# ended, so a node in a minutes-long pip install (node setup) or a hung probe would ignore the TERM of a
+# scancel or of a failing peer until then, and outlive its step (a container past docker stop's grace).
+_node_capture() {
+  local file="$STATE_DIR/$1.out" rc=0
+  shift
+  _node_fg "+$file" "$@" || rc=$?
+  _NODE_OUT=$(< "$file")
   return "$rc"
 }
 

@@ -214,6 +214,25 @@ run_cmd "$PYTHON" "$STUB" --marker "$MARKER" --no-server
     assert_no_leftovers()
 
 
+def test_a_sigterm_during_a_long_preflight_command_is_handled_at_once(node, poll, assert_no_leftovers):
+    """A node setup's pip install (minutes) runs captured but interruptible: a TERM (scancel, a failing
+    peer) ends the node at once, not when the install ends (CI: a container outlived docker stop's grace)."""
+    proc, work = node.start("""
+step "node setup"
+_node_capture setup-bench "$PYTHON" "$STUB" --marker "$MARKER" --no-server
+""")
+    try:
+        poll(lambda: (work / "state" / "setup-bench.out").is_file(), 10, "the captured command")
+        poll(lambda: "stub: starting" in (work / "state" / "setup-bench.out").read_text(), 10, "its output")
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=FAST)
+    finally:
+        proc.kill()
+    assert rc == 143
+    assert "FAILED node setup on sim0: received SIGTERM" in (work / "err.txt").read_text()
+    assert_no_leftovers()
+
+
 def test_barrier_timeout_names_the_missing_node(node, free_port, secret):
     port = free_port()
     run = node.run(f"""
