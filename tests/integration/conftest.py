@@ -20,6 +20,19 @@ def require_tools(paths: list[Path]) -> None:
         pytest.fail(f"missing {', '.join(missing)}: run `make tools` (make test does)")
 
 
+# What the simulated demo job runs for real: LMCache, the vllm-router variant, AIPerf.
+DEMO_TOOLS = [
+    ROOT / ".venv-lmcache/bin/lmcache",
+    ROOT / ".venv-router/bin/vllm-router",
+    ROOT / ".venv-bench/bin/aiperf",
+]
+
+
+@pytest.fixture(scope="session")
+def demo_tools() -> None:
+    require_tools(DEMO_TOOLS)
+
+
 def metric(path: Path, name: str, **labels: str) -> float:
     """Sum of a Prometheus metric's samples whose labels include `labels`; it must have some."""
     values = prom_samples(path.read_text(), name, *(f'{k}="{v}"' for k, v in labels.items()))

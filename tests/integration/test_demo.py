@@ -13,26 +13,14 @@ import subprocess
 
 import pytest
 
-from sim.cluster.layout import ROOT
-
-from .conftest import metric, require_tools, run_demo
+from .conftest import metric, run_demo
 
 CONFIG = "local-sim-vllm-disagg-agentic"
 VARIANTS = ["agentic_p2x8_d1x8", "agentic_p2x8_d1x8_vllm-router"]
-TOOLS = [
-    ROOT / ".venv-lmcache/bin/lmcache",
-    ROOT / ".venv-router/bin/vllm-router",
-    ROOT / ".venv-bench/bin/aiperf",
-]
-
-
-@pytest.fixture(scope="module")
-def tools():
-    require_tools(TOOLS)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_the_demo_job_runs_end_to_end_and_proves_its_results(cluster, tools, tmp_path, variant):
+def test_the_demo_job_runs_end_to_end_and_proves_its_results(cluster, demo_tools, tmp_path, variant):
     done, run_dir = run_demo(CONFIG, tmp_path, "--variant", variant)
     job_out = (run_dir / "job.out").read_text()
 

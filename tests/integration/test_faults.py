@@ -14,16 +14,10 @@ import dataclasses
 
 import pytest
 
-from sim.cluster.layout import ROOT
 from tests.bench.failfast_faults import BY_NAME, Fault
 from tests.bench.failfast_job import Recipe, render, run_fault
 
 MARGIN_S = 5.0
-TOOLS = [
-    ROOT / ".venv-lmcache/bin/lmcache",
-    ROOT / ".venv-router/bin/vllm-router",
-    ROOT / ".venv-bench/bin/aiperf",
-]
 # The decode crashes on its 3rd request: the smoke request, then the first ones of the benchmark.
 DECODE_CRASH = dataclasses.replace(
     BY_NAME["decode-crash-mid-stream"],
@@ -38,10 +32,7 @@ FAULTS: dict[str, Fault] = {
 
 
 @pytest.fixture(scope="module")
-def recipe() -> Recipe:
-    missing = [str(t) for t in TOOLS if not t.exists()]
-    if missing:  # `make test` builds them first; only a bare pytest run can get here
-        pytest.fail(f"missing {', '.join(missing)}: run `make tools` (make test does)")
+def recipe(demo_tools) -> Recipe:
     return render()
 
 

@@ -12,29 +12,16 @@ import re
 import time
 from pathlib import Path
 
-import pytest
-
 from recipes.render import load, render_config
 from recipes.submit import pick, submit
-from sim.cluster.layout import ROOT
 from sim.demo import cancel, job_env, job_state, node_steps, simulated_weights
 
-from .conftest import nothing_left, require_tools, run_demo
+from .conftest import nothing_left, run_demo
 
 CONFIG = "local-sim-vllm-disagg-agentic"
 VARIANT = "agentic_p2x8_d1x8"
 FIRST, SECOND = (f"{CONFIG}_{VARIANT}_conc{c}.json" for c in (2, 4))
 FIRST_DONE_S = 300  # submission to the first concurrency done: start-up (~15 s here), one 10 s benchmark
-TOOLS = [
-    ROOT / ".venv-lmcache/bin/lmcache",
-    ROOT / ".venv-router/bin/vllm-router",
-    ROOT / ".venv-bench/bin/aiperf",
-]
-
-
-@pytest.fixture(scope="module")
-def tools():
-    require_tools(TOOLS)
 
 
 def killed_after_first_concurrency(out: Path) -> Path:
@@ -63,7 +50,7 @@ def results_of(run_dir: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted((run_dir / "results").glob("*.json"))}
 
 
-def test_a_killed_sweep_resumes_and_completes_marking_the_reused_point(cluster, tools, tmp_path):
+def test_a_killed_sweep_resumes_and_completes_marking_the_reused_point(cluster, demo_tools, tmp_path):
     earlier = killed_after_first_concurrency(tmp_path)
     kept = results_of(earlier)
 

@@ -80,6 +80,9 @@ wait_http prefill {health(port)} 60
     assert run.rc == 1, run.text
     assert "FAILED start-prefill on sim0: prefill exited (code 1)" in run.err
     assert "cause: crashed (RuntimeError: engine core died (stub crash))" in run.err
+    assert run.err.count("cause: ") == 1, run.err  # the outcome keeps the report's cause, said once
+    outcome = _outcome(run)
+    assert (outcome["cause"], outcome["detail"]) == ("crashed", "RuntimeError: engine core died (stub crash)")
     assert run.elapsed < FAST
     assert_no_leftovers()
 
@@ -474,21 +477,6 @@ fail "GPUs not drained: card3 (0000:45:00.0): 61.2% of VRAM in use (threshold 10
     outcome = _outcome(run)
     assert (outcome["cause"], outcome["step"]) == ("gpu-not-drained", "preflight")
     assert outcome["detail"].startswith("FAILED preflight on sim0: GPUs not drained: card3")
-    assert_no_leftovers()
-
-
-def test_the_outcome_keeps_the_service_report_s_cause(node, free_port, assert_no_leftovers):
-    """The service report's classification (from its log) is the outcome's, printed once."""
-    port = free_port()
-    run = node.run(f"""
-step start-prefill
-svc prefill --port {port} --never-healthy --crash-after 0.3
-wait_http prefill {health(port)} 60
-""")
-    assert run.rc == 1, run.text
-    assert run.err.count("cause: ") == 1, run.err
-    outcome = _outcome(run)
-    assert (outcome["cause"], outcome["detail"]) == ("crashed", "RuntimeError: engine core died (stub crash)")
     assert_no_leftovers()
 
 
