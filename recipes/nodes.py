@@ -211,6 +211,16 @@ def learn(out: Path, ledger: Ledger, *, ttl_s: float = TTL_S) -> list[Entry]:
     return new
 
 
+def read_learned(out: Path) -> tuple[Ledger, list[Entry]]:
+    """OUT's ledger with what its runs teach added (and written back), and what was new."""
+    ledger = read(out)
+    new = learn(out, ledger)
+    if new:
+        ledger = Ledger(entries=[*ledger.entries, *new])
+        write(out, ledger)
+    return ledger, new
+
+
 # ---------------------------------------------------------------- what a submission leaves out
 
 
@@ -227,11 +237,7 @@ def exclusions(
     RUNNER (whose nodes are NODES): the most recently failed nodes are the ones kept in when not all can
     be left out."""
     now = time.time() if now is None else now
-    ledger = read(out)
-    new = learn(out, ledger)
-    if new:
-        ledger = Ledger(entries=[*ledger.entries, *new])
-        write(out, ledger)
+    ledger, _ = read_learned(out)
     recorded = [e for e in ledger.entries if e.active(now) and e.applies_to(runner) and e.node in nodes]
     latest = sorted(_latest(recorded), key=lambda e: e.at)  # oldest fault first
     spare = max(0, len(nodes) - needed)
@@ -264,8 +270,7 @@ def clear(out: Path, node: str, runner: str | None, why: str, *, now: float | No
 # ---------------------------------------------------------------- make nodes
 
 
-def describe(e: Entry, now: float) -> str:
-    titles = {c.id: c.title for c in cause_registry.load()}
+def describe(e: Entry, now: float, titles: dict[str, str]) -> str:
     state = (
         f"cleared {_when(e.cleared)} ({e.cleared_why})"
         if e.cleared is not None
@@ -290,11 +295,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     now = time.time()
     try:
-        ledger = read(args.out)
-        new = learn(args.out, ledger)
+        ledger, new = read_learned(args.out)
         if new:
-            ledger = Ledger(entries=[*ledger.entries, *new])
-            write(args.out, ledger)
             print(f"learned {len(new)} node fault(s) from the runs under {args.out}/runs")
         if args.clear:
             done = clear(args.out, args.clear, args.runner, args.why, now=now)
@@ -317,8 +319,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no node excluded{'' if args.all else ' now'} ({ledger_path(args.out)})")
         return 0
     print(f"{ledger_path(args.out)}: {len(shown)} entr{'y' if len(shown) == 1 else 'ies'}")
+    titles = {c.id: c.title for c in cause_registry.load()}
     for e in sorted(shown, key=lambda e: (e.runner, e.node, e.at)):
-        print(describe(e, now))
+        print(describe(e, now, titles))
     return 0
 
 

@@ -270,15 +270,15 @@ def check(causes: tuple[Cause, ...]) -> list[str]:
 # ---------------------------------------------------------------- command line
 
 
-def read_tail(path: str, limit: int = 256 * 1024) -> str:
-    """The last LIMIT bytes of PATH ('' when it cannot be read: the classification says unknown)."""
+def read_tail(path: str, limit: int = 256 * 1024) -> str | None:
+    """The last LIMIT bytes of PATH, a log's tail and never the whole log; None when it cannot be read."""
     try:
         with open(path, "rb") as handle:
             handle.seek(0, os.SEEK_END)
             handle.seek(max(0, handle.tell() - limit))
             return handle.read().decode("utf-8", "replace")
     except OSError:
-        return ""
+        return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -304,9 +304,9 @@ def main(argv: list[str] | None = None) -> int:
         for line in wrong:
             print(line, file=sys.stderr)
         return 1 if wrong else 0
-    text = read_tail(args.text_file)
+    text = read_tail(args.text_file) or ""  # unreadable: nothing said, the cause is unknown
     if args.log:
-        text += "\n" + "\n".join(read_tail(args.log).splitlines()[-200:])
+        text += "\n" + "\n".join((read_tail(args.log) or "").splitlines()[-200:])
     got = classify(causes, text=text, code=args.code, step=args.step, service=args.service)
     print(f"{got.id}\t{got.blame}\t{got.detail}")
     return 0

@@ -142,12 +142,8 @@ def record_cause(path: str, found: causes.Classified) -> None:
 
 
 def tail(path: str, lines: int) -> str:
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, handle.tell() - 256 * 1024))  # a tail, not the whole log
-            text = handle.read().decode("utf-8", "replace")
-    except OSError:
+    text = causes.read_tail(path)
+    if text is None:
         return "(no log file)"
     kept = text.splitlines()[-lines:]
     return "\n".join(kept) if kept else "(empty log)"
@@ -490,7 +486,8 @@ def node_cause(state_dir: str, *, step: str, code: str) -> causes.Classified:
         return causes.Classified(id_, blame, detail)
     except (OSError, ValueError):
         pass  # none recorded (or garbled): classify what the node said
-    found = cause(text=causes.read_tail(os.path.join(state_dir, "said")), code=code, step=step)
+    said = causes.read_tail(os.path.join(state_dir, "said")) or ""  # none: the cause is unknown
+    found = cause(text=said, code=code, step=step)
     record_cause(path, found)
     return found
 

@@ -24,8 +24,8 @@ from failures import EXIT_NO_TOKENS, EXIT_USAGE, die, line, one_line
 from httpget import FetchError, fetch
 from nodeargs import positive_float
 from promtext import total
+from results import MAX_METRICS_BYTES
 
-MAX_METRICS_BYTES = 64 << 20  # as results.py: an engine's /metrics is hundreds of kB
 # Progress and load, per engine family: counters that move with every prefill and decoded token, and the
 # gauges of requests it holds.
 TOKENS = ("vllm:prompt_tokens_total", "vllm:generation_tokens_total", "sglang:prompt_tokens_total")
