@@ -69,7 +69,7 @@ require_free_ports "${listens[@]}"
 
 step "start barrier"
 # Every barrier line is sealed with the job's secret (written by make submit): only this job's nodes join.
-barrier start "$RANK" 3 "$LEADER_ADDR:29500" 60 \
+barrier start "$RANK" 3 "$LEADER_ADDR:29500" 180 \
   --nodes "$NODE_NAMES" --secret-file "$RUN_DIR/job.secret" --publish-field addr="$NODE_ADDR" \
   --out "$STATE_DIR/peers.json"
 peers=$(python3 "$SCRIPTS_DIR/sync.py" peers --file "$STATE_DIR/peers.json" --field addr --address --distinct)
