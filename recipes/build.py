@@ -110,6 +110,7 @@ def build_plan(
         leader_pinned=(Pinned("aiperf", "aiperf", pinned_version("bench", "aiperf")),),
         node_setup=_node_setup(t, profile.node_setup),
         gpu_drain=profile.gpu_drain.max_vram_used if profile.gpu_vendor == "amd" else None,
+        host_check=_host_check(profile, len(nodes)),
         launch=_launch(container, len(nodes), t.engine),
         cleanup=_cleanup(container, len(nodes)),
         benchmarks=benchmarks,
@@ -171,6 +172,8 @@ def _private_addr(t: Target) -> tuple:
 def _engine_env(t: Target, engine, ports: Ports) -> dict:
     """What the engines read: the engine's own (Mooncake, model) and the runner's platform knobs."""
     env = engine.engine_env(t, ports)
+    if t.disagg and t.launch.mooncake_registration == "ibv-reg-mr":
+        env["MOONCAKE_DISABLE_HIP_DMABUF"] = 1  # FACTS 11: the site's dma-buf path crashes
     env.update(t.launch.engine_env.get(t.engine, {}))
     for name, setting in t.launch.engine_env_from_settings.get(t.engine, {}).items():
         value = next(
@@ -240,6 +243,7 @@ def _components(t: Target) -> tuple:
     if t.disagg:
         mooncake = requirements(venv, only="mooncake-transfer-engine-non-cuda") if venv else ()
         out.append(("mooncake", mooncake[0] if mooncake else f"as in {t.entry.image}"))
+        out += ENGINES[t.engine].transport(t)
     if t.uses_lmcache:
         out.append(("lmcache", t.point.space.kv_offload_backend.version))
     if t.disagg:
@@ -302,13 +306,13 @@ def _commands(*argvs) -> tuple:
 def _log_signatures(t: Target) -> tuple:
     """Known issues of this engine whose log signature fails the job when it appears (any image: a fix
     that regressed, or a registry that is wrong, must not cost hours either), then the engine's own
-    hang signatures (a service that logs its error and waits instead of exiting)."""
+    watch signatures (a service that logs its error and waits; Mooncake's silent fall back to TCP)."""
     known = tuple(
         {"issue": issue.id, "title": issue.title, "regex": issue.log_signature, "fix": ki.fix_hint(issue)}
         for issue in t.issues
         if issue.engine == t.engine
     )
-    return known + ENGINES[t.engine].hang_signatures(t)
+    return known + ENGINES[t.engine].watch_signatures(t)
 
 
 def _log_watch(services: list) -> Service:
@@ -331,6 +335,22 @@ def _log_watch(services: list) -> Service:
 def _srun(n: int, *options: str) -> list:
     """srun, one task on each of the N nodes, output labelled by rank."""
     return ["srun", *options, f"--nodes={n}", f"--ntasks={n}", "--ntasks-per-node=1", "--label"]
+
+
+def _host_check(p, n: int) -> tuple:
+    """srun on every node's host before any container starts (scripts/hostcheck.sh): the runner's
+    data-plane NICs up, and with nicctl their QoS and DCQCN (empty: the runner asks for no check)."""
+    c = p.nic_check
+    if c is None:
+        return argv()
+    args = [*(["--interface", p.data_plane_interface] if p.data_plane_interface else [])]
+    args += [x for d in p.nic_devices for x in ("--rdma-device", d)]
+    args += [x for prio in c.no_drop_priorities for x in ("--priority", str(prio))]
+    args += ["--cnp-dscp", str(c.cnp_dscp)] if c.cnp_dscp is not None else []
+    args += ["--timeout", str(c.timeout)]
+    args += ["--nicctl", *c.nicctl] if c.nicctl else []  # last: its words run to the end
+    srun = _srun(n, "--kill-on-bad-exit=1")
+    return argv(*srun, "bash", word(Ref("RECIPE_DIR"), "/scripts/hostcheck.sh"), *args)
 
 
 def _launch(c: Container, n: int, engine: str) -> tuple:

@@ -170,6 +170,7 @@ class Plan:
     leader_pinned: tuple  # of Pinned: rank 0's components whose exact version preflight checks
     node_setup: NodeSetup | None  # tools the image lacks, installed from the run's wheelhouse
     gpu_drain: float | None  # AMD: the most of any GPU's VRAM in use at preflight; None: not checked
+    host_check: tuple = _argv()  # srun before it, on every node's host: its NICs (empty: no check)
     launch: tuple = _argv()  # srun, one node script per node
     cleanup: tuple = _argv()  # srun after it, on every node (docker: the containers a killed client left)
     benchmarks: tuple  # of Benchmark

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -25,20 +26,63 @@ FACTS_BYTES = 1 << 20  # a node's node-facts.json: a few hundred bytes per GPU a
 
 
 def node_facts(run_dir: Path) -> dict:
-    """Each node's state/<node>/node-facts.json (written by its GPU drain gate), read with a size bound; a
-    file that is not a JSON object is reported as such, not trusted."""
+    """Each node's state/<node>/node-facts.json (written by its GPU drain gate) with its host's NICs under
+    "nics" (nic-facts.json, the host preflight's), each read with a size bound; a file that is not a JSON
+    object is reported as such, not trusted."""
+    out: dict[str, dict] = {}
+    for name, key in (("node-facts.json", None), ("nic-facts.json", "nics")):
+        for path in sorted((run_dir / "state").glob(f"*/{name}")):
+            try:
+                with path.open("rb") as handle:
+                    raw = handle.read(FACTS_BYTES + 1)
+                doc = json.loads(raw) if len(raw) <= FACTS_BYTES else None
+            except (OSError, ValueError, RecursionError):
+                doc = None
+            doc = doc if isinstance(doc, dict) else {"error": f"{path.name} is not a JSON object"}
+            node = out.setdefault(path.parent.name, {})
+            node.update({key: doc} if key else doc)
+    return out
+
+
+IMAGE_BYTES = 4096  # state/<node>/image: three key=value lines (scripts/container.sh record_image)
+_IMAGE_ID = re.compile(r"(?:sha256:)?[0-9a-f]{12,64}")
+_REPO_DIGEST = re.compile(r"[A-Za-z0-9._/:-]{1,255}@sha256:[0-9a-f]{64}")
+
+
+def node_images(run_dir: Path) -> dict:
+    """What the job's image reference was on each node (docker runners): {node: {image, id, digests}}, or
+    {node: {error}} for a file that is not what container.sh writes."""
     out = {}
-    for path in sorted((run_dir / "state").glob("*/node-facts.json")):
+    for path in sorted((run_dir / "state").glob("*/image")):
         try:
             with path.open("rb") as handle:
-                raw = handle.read(FACTS_BYTES + 1)
-            doc = json.loads(raw) if len(raw) <= FACTS_BYTES else None
-        except (OSError, ValueError, RecursionError):
-            doc = None
+                raw = handle.read(IMAGE_BYTES + 1)
+            fields = dict(x.split("=", 1) for x in raw.decode().splitlines() if "=" in x)
+            digests = [d for d in fields.get("digests", "").split(",") if d]
+            good = (
+                len(raw) <= IMAGE_BYTES
+                and _IMAGE_ID.fullmatch(fields.get("id", ""))
+                and all(_REPO_DIGEST.fullmatch(d) for d in digests)
+                and fields.get("image", "").isprintable()
+            )
+        except (OSError, UnicodeDecodeError, ValueError):
+            good = False
         out[path.parent.name] = (
-            doc if isinstance(doc, dict) else {"error": f"{path.name} is not a JSON object"}
+            {"image": fields["image"], "id": fields["id"], "digests": digests}
+            if good
+            else {"error": "state/<node>/image is not what scripts/container.sh writes"}
         )
     return out
+
+
+def image_caveat(images: dict) -> str | None:
+    """One line when the nodes of one job did not run one image (a tag re-pushed between pulls)."""
+    ids = {n: i.get("id") for n, i in images.items()}
+    if len(set(ids.values())) <= 1:
+        return None
+    return "the nodes ran different images under one reference: " + ", ".join(
+        f"{n} {i or 'unknown'}" for n, i in sorted(ids.items())
+    )
 
 
 def _role_sum(snapshot: Path, role: str, name: str, *labels: str) -> float:
@@ -139,8 +183,16 @@ def summarize(run_dir: Path) -> dict:
     lock = json.loads(lock_file.read_text()) if lock_file.is_file() else {}
     lock["nodes"] = sorted(p.name for p in (run_dir / "state").glob("*") if p.is_dir())
     facts = node_facts(run_dir)
+    images = node_images(run_dir)
+    for node, image in images.items():
+        facts.setdefault(node, {})["image"] = image
     if facts:
         lock["node_facts"] = facts  # driver, ROCm, NIC firmware, GPUs: what each node showed at preflight
+    digests = {d for i in images.values() for d in i.get("digests", [])}
+    if lock.get("image_digest") is None and len(digests) == 1 and image_caveat(images) is None:
+        lock["image_digest"] = digests.pop().split("@", 1)[
+            1
+        ]  # the reference resolved, the same on every node
     return {
         "config_key": plan["config_key"],
         "variant": plan["variant"],
@@ -151,6 +203,7 @@ def summarize(run_dir: Path) -> dict:
         "workarounds": [f"{w['issue']}: {w['workaround']}" for w in plan.get("workarounds", [])],
         "rows": rows,
         "resumed": lock.get("resumed"),
+        "image_caveat": image_caveat(images),
         "lock": lock,
     }
 
@@ -162,6 +215,8 @@ def caveats(summary: dict) -> list[str]:
         out.append("soak run: phases of varied load to catch late-onset engine bugs, not a sweep")
     for w in summary.get("workarounds", []):
         out.append(f"known-issue workaround applied ({w}): compare only with runs that apply it too")
+    if summary.get("image_caveat"):
+        out.append(summary["image_caveat"])
     reused = [r for r in summary["rows"] if r.get("resumed_from")]
     if reused:
         out.append(

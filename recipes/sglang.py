@@ -69,7 +69,12 @@ def engine_env(t: Target, ports: Ports) -> dict:
     return {}
 
 
-def hang_signatures(t: Target) -> tuple:
+def transport(t: Target) -> tuple:
+    """SGLang's Mooncake backend takes its devices from flags (--disaggregation-ib-device): no setting."""
+    return ()
+
+
+def watch_signatures(t: Target) -> tuple:
     """No LMCache server on SGLang nodes (check() refuses an offload backend)."""
     return ()
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from schemas.findings import Finding
+from schemas.images import parse_image
 from schemas.pins import pinned_version
 
 from . import nodes, nodesetup, resume
@@ -159,6 +160,11 @@ def write_secret(path: Path) -> None:
         out.write(secrets.token_hex(32) + "\n")
 
 
+def image_digest(reference: str) -> str | None:
+    parsed = parse_image(reference)
+    return parsed.digest if parsed is not None else None
+
+
 def lock(rendered: Rendered, setup: dict | None = None) -> dict:
     """What a result depends on, fixed at submission (the report adds the nodes the job ran on); SETUP: the
     wheels the nodes install (node_setup)."""
@@ -171,7 +177,9 @@ def lock(rendered: Rendered, setup: dict | None = None) -> dict:
         "variant": plan.variant,
         "image": plan.image,
         "container_image": plan.container.image,  # what ran: the runner's own on a local container runner
-        "image_digest": None,  # known only where the image is pulled; recipes pin tags that name releases
+        # of container_image: pinned by the config (name@sha256:...), else what every node resolved it to
+        # (filled in by make report)
+        "image_digest": image_digest(plan.container.image),
         "components": {**dict(plan.components), "aiperf": pinned_version("bench", "aiperf")},
         "config_sha256": plan.config_sha256,
         "rendered_sha256": rendered_hash.hexdigest(),

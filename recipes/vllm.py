@@ -47,6 +47,40 @@ LMCACHE_HANG_SIGNATURES = (
 def check(t: Target) -> None:
     if t.disagg and t.kv_transfer != "mooncake":
         raise Unsupported(f"kv-p2p-transfer {t.kv_transfer!r} is not rendered (mooncake only)")
+    if (
+        "rdma" in _protocols(t).values()
+        and t.launch.gpu_vendor == "amd"
+        and t.launch.mooncake_registration is None
+    ):
+        raise Unsupported(
+            "MC_PROTOCOL=rdma on an AMD runner whose launch profile states no mooncake-registration (dmabuf "
+            "or ibv-reg-mr, configs/launch.yaml): how Mooncake registers GPU memory is the site's fact "
+            "(FACTS section 11), never a guess"
+        )
+
+
+def _protocols(t: Target) -> dict:
+    """The Mooncake transport of each PD role ({} for a single server)."""
+    return {role: t.settings(role)["MC_PROTOCOL"] for role in ("prefill", "decode")} if t.disagg else {}
+
+
+def transport(t: Target) -> tuple:
+    """What lock.json records of how KV moves: Mooncake's protocol and, for rdma, how it registers GPU
+    memory (the runner's mooncake-registration)."""
+    protocols = _protocols(t)
+    if not protocols:
+        return ()
+    kinds = set(protocols.values())
+    said = kinds.pop() if len(kinds) == 1 else ", ".join(f"{r} {p}" for r, p in protocols.items())
+    out = [("mooncake-protocol", said)]
+    if "rdma" in protocols.values():
+        registration = {
+            "dmabuf": "dmabuf (Mooncake's default)",
+            "ibv-reg-mr": "ibv-reg-mr (MOONCAKE_DISABLE_HIP_DMABUF=1)",
+            None: "not stated by the runner (Mooncake's default)",
+        }[t.launch.mooncake_registration]
+        out.append(("mooncake-registration", registration))
+    return tuple(out)
 
 
 def services(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> list[Service]:
@@ -111,8 +145,27 @@ _LMCACHE_OPTIONAL = {
 }
 
 
-def hang_signatures(t: Target) -> tuple:
-    return LMCACHE_HANG_SIGNATURES if t.uses_lmcache else ()
+# Mooncake's transfer engine asked for rdma that finds no RDMA device moves KV over TCP and says so only in
+# a warning of its topology discovery (seen here with mooncake-transfer-engine 0.3.13.post1: initialize,
+# register_memory and transfers all succeed; tests/engines/test_mooncake_fallback.py): a run over TCP must
+# never pass for an rdma one.
+MOONCAKE_TCP_FALLBACK = {
+    "issue": "mooncake-rdma-fell-back-to-tcp",
+    "title": "Mooncake was asked for rdma, found no RDMA device and moves the KV over TCP instead",
+    "regex": r"No RDMA devices found|Found 0 HCAs",
+    "fix": "make the node's RDMA devices (the runner's nic-devices) visible to the engine, in the container "
+    "too; or render MC_PROTOCOL=tcp and say so in the changelog",
+    "source": "recipes/vllm.py MOONCAKE_TCP_FALLBACK",
+}
+
+
+def watch_signatures(t: Target) -> tuple:
+    """Log lines of the engine's own components that fail the job (scripts/logwatch.py): LMCache's hangs
+    (it logs its error and waits instead of exiting) and Mooncake's silent fall back from rdma to TCP."""
+    out = LMCACHE_HANG_SIGNATURES if t.uses_lmcache else ()
+    if "rdma" in _protocols(t).values():
+        out += (MOONCAKE_TCP_FALLBACK,)
+    return out
 
 
 def l1_budget(t: Target):

@@ -142,6 +142,33 @@ class GpuDrain(Model):
     )
 
 
+class NicCheck(Model):
+    """The host preflight of a runner's data-plane NICs (scripts/nics.py): before any container starts,
+    srun runs it on every node. The data-plane interface and each RDMA device must exist and be up; with
+    `nicctl`, every AMD NIC's QoS and DCQCN must be what RDMA needs (InferenceX's rdma_check.sh gates: a
+    misconfigured NIC does not fail a transfer, it quietly slows it)."""
+
+    nicctl: list[Arg] = Field(
+        default_factory=list,
+        max_length=8,
+        description="The command that runs AMD's nicctl on the host, as words (e.g. [sudo, -n, nicctl]); "
+        "empty: no QoS/DCQCN check (NICs without nicctl). Once set, a nicctl that is missing, refused or "
+        "sees no NIC fails the job: the check is never skipped quietly.",
+    )
+    no_drop_priorities: list[bounded(0, 7)] = Field(
+        default_factory=list,
+        max_length=8,
+        description="nicctl: the PFC no-drop priorities the site's RoCE traffic uses; every NIC must list "
+        "exactly these (empty: any, as long as PFC covers each one listed).",
+    )
+    cnp_dscp: bounded(0, 63) | None = Field(
+        None,
+        description="nicctl: the DSCP value of congestion notification packets the site sets; every RoCE "
+        "device must use it (unset: one value on all of them).",
+    )
+    timeout: bounded(1, 120) = Field(20, description="Seconds one nicctl command may take.")
+
+
 class Lmcache(Model):
     """LMCache server flags this runner's engines need (lmcache server's own defaults when absent)."""
 
@@ -265,7 +292,11 @@ class LaunchProfile(Model):
         description="How a node finds the address it advertises to peers (VLLM_HOST_IP): the IPv4 of "
         "data-plane-interface, or the NodeAddr SLURM knows it by (local cluster: 127.0.0.x per node).",
     )
-    data_plane_interface: Ident | None = Field(None, description="NIC whose IPv4 is advertised to peers.")
+    data_plane_interface: Ident | None = Field(
+        None,
+        description="The data-plane network interface: up at host preflight (nic-check), and its IPv4 is "
+        "what a node advertises to peers when node-address is interface.",
+    )
     loopback: bool = Field(
         False,
         description="Nodes may advertise loopback addresses (all nodes on one host: the local cluster).",
@@ -275,7 +306,24 @@ class LaunchProfile(Model):
         description="Where node-private services (LMCache) listen: 127.0.0.1, or the node's own address "
         "when several nodes share one host's loopback.",
     )
-    nic_devices: list[Ident] = Field(default_factory=list, description="RDMA devices for Mooncake rdma.")
+    nic_devices: list[Ident] = Field(
+        default_factory=list,
+        description="RDMA devices for Mooncake rdma (and SGLang's --disaggregation-ib-device); each must "
+        "exist with an active port at host preflight (nic-check).",
+    )
+    mooncake_registration: Literal["dmabuf", "ibv-reg-mr"] | None = Field(
+        None,
+        description="How Mooncake registers GPU memory for rdma here, a fact of the site (FACTS section 11: "
+        "plain ibv_reg_mr of HIP memory fails with EINVAL on ionic NICs; the dma-buf path crashes in "
+        "libhsa-runtime64 on some MI355X/ROCm 7.2 clusters). dmabuf: Mooncake's default; ibv-reg-mr: "
+        "MOONCAKE_DISABLE_HIP_DMABUF=1 in the engines' environment. Recorded in lock.json; an AMD runner "
+        "must state it before a recipe renders MC_PROTOCOL=rdma for it.",
+    )
+    nic_check: NicCheck | None = Field(
+        None,
+        description="Check the data-plane NICs on every node's host before any container starts: the "
+        "interface and RDMA devices above up, and with nicctl the NICs' QoS and DCQCN. Unset: no check.",
+    )
     timeouts: Timeouts = Field(default_factory=Timeouts)
     benchmark: Benchmark = Field(default_factory=Benchmark)
     ship: dict[ShipName, RelPath] = Field(
@@ -318,6 +366,31 @@ class LaunchProfile(Model):
     def _interface_when_read(self):
         if self.node_address == "interface" and self.data_plane_interface is None:
             raise ValueError("node-address: interface needs data-plane-interface")
+        return self
+
+    @model_validator(mode="after")
+    def _registration_is_stated_once(self):
+        for engine, env in self.engine_env.items():
+            if "MOONCAKE_DISABLE_HIP_DMABUF" in env:
+                raise ValueError(
+                    f"engine-env.{engine}.MOONCAKE_DISABLE_HIP_DMABUF: state mooncake-registration instead "
+                    "(ibv-reg-mr renders it, and lock.json records it)"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _nic_check_checks_something(self):
+        c = self.nic_check
+        if c is None:
+            return self
+        if not (c.nicctl or self.data_plane_interface or self.nic_devices):
+            raise ValueError(
+                "nic-check has nothing to check: set data-plane-interface, nic-devices or nicctl"
+            )
+        if not c.nicctl and (c.no_drop_priorities or c.cnp_dscp is not None):
+            raise ValueError(
+                "nic-check: no-drop-priorities and cnp-dscp are read with nicctl, which is unset"
+            )
         return self
 
     @model_validator(mode="after")

@@ -65,6 +65,21 @@ write_outcome() {
   write_outcome_file "$dir" "$1" failure "$EPOCHREALTIME" container "$2" "$3"
 }
 
+# record_image — the identity of the job's image (CONTAINER_IMAGE, exported by job.sbatch) on this node: its
+# id and repository digests, to state/<node>/image as key=value lines. A tag names whatever was pushed last:
+# make report puts these in the run's provenance and says when the nodes of one job ran different images.
+record_image() {
+  [[ -n ${CONTAINER_IMAGE:-} ]] || return 0
+  local dir="${RUN_DIR:?}/state/$SLURMD_NODENAME" out
+  mkdir -p -- "$dir"
+  if out=$("$DOCKER" image inspect --format '{{.Id}} {{join .RepoDigests ","}}' "$CONTAINER_IMAGE" 2>&1); then
+    printf 'image=%s\nid=%s\ndigests=%s\n' "$CONTAINER_IMAGE" "${out%% *}" "${out#* }" > "$dir/image.tmp"
+    mv -f -- "$dir/image.tmp" "$dir/image"
+  else
+    say "cannot inspect $CONTAINER_IMAGE before the run: ${out//$'\n'/ } (docker run pulls it, or says why not)"
+  fi
+}
+
 CLIENT=
 stop_signal=
 
@@ -83,6 +98,7 @@ run() {
     write_outcome 1 container-leftover "a container of an earlier job on $SLURMD_NODENAME cannot be removed"
     exit 1
   fi
+  record_image
   trap 'on_signal TERM' TERM
   trap 'on_signal INT' INT
   trap 'on_signal HUP' HUP

@@ -75,6 +75,7 @@ WORDS = {
     "the recipe pins <version>",
     "setup-failed": "node setup <set>: <problem>",
     "gpu-not-drained": "GPUs not drained: <problems>",
+    "nic-not-ready": "NICs not ready: <problems>",
     "result-invalid": "result <file> is not valid: <problems>",
     "proof-failed": "proof failed: <reason>",
     "no-kv-moved": "the answer came back but no KV moved prefill -> decode (decode external_kv_transfer "
@@ -430,6 +431,19 @@ CLASSES: tuple[FailureClass, ...] = (
         "the card, bus address and VRAM in use are named: a leftover of an earlier job (scancel it, or ask "
         "the site to reset the GPU); the run's state/<node>/node-facts.json has every GPU's numbers",
         cause="gpu-not-drained",
+    ),
+    FailureClass(
+        "nic-not-ready",
+        "a data-plane NIC is missing or down, or its QoS/DCQCN is not RoCE's (runners with nic-check)",
+        "host preflight",
+        (WORDS["nic-not-ready"],),
+        1,
+        "host preflight failed, before any container started",
+        "the NIC (bus address or RoCE device) and the value seen are named; the site fixes the NIC or its "
+        "QoS/DCQCN (nicctl), and make submit leaves the node out meanwhile (make nodes); the run's "
+        "state/<node>/nic-facts.json has what every NIC showed",
+        cause="nic-not-ready",
+        needs=("nic-check",),
     ),
     FailureClass(
         "node-setup-fails",

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Node-side sync, one command per job: addresses (address.py), peers (peers.py), the pinned-version check
-(preflight.py), the pinned tools the image lacks (nodesetup.py), drained GPUs (gpus.py), free ports
-(ports.py), HTTP readiness waits (waithttp.py) and the TCP barrier (barrier.py);
-stdlib only, runs in any container. The rendered node scripts call `python3 sync.py <command> ...`."""
+(preflight.py), the pinned tools the image lacks (nodesetup.py), drained GPUs (gpus.py), ready NICs
+(nics.py, on the host), free ports (ports.py), HTTP readiness waits (waithttp.py) and the TCP barrier
+(barrier.py); stdlib only, runs in any container. Rendered scripts call `python3 sync.py <command> ...`."""
 
 from __future__ import annotations
 
@@ -12,13 +12,14 @@ import sys
 import address
 import barrier
 import gpus
+import nics
 import nodesetup
 import peers
 import ports
 import preflight
 import waithttp
 
-COMMANDS = (address, peers, preflight, nodesetup, gpus, ports, waithttp, barrier)
+COMMANDS = (address, peers, preflight, nodesetup, gpus, nics, ports, waithttp, barrier)
 
 
 def build_parser() -> argparse.ArgumentParser:

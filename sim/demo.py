@@ -34,6 +34,7 @@ NODE_TOOLS = {
     "lmcache": ".venv-lmcache/bin/lmcache",
     "vllm-router": ".venv-router/bin/vllm-router",
     "aiperf": ".venv-bench/bin/aiperf",
+    "nicctl": "sim/bin/nicctl",  # the host preflight's NIC tool (simulated NICs, as the GPUs are)
 }
 # python3 (the proxy, the simulator, sync.py) is the core virtualenv's. It must be exec'd by its own
 # path: a symlink elsewhere would not find the virtualenv's pyvenv.cfg and run the bare interpreter.

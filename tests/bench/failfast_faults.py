@@ -205,6 +205,14 @@ FAULTS: tuple[Fault, ...] = (
         quick=True,
     ),
     _fault(
+        "nic-not-ready",
+        "PATH wrapper: sim2's (simulated) nicctl shows DCQCN disabled on one RoCE device",
+        "wrapper",
+        PREFILL2,
+        wrappers=("nicctl-dcqcn-off",),
+        quick=True,
+    ),
+    _fault(
         "barrier-peer-missing",
         "PATH wrapper: sim2's preflight (`sync.py dist-version`) hangs",
         "wrapper",
@@ -282,7 +290,25 @@ exec '{root / ".venv" / "bin" / "python"}' "$@"
     return "python3", text
 
 
-WRAPPERS = {"lmcache-exit": _lmcache_exit, "python3-hang": _python3_hang}
+def _nicctl_dcqcn_off(root: Path, events: Path) -> tuple[str, str]:
+    """sim2's host shows a RoCE device with DCQCN disabled (the simulator's own fault); every other host and
+    command is the simulated nicctl as the local runner has it."""
+    nicctl = f"'{root / '.venv' / 'bin' / 'python'}' '{root / 'sim' / 'bin' / 'nicctl'}'"
+    text = f"""#!/bin/sh
+if [ "${{SLURMD_NODENAME:-}}" = {PREFILL2} ] && [ "$*" = "show dcqcn" ]; then
+  echo "SIM FAULT nic-dcqcn-off at $(date +%s.%N)" >> '{events}'
+  SIM_NIC_FAULT=dcqcn-off SIM_FAULT_HOST= exec {nicctl} "$@"
+fi
+exec {nicctl} "$@"
+"""
+    return "nicctl", text
+
+
+WRAPPERS = {
+    "lmcache-exit": _lmcache_exit,
+    "python3-hang": _python3_hang,
+    "nicctl-dcqcn-off": _nicctl_dcqcn_off,
+}
 
 
 def write_wrappers(fault: Fault, root: Path, folder: Path) -> Path:

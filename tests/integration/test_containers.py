@@ -70,6 +70,13 @@ def test_the_demo_runs_every_node_in_its_own_container_and_leaves_none(cluster, 
     assert f"sim1 node setup bench: {len(wheels)} pinned wheels installed in" in job_out
     env = re.search(r"sim1 aiperf: aiperf 0\.13\.0 \((\S+)/bin/python\)", job_out)
     assert env and env[1].startswith(f"{run_dir}/setup-env/bench-"), job_out
+    # before the containers: every host's NICs checked (the simulated nicctl); then what the image reference
+    # was on each node, recorded by the real runtime, is the summary's digest
+    for node in NODES:
+        assert f"host preflight on {node}: NICs ready: lo up; QoS DSCP" in job_out
+    summary = json.loads((run_dir / "summary.json").read_text())["lock"]
+    ids = {summary["node_facts"][n]["image"]["id"] for n in NODES}
+    assert len(ids) == 1 and summary["image_digest"].startswith("sha256:"), summary["node_facts"]
 
 
 def test_a_cancelled_job_leaves_no_container(cluster, tools, tmp_path):

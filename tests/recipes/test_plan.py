@@ -364,3 +364,73 @@ def test_what_each_node_checks_free_is_read_off_its_services_command_lines(rende
     assert flat(plan.leader_listens) == ["router=${NODE_ADDR}:30000"]
     router = rendered[("local-sim-vllm-disagg-agentic", "agentic_p2x8_d1x8_vllm-router")].plan
     assert flat(router.leader_listens) == ["router=${NODE_ADDR}:30000", "router=${NODE_ADDR}:29000"]
+
+
+@pytest.mark.parametrize(("protocols", "watched"), [(("tcp", "tcp"), False), (("tcp", "rdma"), True)])
+def test_mooncake_asked_for_rdma_is_watched_for_its_silent_fall_back_to_tcp(protocols, watched):
+    """tests/engines/test_mooncake_fallback.py holds the signature to the real transfer engine's lines."""
+    from types import SimpleNamespace
+
+    from recipes.vllm import MOONCAKE_TCP_FALLBACK, watch_signatures
+
+    by_role = dict(zip(("prefill", "decode"), protocols, strict=True))
+    t = SimpleNamespace(disagg=True, uses_lmcache=False, settings=lambda role: {"MC_PROTOCOL": by_role[role]})
+    assert (MOONCAKE_TCP_FALLBACK in watch_signatures(t)) is watched
+
+
+def test_host_check_runs_on_every_node_before_the_launch_with_the_runners_nic_data(rendered):
+    mi355x = rendered[SEED].plan
+    args = " ".join(flat(mi355x.host_check))
+    assert args.startswith("srun --kill-on-bad-exit=1 --nodes=2 --ntasks=2 --ntasks-per-node=1 --label bash")
+    assert "scripts/hostcheck.sh --interface ens51np0 --rdma-device rdma0" in args
+    assert args.endswith("--timeout 20 --nicctl sudo -n nicctl")  # the command's words last, options kept
+    job = rendered[SEED].files["job.sbatch"]
+    assert job.index("hostcheck.sh") < job.index("scripts/container.sh run")
+    assert flat(rendered[CPU].plan.host_check) == []  # a runner without nic-check: no step
+
+
+def test_the_lock_names_mooncakes_protocol_and_for_rdma_the_sites_registration(rendered):
+    from types import SimpleNamespace
+
+    from recipes.target import Unsupported
+    from recipes.vllm import check, transport
+
+    assert dict(rendered[SEED].plan.components)["mooncake-protocol"] == "tcp"
+    assert "mooncake-registration" not in dict(rendered[SEED].plan.components)  # tcp registers no GPU memory
+
+    def target(protocol: str, vendor: str, registration):
+        launch = SimpleNamespace(gpu_vendor=vendor, mooncake_registration=registration)
+        return SimpleNamespace(
+            disagg=True,
+            kv_transfer="mooncake",
+            launch=launch,
+            settings=lambda role: {"MC_PROTOCOL": protocol},
+        )
+
+    assert dict(transport(target("rdma", "amd", "ibv-reg-mr"))) == {
+        "mooncake-protocol": "rdma",
+        "mooncake-registration": "ibv-reg-mr (MOONCAKE_DISABLE_HIP_DMABUF=1)",
+    }
+    with pytest.raises(Unsupported, match="states no mooncake-registration"):
+        check(target("rdma", "amd", None))
+    check(target("rdma", "none", None))  # no GPU memory to register: the fall-back watch still applies
+
+
+def test_ibv_reg_mr_renders_the_dmabuf_switch_and_the_runner_cannot_set_it_behind_the_locks_back():
+    from types import SimpleNamespace
+
+    from pydantic import ValidationError
+
+    from recipes.build import _engine_env
+    from schemas.launch import LaunchProfile
+
+    setup = {"python": "3.12", "platform": "manylinux_2_28_x86_64"}
+    base = {"gpu-vendor": "amd", "partition": "p", "container-runtime": "docker", "model-root": "/m",
+            "node-address": "slurm-nodeaddr", "node-setup": setup}  # fmt: skip
+    profile = LaunchProfile.model_validate({**base, "mooncake-registration": "ibv-reg-mr"})
+    t = SimpleNamespace(disagg=True, launch=profile, engine="vllm")
+    assert _engine_env(t, SimpleNamespace(engine_env=lambda t, ports: {}), None) == {
+        "MOONCAKE_DISABLE_HIP_DMABUF": 1
+    }
+    with pytest.raises(ValidationError, match="state mooncake-registration instead"):
+        LaunchProfile.model_validate({**base, "engine-env": {"vllm": {"MOONCAKE_DISABLE_HIP_DMABUF": 1}}})

@@ -87,6 +87,51 @@ def test_what_each_node_showed_at_preflight_reaches_the_lock(run_dir):
     assert report.summarize(run_dir)["lock"]["node_facts"] == {"sim1": facts, "sim2": bad, "sim3": bad}
 
 
+def test_the_hosts_nics_join_each_nodes_facts(run_dir):
+    nics = {"interface": {"operstate": "up"}, "qos": {"0000:06:00.0": {"classification": "DSCP"}}}
+    (run_dir / "state" / "sim1" / "nic-facts.json").write_text(json.dumps(nics))
+    (run_dir / "state" / "sim1" / "node-facts.json").write_text(json.dumps({"rocm": "7.2.0"}))
+    (run_dir / "state" / "sim2" / "nic-facts.json").write_text("not json")
+    facts = report.summarize(run_dir)["lock"]["node_facts"]
+    assert facts["sim1"] == {"rocm": "7.2.0", "nics": nics}
+    assert facts["sim2"] == {"nics": {"error": "nic-facts.json is not a JSON object"}}
+
+
+IMAGE_ID = "5b8e692e27a529311ced10fdf947010178f8e484da779605357a1cbc18f42379"  # podman's, as recorded here
+DIGEST = "sha256:8b62dd6df94eed8bdcab3767c02856ca853a60379b12fd8a68f55a0b86bcd92b"
+
+
+def image_file(run_dir: Path, node: str, image_id: str = IMAGE_ID, digests: str = "") -> None:
+    text = f"image=localhost/disagg-recipes-node:bookworm\nid={image_id}\ndigests={digests}\n"
+    (run_dir / "state" / node / "image").write_text(text)
+
+
+def test_the_image_every_node_ran_is_the_locks_digest(run_dir):
+    for node in ("sim1", "sim2", "sim3"):
+        image_file(run_dir, node, digests=f"localhost/disagg-recipes-node@{DIGEST}")
+    s = report.summarize(run_dir)
+    assert s["lock"]["image_digest"] == DIGEST
+    assert s["lock"]["node_facts"]["sim2"]["image"]["id"] == IMAGE_ID
+    assert not any("different images" in c for c in report.caveats(s))
+
+
+def test_nodes_that_ran_different_images_under_one_tag_are_said_and_no_digest_is_claimed(run_dir):
+    image_file(run_dir, "sim1", digests=f"localhost/disagg-recipes-node@{DIGEST}")
+    image_file(run_dir, "sim2", image_id="289a94bfca67" + "0" * 52)
+    (run_dir / "state" / "sim3" / "image").write_text("id=$(reboot)\n")
+    s = report.summarize(run_dir)
+    assert s["lock"].get("image_digest") is None
+    assert s["lock"]["node_facts"]["sim3"]["image"] == {
+        "error": "state/<node>/image is not what scripts/container.sh writes"
+    }
+    note = next(c for c in report.caveats(s) if "different images" in c)
+    assert note == (
+        f"the nodes ran different images under one reference: sim1 {IMAGE_ID}, sim2 289a94bfca67{'0' * 52}, "
+        "sim3 unknown"
+    )
+    assert f"NOTE {note}" in report.table(s)
+
+
 def test_a_concurrency_that_did_not_finish_is_left_out_not_invented(run_dir):
     (run_dir / "results" / f"{KEY_VARIANT}_conc4.json").unlink()
     assert [r["concurrency"] for r in report.summarize(run_dir)["rows"]] == [2]

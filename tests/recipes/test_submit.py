@@ -74,6 +74,7 @@ def test_submit_snapshots_everything_the_job_reads(rendered, tmp_path, fake_sbat
     assert lock["components"] == {
         "vllm": "0.33.0",
         "mooncake": "as in vllm/vllm-openai-rocm:v0.33.0",
+        "mooncake-protocol": "tcp",
         "lmcache": "0.5.6",
         "pd-proxy": "0.1.0",
         "aiperf": "0.13.0",

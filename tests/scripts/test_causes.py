@@ -46,6 +46,7 @@ def test_every_cause_but_unknown_has_a_signature_and_a_blame_the_ledger_knows():
         "gpu-unavailable",
         "disk-full",
         "container-leftover",
+        "nic-not-ready",
     }
 
 

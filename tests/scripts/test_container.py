@@ -169,3 +169,33 @@ def test_a_node_without_a_working_docker_fails_before_anything_starts(node):
     assert (
         node.outcome().startswith("rc=1\n") and "step=container\ncause=container-leftover\n" in node.outcome()
     )
+
+
+def test_what_the_images_reference_is_on_the_node_is_recorded_before_the_run(node):
+    """job.sbatch exports CONTAINER_IMAGE; the real runtime's image id and repository digest are written."""
+    env = {**node.env("109"), "CONTAINER_IMAGE": node.image}
+    done = subprocess.run(
+        ["bash", str(SCRIPT), "run", node.image, "bash", "-c", "exit 0"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    fields = dict(
+        x.split("=", 1) for x in (node.run_dir / "state" / node.name / "image").read_text().splitlines()
+    )
+    inspected = subprocess.run(
+        [str(node.bin_dir / "docker"), "image", "inspect", "--format", "{{.Id}}", node.image],
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout.strip()  # fmt: skip
+    assert fields["image"] == node.image and fields["id"] == inspected
+    assert all("@sha256:" in d for d in fields["digests"].split(",") if d)
+
+
+def test_an_image_that_cannot_be_inspected_is_said_and_docker_run_says_why(node):
+    missing = "localhost/disagg-recipes-missing:0"
+    env = {**node.env("110"), "CONTAINER_IMAGE": missing}
+    done = subprocess.run(
+        ["bash", str(SCRIPT), "run", missing, "true"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 125
+    assert f"container on {node.name}: cannot inspect {missing} before the run:" in done.stderr
+    assert not (node.run_dir / "state" / node.name / "image").exists()
