@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -41,19 +42,26 @@ def metric(path: Path, name: str, **labels: str) -> float:
 
 
 def run_demo(
-    config: str, out: Path, *extra: str, timeout: float = 600
+    config: str,
+    out: Path,
+    *extra: str,
+    timeout: float = 600,
+    env: dict[str, str] | None = None,
+    expect: int = 0,
 ) -> tuple[subprocess.CompletedProcess, Path]:
-    """`python -m sim.demo CONFIG` as `make demo` runs it; it must exit 0. (the output, the run folder)"""
+    """`python -m sim.demo CONFIG` as `make demo` runs it, ENV added to its environment (a simulator fault);
+    it must exit EXPECT. (the output, the run folder)"""
     done = subprocess.run(
         [sys.executable, "-m", "sim.demo", config, "--out", str(out), "--timeout", str(timeout), *extra],
         cwd=ROOT,
+        env={**os.environ, **(env or {})},
         capture_output=True,
         text=True,
         timeout=timeout + 300,
         stdin=subprocess.DEVNULL,
         check=False,
     )
-    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    assert done.returncode == expect, f"{done.stdout}\n{done.stderr}"
     return done, Path(re.search(r"^run folder: (.+)$", done.stdout, re.M)[1])
 
 

@@ -7,33 +7,20 @@ LMCache or router ever started, and the node ledger holds the node for the next 
 from __future__ import annotations
 
 import json
-import os
-import re
 import subprocess
 import sys
 
 from sim.cluster.layout import ROOT
 
-from .conftest import nothing_left
+from .conftest import nothing_left, run_demo
 
 CONFIG = "local-sim-vllm-disagg-agentic"
 
 
-def test_a_nic_not_roce_ready_ends_the_job_before_anything_starts(
-    cluster, demo_tools, tmp_path
-):
-    done = subprocess.run(
-        [sys.executable, "-m", "sim.demo", CONFIG, "--out", str(tmp_path), "--timeout", "300"],
-        cwd=ROOT,
-        env={**os.environ, "SIM_NIC_FAULT": "dcqcn-off", "SIM_FAULT_HOST": "sim2"},
-        capture_output=True,
-        text=True,
-        timeout=600,
-        stdin=subprocess.DEVNULL,
-        check=False,
+def test_a_nic_not_roce_ready_ends_the_job_before_anything_starts(cluster, demo_tools, tmp_path):
+    _, run_dir = run_demo(
+        CONFIG, tmp_path, timeout=300, env={"SIM_NIC_FAULT": "dcqcn-off", "SIM_FAULT_HOST": "sim2"}, expect=1
     )
-    assert done.returncode == 1, f"{done.stdout}\n{done.stderr}"
-    run_dir = re.search(r"^run folder: (.+)$", done.stdout, re.M)[1]
     job_out = open(f"{run_dir}/job.out").read()
     said = "NICs not ready: RoCE device ionic_1 (NIC 0000:16:00.0): DCQCN is Disabled"
     assert f"FAILED host preflight on sim2: {said}" in job_out

@@ -6,7 +6,6 @@ clears the entry."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -31,18 +30,7 @@ def nodes_cli(out, *args: str) -> subprocess.CompletedProcess:
 
 def test_a_node_at_fault_is_left_out_of_the_next_submission(cluster, tmp_path):
     require_tools([ROOT / ".venv-bench/bin/aiperf"])
-    first = subprocess.run(
-        [sys.executable, "-m", "sim.demo", CONFIG, "--out", str(tmp_path), "--timeout", "300"],
-        cwd=ROOT,
-        env={**os.environ, "SIM_FAULT": "gpus-lost"},
-        capture_output=True,
-        text=True,
-        timeout=600,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
-    assert first.returncode == 1, f"{first.stdout}\n{first.stderr}"
-    run_dir = re.search(r"^run folder: (.+)$", first.stdout, re.M)[1]
+    _, run_dir = run_demo(CONFIG, tmp_path, timeout=300, env={"SIM_FAULT": "gpus-lost"}, expect=1)
     job_out = open(f"{run_dir}/job.out").read()
     verdict = re.search(
         r"^job failed: first failure on (\S+) in step '([^']*)'.*\ncause: (.*)$", job_out, re.M
