@@ -111,6 +111,7 @@ def build_plan(
         node_setup=_node_setup(t, profile.node_setup),
         gpu_drain=profile.gpu_drain.max_vram_used if profile.gpu_vendor == "amd" else None,
         host_check=_host_check(profile, len(nodes)),
+        nic_check=profile.nic_check is not None,
         launch=_launch(container, len(nodes), t.engine),
         cleanup=_cleanup(container, len(nodes)),
         benchmarks=benchmarks,
@@ -338,17 +339,18 @@ def _srun(n: int, *options: str) -> list:
 
 
 def _host_check(p, n: int) -> tuple:
-    """srun on every node's host before any container starts (scripts/hostcheck.sh): the runner's
-    data-plane NICs up, and with nicctl their QoS and DCQCN (empty: the runner asks for no check)."""
+    """srun on every node's host before any container starts (scripts/hostcheck.sh): containers earlier
+    jobs left removed (docker), no process of an earlier job left, and with the runner's nic-check its
+    data-plane NICs up (nicctl: QoS and DCQCN)."""
+    args = ["--sweep-containers"] if p.container_runtime == "docker" else []
     c = p.nic_check
-    if c is None:
-        return argv()
-    args = [*(["--interface", p.data_plane_interface] if p.data_plane_interface else [])]
-    args += [x for d in p.nic_devices for x in ("--rdma-device", d)]
-    args += [x for prio in c.no_drop_priorities for x in ("--priority", str(prio))]
-    args += ["--cnp-dscp", str(c.cnp_dscp)] if c.cnp_dscp is not None else []
-    args += ["--timeout", str(c.timeout)]
-    args += ["--nicctl", *c.nicctl] if c.nicctl else []  # last: its words run to the end
+    if c is not None:
+        args += ["--interface", p.data_plane_interface] if p.data_plane_interface else []
+        args += [x for d in p.nic_devices for x in ("--rdma-device", d)]
+        args += [x for prio in c.no_drop_priorities for x in ("--priority", str(prio))]
+        args += ["--cnp-dscp", str(c.cnp_dscp)] if c.cnp_dscp is not None else []
+        args += ["--timeout", str(c.timeout)]
+        args += ["--nicctl", *c.nicctl] if c.nicctl else []  # last: its words run to the end
     srun = _srun(n, "--kill-on-bad-exit=1")
     return argv(*srun, "bash", word(Ref("RECIPE_DIR"), "/scripts/hostcheck.sh"), *args)
 

@@ -170,7 +170,7 @@ class Plan:
     leader_pinned: tuple  # of Pinned: rank 0's components whose exact version preflight checks
     node_setup: NodeSetup | None  # tools the image lacks, installed from the run's wheelhouse
     gpu_drain: float | None  # AMD: the most of any GPU's VRAM in use at preflight; None: not checked
-    host_check: tuple = _argv()  # srun before it, on every node's host: its NICs (empty: no check)
+    host_check: tuple = _argv()  # srun before it, on every node's host: no leftovers, its NICs
     launch: tuple = _argv()  # srun, one node script per node
     cleanup: tuple = _argv()  # srun after it, on every node (docker: the containers a killed client left)
     benchmarks: tuple  # of Benchmark
@@ -183,6 +183,7 @@ class Plan:
     config_sha256: str = ""  # of the validated config entry, for the lock file
     workarounds: tuple = ()  # known-issue workarounds the config records (they change performance)
     log_signatures: tuple = ()  # {issue, title, regex, fix} the node-side watcher fails the job on
+    nic_check: bool = False  # the host check includes the runner's NICs (its nic-check)
 
     @property
     def script(self) -> str:

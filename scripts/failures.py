@@ -76,6 +76,7 @@ WORDS = {
     "setup-failed": "node setup <set>: <problem>",
     "gpu-not-drained": "GPUs not drained: <problems>",
     "nic-not-ready": "NICs not ready: <problems>",
+    "leftover-processes": "processes of earlier jobs still run here: <problems>",
     "result-invalid": "result <file> is not valid: <problems>",
     "proof-failed": "proof failed: <reason>",
     "no-kv-moved": "the answer came back but no KV moved prefill -> decode (decode external_kv_transfer "
@@ -431,6 +432,17 @@ CLASSES: tuple[FailureClass, ...] = (
         "the card, bus address and VRAM in use are named: a leftover of an earlier job (scancel it, or ask "
         "the site to reset the GPU); the run's state/<node>/node-facts.json has every GPU's numbers",
         cause="gpu-not-drained",
+    ),
+    FailureClass(
+        "leftover-processes",
+        "a process of an earlier job still runs on the node's host",
+        "host preflight",
+        (WORDS["leftover-processes"],),
+        1,
+        "host preflight failed, before any container started",
+        "each process is named with its pid, command, job and run folder: a child that escaped its job's "
+        "end; kill it (or ask the site to), and make submit leaves the node out meanwhile (make nodes)",
+        cause="leftover-process",
     ),
     FailureClass(
         "nic-not-ready",

@@ -1,32 +1,55 @@
 #!/usr/bin/env bash
 # The node's host before any container or engine starts: srun runs this on every node (job.sbatch).
 #
-#   hostcheck.sh NIC_CHECK_ARGS...   `sync.py nic-check` (scripts/nics.py): the runner's data-plane NICs
+#   hostcheck.sh [--sweep-containers] [NIC_CHECK_ARGS...]
 #
-# What the node showed goes to state/<node>/nic-facts.json (the run's provenance). A node that fails says
-# `FAILED host preflight on <node>: <message>` and writes its outcome, so the job's verdict names it and
-# its cause; srun --kill-on-bad-exit=1 ends the others, and no container, GPU or engine time is spent.
+# 1. --sweep-containers (docker runners): `container.sh sweep` removes what earlier jobs left (by name);
+# 2. `sync.py leftovers` (scripts/leftovers.py): no process of an earlier job of this repository runs here;
+# 3. with arguments, `sync.py nic-check` (scripts/nics.py): the runner's data-plane NICs, what they showed
+#    to state/<node>/nic-facts.json (the run's provenance).
+# A node that fails says `FAILED host preflight on <node>: <message>` and writes its outcome, so the job's
+# verdict names it and its cause; srun --kill-on-bad-exit=1 ends the others, and no container, GPU or
+# engine time is spent.
 set -Eeuo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib/outcome.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib/outcome.sh"
 
 : "${RUN_DIR:?hostcheck.sh runs in a job of make submit}"
 : "${SLURMD_NODENAME:?hostcheck.sh runs in a SLURM job step}"
+: "${SLURM_JOB_ID:?hostcheck.sh runs in a SLURM job step}"
 NODE=$SLURMD_NODENAME
 STATE=$RUN_DIR/state/$NODE
+SYNC=$(dirname -- "${BASH_SOURCE[0]}")/sync.py
 STEP="host preflight"
 DETAIL_MAX=1000  # the outcome file is read with a 4 KiB bound (scripts/outcome.py)
 mkdir -p -- "$STATE"
 
-rc=0
-out=$(python3 "$(dirname -- "${BASH_SOURCE[0]}")/sync.py" nic-check --facts-out "$STATE/nic-facts.json" "$@" 2>&1) ||
-  rc=$?
-if ((rc == 0)); then
-  printf '%s on %s: %s\n' "$STEP" "$NODE" "$out"
-  exit 0
+# check CAUSE COMMAND... — one check; its failure (exit 1, else a usage error: no cause) ends the node.
+check() {
+  local cause=$1 out rc=0
+  shift
+  out=$(python3 "$SYNC" "$@" 2>&1) || rc=$?
+  if ((rc == 0)); then
+    printf '%s on %s: %s\n' "$STEP" "$NODE" "$out"
+    return 0
+  fi
+  printf 'FAILED %s on %s: %s\n' "$STEP" "$NODE" "$out" >&2
+  ((rc == 1)) || cause=
+  write_outcome_file "$STATE" "$rc" failure "$EPOCHREALTIME" "$STEP" "$cause" "${out:0:DETAIL_MAX}"
+  exit "$rc"
+}
+
+if [[ ${1:-} == --sweep-containers ]]; then
+  shift
+  # its own lines name each container it removed, or could not remove
+  if ! bash "$(dirname -- "${BASH_SOURCE[0]}")/container.sh" sweep; then
+    said="a container of an earlier job on $NODE cannot be removed (the lines above say which)"
+    printf 'FAILED %s on %s: %s\n' "$STEP" "$NODE" "$said" >&2
+    write_outcome_file "$STATE" 1 failure "$EPOCHREALTIME" "$STEP" container-leftover "$said"
+    exit 1
+  fi
 fi
-printf 'FAILED %s on %s: %s\n' "$STEP" "$NODE" "$out" >&2
-cause=
-((rc != 1)) || cause=nic-not-ready  # 1: a NIC is not ready (scripts/nics.py); else a usage error, said above
-write_outcome_file "$STATE" "$rc" failure "$EPOCHREALTIME" "$STEP" "$cause" "${out:0:DETAIL_MAX}"
-exit "$rc"
+check leftover-process leftovers --job "$SLURM_JOB_ID"
+if (($# > 0)); then
+  check nic-not-ready nic-check --facts-out "$STATE/nic-facts.json" "$@"
+fi

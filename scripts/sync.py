@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Node-side sync, one command per job: addresses (address.py), peers (peers.py), the pinned-version check
-(preflight.py), the pinned tools the image lacks (nodesetup.py), drained GPUs (gpus.py), ready NICs
-(nics.py, on the host), free ports (ports.py), HTTP readiness waits (waithttp.py) and the TCP barrier
-(barrier.py); stdlib only, runs in any container. Rendered scripts call `python3 sync.py <command> ...`."""
+(preflight.py), the pinned tools the image lacks (nodesetup.py), drained GPUs (gpus.py), on the host no
+leftovers and ready NICs (leftovers.py, nics.py), free ports (ports.py), HTTP readiness waits (waithttp.py)
+and the TCP barrier (barrier.py); stdlib only, runs in any container. Rendered scripts call
+`python3 sync.py <command> ...`."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import sys
 import address
 import barrier
 import gpus
+import leftovers
 import nics
 import nodesetup
 import peers
@@ -19,7 +21,7 @@ import ports
 import preflight
 import waithttp
 
-COMMANDS = (address, peers, preflight, nodesetup, gpus, nics, ports, waithttp, barrier)
+COMMANDS = (address, peers, preflight, nodesetup, gpus, leftovers, nics, ports, waithttp, barrier)
 
 
 def build_parser() -> argparse.ArgumentParser:

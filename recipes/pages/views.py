@@ -358,7 +358,7 @@ def features(plan) -> set:
     out |= {"smoke"} if plan.smoke else set()
     out |= {"l2-proof"} if plan.l2_proof else set()
     out |= {"log-signatures"} if getattr(plan, "log_signatures", ()) else set()
-    out |= {"nic-check"} if getattr(plan, "host_check", ()) else set()
+    out |= {"nic-check"} if getattr(plan, "nic_check", False) else set()
     return out
 
 

@@ -382,11 +382,12 @@ def test_host_check_runs_on_every_node_before_the_launch_with_the_runners_nic_da
     mi355x = rendered[SEED].plan
     args = " ".join(flat(mi355x.host_check))
     assert args.startswith("srun --kill-on-bad-exit=1 --nodes=2 --ntasks=2 --ntasks-per-node=1 --label bash")
-    assert "scripts/hostcheck.sh --interface ens51np0 --rdma-device rdma0" in args
+    assert "scripts/hostcheck.sh --sweep-containers --interface ens51np0 --rdma-device rdma0" in args
     assert args.endswith("--timeout 20 --nicctl sudo -n nicctl")  # the command's words last, options kept
     job = rendered[SEED].files["job.sbatch"]
     assert job.index("hostcheck.sh") < job.index("scripts/container.sh run")
-    assert flat(rendered[CPU].plan.host_check) == []  # a runner without nic-check: no step
+    # a runner without nic-check: the leftover check only
+    assert flat(rendered[CPU].plan.host_check)[-2:] == ["bash", "${RECIPE_DIR}/scripts/hostcheck.sh"]
 
 
 def test_the_lock_names_mooncakes_protocol_and_for_rdma_the_sites_registration(rendered):

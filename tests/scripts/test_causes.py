@@ -47,6 +47,7 @@ def test_every_cause_but_unknown_has_a_signature_and_a_blame_the_ledger_knows():
         "disk-full",
         "container-leftover",
         "nic-not-ready",
+        "leftover-process",
     }
 
 
@@ -141,3 +142,12 @@ def test_the_command_line_classifies_a_said_file_and_a_service_log(tmp_path):
         [sys.executable, str(SCRIPTS / "causes.py"), "check"], capture_output=True, text=True, timeout=30
     )
     assert check.returncode == 0, check.stderr
+
+
+def test_cause_ids_hostcheck_writes_are_the_registry_s():
+    text = (SCRIPTS / "hostcheck.sh").read_text()
+    written = set(re.findall(r"^\s*check ([a-z][a-z-]+) ", text, re.M))
+    written |= set(
+        re.findall(r'write_outcome_file "\$STATE" 1 failure "\$EPOCHREALTIME" "\$STEP" ([a-z-]+) ', text)
+    )
+    assert written == {"leftover-process", "nic-not-ready", "container-leftover"} and written <= IDS

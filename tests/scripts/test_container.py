@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -199,3 +200,23 @@ def test_an_image_that_cannot_be_inspected_is_said_and_docker_run_says_why(node)
     assert done.returncode == 125
     assert f"container on {node.name}: cannot inspect {missing} before the run:" in done.stderr
     assert not (node.run_dir / "state" / node.name / "image").exists()
+
+
+def test_the_host_preflight_removes_what_an_earlier_job_left_before_anything_starts(node, tmp_path):
+    """hostcheck.sh --sweep-containers (docker runners, job.sbatch's first step), with an `squeue` that says
+    every job still runs (its leftover-process check is tests/scripts/test_leftovers.py's)."""
+    killed_client(node.start("111"))
+    slurm = tmp_path / "slurm"
+    slurm.mkdir()
+    (slurm / "squeue").write_text("#!/bin/sh\necho RUNNING\n")
+    (slurm / "squeue").chmod(0o755)
+    env = node.env("112")
+    env["PATH"] = f"{slurm}:{Path(sys.executable).parent}:{env['PATH']}"
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "hostcheck.sh"), "--sweep-containers"],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"container on {node.name}: removed disagg-111-{node.name} (left by job 111)" in done.stderr
+    assert done.stdout == f"host preflight on {node.name}: no process of an earlier job left\n"
+    assert node.containers() == []

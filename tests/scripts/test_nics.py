@@ -283,9 +283,14 @@ def test_nothing_to_check_is_a_usage_error():
 
 
 def hostcheck(run_dir: Path, *args: str | Path, path: str | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "RUN_DIR": str(run_dir), "SLURMD_NODENAME": "sim2"}
-    if path is not None:
-        env["PATH"] = path
+    """hostcheck.sh as srun runs it on sim2 in job 77, with an `squeue` that says every job still runs (the
+    leftover check it runs first: tests/scripts/test_leftovers.py)."""
+    squeue = run_dir.parent / "slurm" / "squeue"
+    squeue.parent.mkdir(exist_ok=True)
+    squeue.write_text("#!/bin/sh\necho RUNNING\n")
+    squeue.chmod(0o755)
+    env = {**os.environ, "RUN_DIR": str(run_dir), "SLURMD_NODENAME": "sim2", "SLURM_JOB_ID": "77"}
+    env["PATH"] = f"{squeue.parent}:{path or os.environ['PATH']}"
     return subprocess.run(
         ["bash", str(HOSTCHECK), *map(str, args)], capture_output=True, text=True, timeout=60, env=env,
         check=False,
@@ -326,7 +331,10 @@ def test_a_ready_host_prints_one_line_and_writes_no_outcome(nicctl, tmp_path):
     run_dir = tmp_path / "run"
     done = hostcheck(run_dir, "--interface", "lo", "--nicctl", nicctl(), path=python_first())
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("host preflight on sim2: NICs ready: lo up; QoS DSCP")
+    assert done.stdout.startswith(
+        "host preflight on sim2: no process of an earlier job left\n"
+        "host preflight on sim2: NICs ready: lo up; QoS DSCP"
+    )
     assert not (run_dir / "state/sim2/outcome").exists()
 
 
