@@ -190,9 +190,8 @@ def summarize(run_dir: Path) -> dict:
         lock["node_facts"] = facts  # driver, ROCm, NIC firmware, GPUs: what each node showed at preflight
     digests = {d for i in images.values() for d in i.get("digests", [])}
     if lock.get("image_digest") is None and len(digests) == 1 and image_caveat(images) is None:
-        lock["image_digest"] = digests.pop().split("@", 1)[
-            1
-        ]  # the reference resolved, the same on every node
+        # the reference as every node resolved it: one image, one digest
+        lock["image_digest"] = digests.pop().split("@", 1)[1]
     return {
         "config_key": plan["config_key"],
         "variant": plan["variant"],

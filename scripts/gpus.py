@@ -72,16 +72,17 @@ def holders(proc: Path, devices: list[str]) -> list[str]:
             if target in wanted:
                 held.add(target)
         if held:
-            comm = one_line(_read_quiet(entry / "comm"), 40)
+            comm = one_line(read_value(entry / "comm", "?"), 40)
             found += [f"pid {entry.name} ({comm}) holds {d}" for d in sorted(held)]
     return found
 
 
-def _read_quiet(path: Path) -> str:
+def read_value(path: Path, missing: str | None = None) -> str | None:
+    """One small kernel file's value (sysfs, /proc), stripped; MISSING when it cannot be read."""
     try:
         return path.read_text(errors="replace").strip()
     except OSError:
-        return "?"
+        return missing
 
 
 def _gib(n: int) -> str:
@@ -91,11 +92,11 @@ def _gib(n: int) -> str:
 def node_facts(module: Path, rocm: Path, rdma: Path) -> dict:
     """What the run's provenance records of this node: the amdgpu driver's version, the ROCm release the
     image carries, each RDMA device's firmware (None where the file is absent)."""
-    facts: dict[str, Any] = {"amdgpu_driver": _read_quiet(module) if module.exists() else None}
-    facts["rocm"] = _read_quiet(rocm) if rocm.exists() else None
+    facts: dict[str, Any] = {"amdgpu_driver": read_value(module, "?") if module.exists() else None}
+    facts["rocm"] = read_value(rocm, "?") if rocm.exists() else None
     firmware = {}
     for fw in sorted(glob.glob(str(rdma / "*" / "fw_ver"))):
-        firmware[Path(fw).parent.name] = _read_quiet(Path(fw))
+        firmware[Path(fw).parent.name] = read_value(Path(fw), "?")
     facts["rdma_firmware"] = firmware
     return facts
 

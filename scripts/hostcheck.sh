@@ -24,30 +24,28 @@ STEP="host preflight"
 DETAIL_MAX=1000  # the outcome file is read with a 4 KiB bound (scripts/outcome.py)
 mkdir -p -- "$STATE"
 
+# fail RC CAUSE MESSAGE — the node's FAILED line and its outcome (CAUSE a scripts/causes.json id, or none).
+fail() {
+  printf 'FAILED %s on %s: %s\n' "$STEP" "$NODE" "$3" >&2
+  write_outcome_file "$STATE" "$1" failure "$EPOCHREALTIME" "$STEP" "$2" "${3:0:DETAIL_MAX}"
+  exit "$1"
+}
+
 # check CAUSE COMMAND... — one check; its failure (exit 1, else a usage error: no cause) ends the node.
 check() {
   local cause=$1 out rc=0
   shift
   out=$(python3 "$SYNC" "$@" 2>&1) || rc=$?
-  if ((rc == 0)); then
-    printf '%s on %s: %s\n' "$STEP" "$NODE" "$out"
-    return 0
-  fi
-  printf 'FAILED %s on %s: %s\n' "$STEP" "$NODE" "$out" >&2
+  ((rc != 0)) || { printf '%s on %s: %s\n' "$STEP" "$NODE" "$out"; return 0; }
   ((rc == 1)) || cause=
-  write_outcome_file "$STATE" "$rc" failure "$EPOCHREALTIME" "$STEP" "$cause" "${out:0:DETAIL_MAX}"
-  exit "$rc"
+  fail "$rc" "$cause" "$out"
 }
 
 if [[ ${1:-} == --sweep-containers ]]; then
   shift
   # its own lines name each container it removed, or could not remove
-  if ! bash "$(dirname -- "${BASH_SOURCE[0]}")/container.sh" sweep; then
-    said="a container of an earlier job on $NODE cannot be removed (the lines above say which)"
-    printf 'FAILED %s on %s: %s\n' "$STEP" "$NODE" "$said" >&2
-    write_outcome_file "$STATE" 1 failure "$EPOCHREALTIME" "$STEP" container-leftover "$said"
-    exit 1
-  fi
+  bash "$(dirname -- "${BASH_SOURCE[0]}")/container.sh" sweep ||
+    fail 1 container-leftover "a container of an earlier job on $NODE cannot be removed (the lines above say which)"
 fi
 check leftover-process leftovers --job "$SLURM_JOB_ID"
 if (($# > 0)); then

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from failures import die, line, one_line
+from gpus import read_value
 
 EXIT_NIC = 1  # a preflight failure, as every other check of a preflight step
 MAX_OUTPUT = 1 << 20  # one nicctl listing: a few KiB per NIC
@@ -37,13 +38,6 @@ class NicError(Exception):
 # ---------------------------------------------------------------- sysfs: links
 
 
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text(errors="replace").strip()
-    except OSError:
-        return None
-
-
 def interface_state(net: Path, name: str) -> tuple[str, dict]:
     """(problem or "", facts) of interface NAME under NET (/sys/class/net). Up is operstate "up", or
     "unknown" with the interface administratively up and a carrier (loopback and some virtual links never
@@ -52,13 +46,13 @@ def interface_state(net: Path, name: str) -> tuple[str, dict]:
     if not folder.is_dir():
         present = sorted(p.name for p in net.iterdir()) if net.is_dir() else []
         return f"data-plane interface {name} does not exist (interfaces: {', '.join(present) or 'none'})", {}
-    state = _read(folder / "operstate") or "?"
-    flags, carrier = _read(folder / "flags") or "", _read(folder / "carrier")
+    state = read_value(folder / "operstate") or "?"
+    flags, carrier = read_value(folder / "flags") or "", read_value(folder / "carrier")
     facts = {
         "operstate": state,
         "carrier": carrier,
-        "mtu": _read(folder / "mtu"),
-        "speed": _read(folder / "speed"),
+        "mtu": read_value(folder / "mtu"),
+        "speed": read_value(folder / "speed"),
     }
     admin_up = bool(re.fullmatch(r"0x[0-9a-fA-F]+", flags) and int(flags, 16) & IFF_UP)
     if state == "up" or (state == "unknown" and admin_up and carrier == "1"):
@@ -73,8 +67,8 @@ def rdma_state(rdma: Path, name: str) -> tuple[str, dict]:
     if not folder.is_dir():
         present = sorted(p.name for p in rdma.iterdir()) if rdma.is_dir() else []
         return f"RDMA device {name} does not exist (devices: {', '.join(present) or 'none'})", {}
-    ports = {p.name: _read(p / "state") or "?" for p in sorted((folder / "ports").glob("*"))}
-    facts = {"fw_ver": _read(folder / "fw_ver"), "ports": ports}
+    ports = {p.name: read_value(p / "state") or "?" for p in sorted((folder / "ports").glob("*"))}
+    facts = {"fw_ver": read_value(folder / "fw_ver"), "ports": ports}
     if any(state.endswith("ACTIVE") for state in ports.values()):
         return "", facts
     seen = ", ".join(f"port {n} {s}" for n, s in ports.items()) or "no port"

@@ -167,6 +167,25 @@ def sync(*args: str, timeout: float = 20, env: dict[str, str] | None = None) -> 
     )
 
 
+def stub_squeue(folder: Path, body: str = "echo RUNNING") -> Path:
+    """FOLDER with an `squeue` whose shell BODY answers (default: every job still runs); put it first on
+    PATH. The real one prints a job's state, or "Invalid job id specified" and exit code 1 once SLURM
+    forgot the job."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "squeue").write_text(f"#!/bin/sh\n{body}\n")
+    (folder / "squeue").chmod(0o755)
+    return folder
+
+
+def hostcheck(env: dict[str, str], *args: str | Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    """scripts/hostcheck.sh as srun runs it on a node's host, ENV its job's; its python3 is this one."""
+    env = {**env, "PATH": f"{Path(sys.executable).parent}:{env.get('PATH', os.environ['PATH'])}"}
+    return subprocess.run(
+        ["bash", str(SCRIPTS / "hostcheck.sh"), *map(str, args)],
+        env=env, capture_output=True, text=True, timeout=timeout, check=False,
+    )  # fmt: skip
+
+
 def start_sync(*args: str, stderr: Path, **popen: object) -> subprocess.Popen:
     with open(stderr, "w") as err:
         return subprocess.Popen(

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from sim import containers
+from tests.scripts.conftest import hostcheck, stub_squeue
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "container.sh"
@@ -206,16 +206,10 @@ def test_the_host_preflight_removes_what_an_earlier_job_left_before_anything_sta
     """hostcheck.sh --sweep-containers (docker runners, job.sbatch's first step), with an `squeue` that says
     every job still runs (its leftover-process check is tests/scripts/test_leftovers.py's)."""
     killed_client(node.start("111"))
-    slurm = tmp_path / "slurm"
-    slurm.mkdir()
-    (slurm / "squeue").write_text("#!/bin/sh\necho RUNNING\n")
-    (slurm / "squeue").chmod(0o755)
     env = node.env("112")
-    env["PATH"] = f"{slurm}:{Path(sys.executable).parent}:{env['PATH']}"
-    done = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "hostcheck.sh"), "--sweep-containers"],
-        env=env, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+    done = hostcheck(
+        {**env, "PATH": f"{stub_squeue(tmp_path / 'slurm')}:{env['PATH']}"}, "--sweep-containers"
+    )
     assert done.returncode == 0, done.stderr
     assert f"container on {node.name}: removed disagg-111-{node.name} (left by job 111)" in done.stderr
     assert done.stdout == f"host preflight on {node.name}: no process of an earlier job left\n"

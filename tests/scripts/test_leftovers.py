@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-SYNC = ROOT / "scripts" / "sync.py"
+from tests.scripts.conftest import hostcheck, stub_squeue, sync
+
 RUN = "/shared/out/runs/kimi/agentic_p1x8_d1x8/20261124-101010-abcdef"
 
 
@@ -31,26 +30,19 @@ def host(tmp_path: Path):
     proc = tmp_path / "proc"
     proc.mkdir()
     (proc / "self").mkdir()  # not a pid
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    squeue = bin_dir / "squeue"
-    squeue.write_text(
-        "#!/bin/sh\n"
+    bin_dir = stub_squeue(
+        tmp_path / "bin",
         'case "$3" in\n'
         "  50) echo RUNNING ;;\n"
         "  41) echo COMPLETED ;;\n"
         "  *) echo 'slurm_load_jobs error: Invalid job id specified' >&2; exit 1 ;;\n"
-        "esac\n"
+        "esac",
     )
-    squeue.chmod(0o755)
     return proc, {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
 
 
 def leftovers(proc: Path, env: dict, job: str = "60") -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(SYNC), "leftovers", "--job", job, "--proc", str(proc)],
-        capture_output=True, text=True, timeout=60, env=env, check=False,
-    )  # fmt: skip
+    return sync("leftovers", "--job", job, "--proc", str(proc), timeout=60, env=env)
 
 
 def test_a_clean_host_passes(host):
@@ -94,12 +86,9 @@ def test_what_a_process_says_of_itself_reaches_the_line_printable(host):
 def test_a_slurm_that_cannot_answer_fails_the_check_instead_of_guessing(host, tmp_path):
     proc, env = host
     process(proc, 600, "vllm", RUN_DIR=RUN, SLURM_JOB_ID="7")
-    broken = tmp_path / "broken"
-    broken.mkdir()
-    (broken / "squeue").write_text(
-        "#!/bin/sh\necho 'slurm_load_jobs error: Unable to contact slurm controller' >&2\nexit 1\n"
+    broken = stub_squeue(
+        tmp_path / "broken", "echo 'slurm_load_jobs error: Unable to contact slurm controller' >&2; exit 1"
     )
-    (broken / "squeue").chmod(0o755)
     done = leftovers(proc, {**env, "PATH": f"{broken}:{env['PATH']}"})
     assert done.returncode == 1
     assert (
@@ -110,10 +99,7 @@ def test_a_slurm_that_cannot_answer_fails_the_check_instead_of_guessing(host, tm
 def test_this_machines_own_processes_are_read():
     """The real /proc: this test's own process is found with its job (set here), and is this job's."""
     env = {**os.environ, "RUN_DIR": "/tmp/x", "SLURM_JOB_ID": "9999999"}
-    done = subprocess.run(
-        [sys.executable, str(SYNC), "leftovers", "--job", "9999999"],
-        capture_output=True, text=True, timeout=60, env=env, check=False,
-    )  # fmt: skip
+    done = sync("leftovers", "--job", "9999999", timeout=60, env=env)
     assert done.returncode == 0, done.stderr
 
 
@@ -126,12 +112,8 @@ def test_hostcheck_fails_the_node_on_a_real_leftover_and_names_its_cause(host, t
         ["sleep", "300"], env={**env, "RUN_DIR": "/old/run", "SLURM_JOB_ID": "7"}, start_new_session=True
     )
     try:
-        done = subprocess.run(
-            ["bash", str(ROOT / "scripts/hostcheck.sh"), "--interface", "lo"],
-            env={**env, "RUN_DIR": str(run_dir), "SLURMD_NODENAME": "sim2", "SLURM_JOB_ID": "60",
-                 "PATH": f"{Path(sys.executable).parent}:{env['PATH']}"},
-            capture_output=True, text=True, timeout=60, check=False,
-        )  # fmt: skip
+        job = {"RUN_DIR": str(run_dir), "SLURMD_NODENAME": "sim2", "SLURM_JOB_ID": "60"}
+        done = hostcheck({**env, **job}, "--interface", "lo", timeout=60)
     finally:
         stray.kill()
         stray.wait()

@@ -18,9 +18,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-SYNC = ROOT / "scripts" / "sync.py"
-HOSTCHECK = ROOT / "scripts" / "hostcheck.sh"
+from tests.scripts.conftest import REPO as ROOT
+from tests.scripts.conftest import hostcheck, stub_squeue, sync
 
 NIC_A = ("1b4e0c2a-4c32-3533-3330-313934000000", "0000:06:00.0")
 NIC_B = ("1b4e0c2a-4c32-3533-3731-303830000000", "0000:16:00.0")
@@ -110,10 +109,7 @@ def nicctl(tmp_path: Path):
 
 
 def check(*args: str | Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(SYNC), "nic-check", *map(str, args)], capture_output=True, text=True, timeout=60,
-        check=False,
-    )  # fmt: skip
+    return sync("nic-check", *map(str, args), timeout=60)
 
 
 def link(net: Path, name: str, *, operstate="up", flags="0x1003", carrier="1") -> None:
@@ -282,30 +278,18 @@ def test_nothing_to_check_is_a_usage_error():
 # ---------------------------------------------------------------- hostcheck.sh
 
 
-def hostcheck(run_dir: Path, *args: str | Path, path: str | None = None) -> subprocess.CompletedProcess:
+def host(run_dir: Path, *args: str | Path) -> subprocess.CompletedProcess:
     """hostcheck.sh as srun runs it on sim2 in job 77, with an `squeue` that says every job still runs (the
     leftover check it runs first: tests/scripts/test_leftovers.py)."""
-    squeue = run_dir.parent / "slurm" / "squeue"
-    squeue.parent.mkdir(exist_ok=True)
-    squeue.write_text("#!/bin/sh\necho RUNNING\n")
-    squeue.chmod(0o755)
+    slurm = stub_squeue(run_dir.parent / "slurm")
     env = {**os.environ, "RUN_DIR": str(run_dir), "SLURMD_NODENAME": "sim2", "SLURM_JOB_ID": "77"}
-    env["PATH"] = f"{squeue.parent}:{path or os.environ['PATH']}"
-    return subprocess.run(
-        ["bash", str(HOSTCHECK), *map(str, args)], capture_output=True, text=True, timeout=60, env=env,
-        check=False,
-    )  # fmt: skip
-
-
-def python_first() -> str:
-    """hostcheck.sh runs the host's python3: this interpreter's, first on PATH."""
-    return f"{Path(sys.executable).parent}:{os.environ['PATH']}"
+    return hostcheck({**env, "PATH": f"{slurm}:{os.environ['PATH']}"}, *args, timeout=60)
 
 
 def test_a_failing_host_says_so_and_writes_the_outcome_the_verdict_names(nicctl, tmp_path):
     run_dir = tmp_path / "run"
     bad = nicctl(dcqcn=dcqcn_section(NIC_A, "ionic_0", status="Disabled"))
-    done = hostcheck(run_dir, "--nicctl", bad, path=python_first())
+    done = host(run_dir, "--nicctl", bad)
     assert done.returncode == 1
     message = f"NICs not ready: RoCE device ionic_0 (NIC {NIC_A[1]}): DCQCN is Disabled"
     assert done.stderr == f"FAILED host preflight on sim2: {message}\n"
@@ -329,7 +313,7 @@ def test_a_failing_host_says_so_and_writes_the_outcome_the_verdict_names(nicctl,
 
 def test_a_ready_host_prints_one_line_and_writes_no_outcome(nicctl, tmp_path):
     run_dir = tmp_path / "run"
-    done = hostcheck(run_dir, "--interface", "lo", "--nicctl", nicctl(), path=python_first())
+    done = host(run_dir, "--interface", "lo", "--nicctl", nicctl())
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(
         "host preflight on sim2: no process of an earlier job left\n"
@@ -342,7 +326,7 @@ def test_a_huge_problem_list_keeps_the_outcome_readable(nicctl, tmp_path):
     """Hundreds of NIC sections failing: the detail is cut so outcome.py's 4 KiB bound still reads it."""
     run_dir = tmp_path / "run"
     many = "".join(qos_section((f"id{i}", f"0000:{i:02x}:00.0"), kind="PCP") for i in range(200))
-    assert hostcheck(run_dir, "--nicctl", nicctl(qos=many), path=python_first()).returncode == 1
+    assert host(run_dir, "--nicctl", nicctl(qos=many)).returncode == 1
     assert (run_dir / "state/sim2/outcome").stat().st_size < 4096
 
 
