@@ -23,6 +23,9 @@ QUERY_BYTES = 1 << 20  # a bootstrap /query answer: ~200 bytes per data-parallel
 # CPU engine answered one check late and its only decode was ejected, failing requests that it would have
 # served (make bench-proxy, real engines). A definite failure (refused, an error status) ejects at once.
 SLOW_CHECKS = 3
+# A kept-alive connection the engine closed as the check was written into it ends like this: a health check
+# (a GET, safe to repeat) that meets it asks again before it calls the engine down.
+_STALE = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
 
 
 @dataclass(eq=False)
@@ -147,7 +150,10 @@ async def check(client: httpx.AsyncClient, backend: Backend, deadline: float) ->
     engine has a new id and a decode told the old one waits for the Mooncake abort timeout."""
     try:
         async with asyncio.timeout(deadline):
-            problem, ids = await _ask(client, backend)
+            try:
+                problem, ids = await _ask(client, backend)
+            except _STALE:  # once, on a new connection: an engine that is gone refuses that one
+                problem, ids = await _ask(client, backend)
     except TimeoutError:
         backend.slow_checks += 1
         problem = f"no health answer within {deadline:g} s"

@@ -118,6 +118,10 @@ def _benchmark(t: Target, ports: Ports, name: str, c: int, seconds: int, workloa
         "--failed-request-threshold",
         MAX_ERROR_RATE,
         "--use-server-token-count",
+        # The job scrapes every engine's and the router's counters after each benchmark itself (results.py
+        # scrape); AIPerf's collector polls only the router, twice a second, and on a loaded node its
+        # service missed heartbeats and failed a run that had measured fine (CI on the 2-core machine).
+        "--no-server-metrics",
         # output lengths are sent as max_completion_tokens, a cap: without this, answers end early
         "--extra-inputs",
         "ignore_eos:true",

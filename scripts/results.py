@@ -31,6 +31,8 @@ REPORTED = (
     "request_latency",
 )
 STATS = ("avg", "p50", "p90", "p99")
+ERROR_KINDS = 3  # the most frequent kinds of failed request a refusal names
+ERROR_TEXT_CHARS = 200  # of one kind's message: an engine's error body can be a whole traceback
 
 
 def _shown(value: Any) -> str:
@@ -102,16 +104,21 @@ def problems(doc: Any, *, max_error_rate: float, min_duration: float = 0.0) -> l
         return ["not a JSON object"]
     read = _Reader(doc)
     found = read.found  # type problems land here as they are read, in the order of the checks
-    cancelled, complete = read.flag("was_cancelled"), read.flag("is_complete")
-    if cancelled is True or complete is False:
-        found.append("AIPerf cancelled the run (failed-request threshold reached or interrupted)")
     ok = read.avg("request_count")
     if not ok and read.absent("request_count"):
         found.append("no successful request")
     errors = read.avg("error_request_count") or 0.0
     total = (ok or 0.0) + errors
     if total and errors / total > max_error_rate:
-        found.append(f"{errors:g} of {total:g} requests failed (more than {max_error_rate:.0%})")
+        kinds = error_kinds(doc.get("error_summary"))
+        found.append(
+            f"{errors:g} of {total:g} requests failed (more than {max_error_rate:.0%})"
+            + (f", as: {kinds}" if kinds else "")
+        )
+    # after the failed requests: when they made AIPerf cancel, they are the first thing to read
+    cancelled, complete = read.flag("was_cancelled"), read.flag("is_complete")
+    if cancelled is True or complete is False:
+        found.append("AIPerf cancelled the run (failed-request threshold reached or interrupted)")
     if not read.avg("total_output_tokens") and read.absent("total_output_tokens"):
         found.append("no output tokens")
     duration = read.avg("benchmark_duration")
@@ -123,6 +130,27 @@ def problems(doc: Any, *, max_error_rate: float, min_duration: float = 0.0) -> l
     for name in REPORTED:
         read.stats(name, STATS)
     return found
+
+
+def error_kinds(summary: Any, most: int = ERROR_KINDS) -> str:
+    """AIPerf's error_summary as 'COUNT x [HTTP CODE] TYPE: MESSAGE' for its MOST frequent kinds, the
+    others counted: why the requests failed, said where the failure is. Entries of another shape are
+    skipped: this describes a refusal, it never decides one."""
+    kinds = []
+    for item in summary if isinstance(summary, list) else ():
+        details, count = (item.get("error_details"), item.get("count")) if isinstance(item, dict) else (0, 0)
+        if isinstance(details, dict) and type(count) is int and count > 0:
+            code, kind, message = details.get("code"), details.get("type"), details.get("message")
+            said = " ".join(
+                [f"HTTP {code}" if type(code) is int else "", kind if isinstance(kind, str) else ""]
+            ).strip()
+            if isinstance(message, str) and message.strip():
+                said = f"{said}: {message}" if said else message
+            kinds.append((count, one_line(said or "no message", ERROR_TEXT_CHARS)))
+    kinds.sort(key=lambda k: -k[0])
+    shown = [f"{count} x {said}" for count, said in kinds[:most]]
+    rest = sum(count for count, _ in kinds[most:])
+    return "; ".join(shown + ([f"{rest} of other kinds"] if rest else []))
 
 
 def _read_result(path: str) -> Any:

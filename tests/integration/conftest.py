@@ -61,8 +61,27 @@ def run_demo(
         stdin=subprocess.DEVNULL,
         check=False,
     )
-    assert done.returncode == expect, f"{done.stdout}\n{done.stderr}"
-    return done, Path(re.search(r"^run folder: (.+)$", done.stdout, re.M)[1])
+    folder = re.search(r"^run folder: (.+)$", done.stdout, re.M)
+    if done.returncode != expect:  # the run folder is gone with the CI machine: say what its logs said
+        pytest.fail(f"exit code {done.returncode}, not {expect}\n{done.stdout}\n{done.stderr}"
+                    + (log_problems(Path(folder[1])) if folder else ""), pytrace=False)  # fmt: skip
+    return done, Path(folder[1])
+
+
+LOG_PROBLEM = re.compile(r"ERROR|Error|Traceback|WARNING|FAILED|failed")
+
+
+def log_problems(run_dir: Path, per_file: int = 8, width: int = 300) -> str:
+    """The last lines of each of a run's logs (engines, router, AIPerf) that look like trouble."""
+    shown = []
+    for log in sorted([*run_dir.glob("logs/*/*.log"), *run_dir.glob("results/*/logs/aiperf.log")]):
+        lines = [ln[:width] for ln in log.read_text(errors="replace").splitlines() if LOG_PROBLEM.search(ln)]
+        if lines:
+            shown.append(
+                f"--- {log.relative_to(run_dir)}: last {min(per_file, len(lines))} of {len(lines)} ---"
+            )
+            shown.extend(lines[-per_file:])
+    return "\n--- what the run's logs said ---\n" + "\n".join(shown) if shown else ""
 
 
 def nothing_left(run_dir: Path) -> None:

@@ -185,3 +185,31 @@ async def test_a_healthy_engine_leaves_rotation_only_after_slow_checks_in_a_row(
         starting = Backend("decode", "http://e:8000")
         await check(client, starting, 0.01)
         assert not starting.healthy
+
+
+async def test_a_check_meeting_a_connection_the_engine_closed_asks_once_more_before_calling_it_down():
+    """A kept-alive connection the engine closed as the check was written into it is no sign of a dead engine
+    (it ejected the only decode of a CI run); the same disconnect twice in a row is."""
+    answers: list[str] = []
+
+    def engine(outcomes: list[str]):
+        def answer(request: httpx.Request) -> httpx.Response:
+            answers.append(outcome := outcomes.pop(0))
+            if outcome == "closed":
+                raise httpx.RemoteProtocolError(
+                    "Server disconnected without sending a response.", request=request
+                )
+            return httpx.Response(200)
+
+        return httpx.AsyncClient(transport=httpx.MockTransport(answer), verify=False)
+
+    backend = Backend("decode", "http://d:8000", healthy=True)
+    async with engine(["closed", "ok"]) as client:
+        await check(client, backend, 1.0)
+    assert (backend.healthy, answers) == (True, ["closed", "ok"])
+    async with engine(["closed", "closed", "ok"]) as client:
+        await check(client, backend, 1.0)
+    assert (backend.healthy, backend.problem) == (
+        False,
+        "RemoteProtocolError: Server disconnected without sending a response.",
+    )

@@ -78,6 +78,44 @@ def test_the_gate_refuses_what_is_not_a_measurement(tmp_path, doc, reason):
     assert reason in done.stderr
 
 
+def failed_kind(count, code=None, kind=None, message="") -> dict:
+    """One entry of AIPerf 0.13.0's error_summary (aiperf.common.models.error_models.ErrorDetailsCount)."""
+    return {"error_details": {"code": code, "type": kind, "message": message}, "count": count}
+
+
+def test_a_refusal_for_failed_requests_says_how_they_failed_most_frequent_first(tmp_path):
+    kinds = [
+        failed_kind(8, 502, "Bad Gateway", "decode leg failed:\nconnection reset"),
+        failed_kind(60, 503, "Service Unavailable", "no healthy decode engine"),
+        failed_kind(1, None, "ReadTimeout", ""),
+        failed_kind(2, None, None, "x" * 5000),
+    ]
+    done = check(
+        tmp_path, summary(error_request_count={"avg": 71.0}, was_cancelled=True, error_summary=kinds)
+    )
+    assert done.returncode == 10
+    said = done.stderr.split("problems=", 1)[-1] if "problems=" in done.stderr else done.stderr
+    assert (
+        "71 of 171 requests failed (more than 10%), as: 60 x HTTP 503 Service Unavailable: no healthy decode "
+        "engine; 8 x HTTP 502 Bad Gateway: decode leg failed: connection reset; 2 x " + "x" * 197 + "...; "
+        "1 of other kinds; AIPerf cancelled the run"
+    ) in said
+
+
+@pytest.mark.parametrize(
+    "summary_field",
+    [None, "many", [], [1, None, "x"], [{"error_details": "x", "count": 3}], [failed_kind(True, 503)],
+     [failed_kind(0, 503)], [{"error_details": {"code": "503"}, "count": 2}]],
+)  # fmt: skip
+def test_an_error_summary_of_another_shape_never_breaks_the_refusal(summary_field):
+    shown = results.error_kinds(summary_field)
+    assert shown in ("", "2 x no message")
+    found = results.problems(
+        summary(error_request_count={"avg": 50.0}, error_summary=summary_field), max_error_rate=0.1
+    )
+    assert found[0].startswith("50 of 150 requests failed (more than 10%)")
+
+
 def literal(**over: str) -> str:
     """The summary as JSON text with some values replaced by literals json.dumps would never write."""
     text = json.dumps(summary(**{key: {"avg": f"@{key}@"} for key in over}))

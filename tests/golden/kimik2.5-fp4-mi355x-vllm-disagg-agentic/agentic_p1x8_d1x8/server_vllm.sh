@@ -148,6 +148,7 @@ benchmark_conc8() {
     --random-seed 42 \
     --failed-request-threshold 0.10 \
     --use-server-token-count \
+    --no-server-metrics \
     --extra-inputs ignore_eos:true \
     --output-artifact-dir "${RESULTS_DIR}"/conc8 \
     --session-header X-Session-ID \
@@ -172,6 +173,7 @@ benchmark_conc16() {
     --random-seed 42 \
     --failed-request-threshold 0.10 \
     --use-server-token-count \
+    --no-server-metrics \
     --extra-inputs ignore_eos:true \
     --output-artifact-dir "${RESULTS_DIR}"/conc16 \
     --session-header X-Session-ID \
@@ -196,6 +198,7 @@ benchmark_conc32() {
     --random-seed 42 \
     --failed-request-threshold 0.10 \
     --use-server-token-count \
+    --no-server-metrics \
     --extra-inputs ignore_eos:true \
     --output-artifact-dir "${RESULTS_DIR}"/conc32 \
     --session-header X-Session-ID \

@@ -148,6 +148,7 @@ benchmark_conc2() {
     --random-seed 42 \
     --failed-request-threshold 0.10 \
     --use-server-token-count \
+    --no-server-metrics \
     --extra-inputs ignore_eos:true \
     --output-artifact-dir "${RESULTS_DIR}"/conc2 \
     --session-header X-Session-ID \

@@ -138,6 +138,7 @@ benchmark_conc4() {
     --random-seed 42 \
     --failed-request-threshold 0.10 \
     --use-server-token-count \
+    --no-server-metrics \
     --extra-inputs ignore_eos:true \
     --output-artifact-dir "${RESULTS_DIR}"/conc4 \
     --synthetic-input-tokens-mean 1024 \
@@ -165,6 +166,7 @@ benchmark_conc8() {
     --random-seed 42 \
     --failed-request-threshold 0.10 \
     --use-server-token-count \
+    --no-server-metrics \
     --extra-inputs ignore_eos:true \
     --output-artifact-dir "${RESULTS_DIR}"/conc8 \
     --synthetic-input-tokens-mean 1024 \

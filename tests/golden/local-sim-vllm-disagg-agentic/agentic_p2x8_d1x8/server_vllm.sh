@@ -143,6 +143,7 @@ benchmark_conc2() {
     --random-seed 42 \
     --failed-request-threshold 0.10 \
     --use-server-token-count \
+    --no-server-metrics \
     --extra-inputs ignore_eos:true \
     --output-artifact-dir "${RESULTS_DIR}"/conc2 \
     --session-header X-Session-ID \
@@ -168,6 +169,7 @@ benchmark_conc4() {
     --random-seed 42 \
     --failed-request-threshold 0.10 \
     --use-server-token-count \
+    --no-server-metrics \
     --extra-inputs ignore_eos:true \
     --output-artifact-dir "${RESULTS_DIR}"/conc4 \
     --session-header X-Session-ID \

@@ -107,6 +107,7 @@ benchmark_conc8() {
     --random-seed 42 \
     --failed-request-threshold 0.10 \
     --use-server-token-count \
+    --no-server-metrics \
     --extra-inputs ignore_eos:true \
     --output-artifact-dir "${RESULTS_DIR}"/conc8 \
     --synthetic-input-tokens-mean 8192 \
@@ -133,6 +134,7 @@ benchmark_conc16() {
     --random-seed 42 \
     --failed-request-threshold 0.10 \
     --use-server-token-count \
+    --no-server-metrics \
     --extra-inputs ignore_eos:true \
     --output-artifact-dir "${RESULTS_DIR}"/conc16 \
     --synthetic-input-tokens-mean 8192 \
@@ -159,6 +161,7 @@ benchmark_conc32() {
     --random-seed 42 \
     --failed-request-threshold 0.10 \
     --use-server-token-count \
+    --no-server-metrics \
     --extra-inputs ignore_eos:true \
     --output-artifact-dir "${RESULTS_DIR}"/conc32 \
     --synthetic-input-tokens-mean 8192 \

@@ -108,6 +108,7 @@ benchmark_conc8() {
     --random-seed 42 \
     --failed-request-threshold 0.10 \
     --use-server-token-count \
+    --no-server-metrics \
     --extra-inputs ignore_eos:true \
     --output-artifact-dir "${RESULTS_DIR}"/conc8 \
     --synthetic-input-tokens-mean 8192 \
@@ -134,6 +135,7 @@ benchmark_conc16() {
     --random-seed 42 \
     --failed-request-threshold 0.10 \
     --use-server-token-count \
+    --no-server-metrics \
     --extra-inputs ignore_eos:true \
     --output-artifact-dir "${RESULTS_DIR}"/conc16 \
     --synthetic-input-tokens-mean 8192 \
@@ -160,6 +162,7 @@ benchmark_conc32() {
     --random-seed 42 \
     --failed-request-threshold 0.10 \
     --use-server-token-count \
+    --no-server-metrics \
     --extra-inputs ignore_eos:true \
     --output-artifact-dir "${RESULTS_DIR}"/conc32 \
     --synthetic-input-tokens-mean 8192 \
