@@ -159,12 +159,33 @@ MOONCAKE_TCP_FALLBACK = {
 }
 
 
+# A Mooncake TCP transfer that stalls is failed by the transfer engine after its timeouts (30 s each), and
+# the request with it (kv_load_failure_policy fail); but the prefill then holds that request's KV blocks
+# until VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT (480 s), and on the local CPU runner (seen in CI, 127.0.0.x
+# peers, mooncake-transfer-engine-non-cuda 0.3.13.post1) its next request waited deferred until the
+# serving-stall watchdog failed the job 5 minutes later, naming the wedge instead of the transfer. Any
+# protocol: an rdma engine that fell back to TCP transfers over TCP too.
+MOONCAKE_TRANSFER_STALLED = {
+    "issue": "mooncake-tcp-transfer-stalled",
+    "title": "a Mooncake TCP transfer made no progress within its timeout: the request failed, and the "
+    "engine keeps its KV blocks until the Mooncake abort timeout",
+    "regex": r"ClientSession: no (?:status frame|transfer progress) within",
+    "fix": "the engine log's lines before it say which peer; check that peer's engine and the data-plane "
+    "path between them (MC_TCP_PROGRESS_TIMEOUT_SEC and MC_TCP_STATUS_TIMEOUT_SEC set the timeouts)",
+    "source": "recipes/vllm.py MOONCAKE_TRANSFER_STALLED",
+}
+
+
 def watch_signatures(t: Target) -> tuple:
     """Log lines of the engine's own components that fail the job (scripts/logwatch.py): LMCache's hangs
-    (it logs its error and waits instead of exiting) and Mooncake's silent fall back from rdma to TCP."""
+    (it logs its error and waits instead of exiting), Mooncake's silent fall back from rdma to TCP, and a
+    stalled Mooncake transfer (which wedges the prefill)."""
     out = LMCACHE_HANG_SIGNATURES if t.uses_lmcache else ()
-    if "rdma" in _protocols(t).values():
+    protocols = _protocols(t).values()
+    if "rdma" in protocols:
         out += (MOONCAKE_TCP_FALLBACK,)
+    if protocols:
+        out += (MOONCAKE_TRANSFER_STALLED,)
     return out
 
 

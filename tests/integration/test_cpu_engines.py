@@ -34,7 +34,11 @@ def tools():
 
 
 def test_real_cpu_engines_run_the_recipe_end_to_end_and_prove_it(cluster, tools, tmp_path):
-    done, run_dir = run_demo(CONFIG, tmp_path, "--variant", VARIANT, timeout=JOB_TIMEOUT_S)
+    # Mooncake's TCP transfer between the two CPU engines stalls now and then (recipes/vllm.py
+    # MOONCAKE_TRANSFER_STALLED, 2 of the last 5 CI runs); the job fails at once naming it, and runs again.
+    done, run_dir = run_demo(
+        CONFIG, tmp_path, "--variant", VARIANT, timeout=JOB_TIMEOUT_S, retry_cause="kv-transfer-stalled"
+    )
     job_out = (run_dir / "job.out").read_text()
     assert "job succeeded: every node ended cleanly" in job_out
     assert "sim1 step: LMCache proof" in job_out

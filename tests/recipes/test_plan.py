@@ -271,6 +271,7 @@ def test_recorded_workarounds_reach_the_plan_and_log_signatures_are_watched_befo
         "vllm-multiconnector-prom-metrics",
         "lmcache-transfer-mode",
         "lmcache-reaped-engine",
+        "mooncake-tcp-transfer-stalled",
     ]
     assert rendered[LOCAL].plan.workarounds == ()
     for role in rendered[LOCAL].plan.roles:
@@ -279,7 +280,10 @@ def test_recorded_workarounds_reach_the_plan_and_log_signatures_are_watched_befo
         logs = [w for w in flat(role.services[names.index("known-issues")].argv) if w.endswith(".log")]
         expected = ["vllm", "lmcache"] if role.name == "prefill" else ["vllm"]
         assert logs == [f"${{LOG_DIR}}/{name}.log" for name in expected], role.name
-    assert [s["issue"] for s in rendered[XPYD].plan.log_signatures] == ["vllm-multiconnector-prom-metrics"]
+    assert [s["issue"] for s in rendered[XPYD].plan.log_signatures] == [
+        "vllm-multiconnector-prom-metrics",
+        "mooncake-tcp-transfer-stalled",
+    ]
 
 
 def test_soak_cycles_concurrency_and_prompt_length_and_must_fit_the_time_limit(configs):
@@ -371,11 +375,14 @@ def test_mooncake_asked_for_rdma_is_watched_for_its_silent_fall_back_to_tcp(prot
     """tests/engines/test_mooncake_fallback.py holds the signature to the real transfer engine's lines."""
     from types import SimpleNamespace
 
-    from recipes.vllm import MOONCAKE_TCP_FALLBACK, watch_signatures
+    from recipes.vllm import MOONCAKE_TCP_FALLBACK, MOONCAKE_TRANSFER_STALLED, watch_signatures
 
     by_role = dict(zip(("prefill", "decode"), protocols, strict=True))
     t = SimpleNamespace(disagg=True, uses_lmcache=False, settings=lambda role: {"MC_PROTOCOL": by_role[role]})
     assert (MOONCAKE_TCP_FALLBACK in watch_signatures(t)) is watched
+    assert MOONCAKE_TRANSFER_STALLED in watch_signatures(t)  # a stalled transfer, whatever the protocol
+    single = SimpleNamespace(disagg=False, uses_lmcache=False, settings=lambda role: {})
+    assert watch_signatures(single) == ()
 
 
 def test_host_check_runs_on_every_node_before_the_launch_with_the_runners_nic_data(rendered):

@@ -84,6 +84,39 @@ def test_every_log_given_is_followed_and_the_report_names_where_the_signature_co
     assert "(recipes/vllm.py X; the engine is not trusted past this point)" in done.stdout
 
 
+# A prefill's vllm.log in CI (2026-11-26, mooncake-transfer-engine-non-cuda 0.3.13.post1): the transfer
+# stalled, the request failed, and the prefill's next request waited deferred until the stall watchdog.
+STALLED_TRANSFER = """\
+INFO:     127.0.0.1:54370 - "GET /metrics HTTP/1.1" 200 OK
+I1126 09:15:37.988893 23942 transfer_engine_py.cpp:664] Sync batch data transfer timeout after 30000524317ns
+(Worker pid=23211) WARNING 11-26 09:15:37 [mooncake_connector.py:1967] Sending to 127.0.0.12:15611 failed \
+(ret=-1) after 30.000689813000008 (8 descriptors, 524288 bytes)
+E1126 09:15:38.015187 23806 tcp_transport_session_impl.h:518] ClientSession: no transfer progress within \
+30s; dropping connection
+E1126 09:15:38.015257 23806 tcp_transport_session_impl.h:461] ClientSession: no status frame within 30s \
+(peer likely speaks the legacy protocol); dropping connection
+"""
+
+
+def test_a_stalled_mooncake_transfer_fails_the_node_at_its_first_line_as_its_own_cause(tmp_path):
+    from recipes.vllm import MOONCAKE_TRANSFER_STALLED
+    from scripts import causes
+
+    (tmp_path / "vllm.log").write_text(STALLED_TRANSFER)
+    done = subprocess.run(
+        [sys.executable, str(LOGWATCH), "--plan", str(plan_file(tmp_path, [MOONCAKE_TRANSFER_STALLED])),
+         "--log", str(tmp_path / "vllm.log"), "--interval", "0.05"],
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert done.returncode == 12, done.stderr
+    said = re.search(r"KNOWN ISSUE .*", done.stdout)[0]
+    assert said.startswith(
+        "KNOWN ISSUE mooncake-tcp-transfer-stalled: its log signature appeared in vllm.log line 4"
+    )
+    found = causes.classify(causes.load(), text=said, code="12", service="known-issues")
+    assert found.id == "kv-transfer-stalled"
+
+
 def test_a_plan_without_signatures_is_a_usage_error_not_a_silent_watcher(tmp_path):
     done = subprocess.run(
         [sys.executable, str(LOGWATCH), "--plan", str(plan_file(tmp_path, ())), "--log", "x.log"],

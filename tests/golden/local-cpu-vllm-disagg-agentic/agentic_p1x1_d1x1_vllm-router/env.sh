@@ -6,6 +6,9 @@
 # Read by the engines: vllm, Mooncake and ROCm libraries, and what the runner's launch
 # profile adds (configs/launch.yaml: a local runner's simulator knobs, SIM_*).
 export DO_NOT_TRACK=1
+export MC_TCP_PROGRESS_TIMEOUT_SEC=120
+export MC_TCP_STATUS_TIMEOUT_SEC=120
+export MC_TRANSFER_TIMEOUT=120
 export OMP_WAIT_POLICY=PASSIVE
 export TORCHINDUCTOR_CACHE_DIR=/tmp/disagg-recipes-cpu/cache/inductor
 export VLLM_CACHE_ROOT=/tmp/disagg-recipes-cpu/cache/vllm
