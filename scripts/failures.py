@@ -388,6 +388,21 @@ CLASSES: tuple[FailureClass, ...] = (
         root_regex=r"(?m)^(?!srun: ).*(?:{node}.*\b500\b|\b500\b.*{node})",
         cause="requests-failed",
     ),
+    FailureClass(
+        "kv-transfer-stalled",
+        "a KV transfer stalls: Mooncake gives up on it, the prefill keeps its KV blocks",
+        None,
+        (_SERVICE_EXIT,),
+        EXIT_KNOWN_ISSUE,
+        "scripts/logwatch.py found Mooncake's `ClientSession: no transfer progress within` line "
+        "(recipes/vllm.py MOONCAKE_TRANSFER_STALLED) and ended the job",
+        "the engine log's lines before it: which peer, which request; then that peer's engine and the "
+        "data-plane path between them; without the watcher the prefill holds the failed request's KV blocks "
+        "for the Mooncake abort timeout (480 s) and its next requests wait until the token watchdog",
+        service="known-issues",
+        cause="kv-transfer-stalled",
+        needs=("signature:mooncake-tcp-transfer-stalled",),
+    ),
     # Not injected by make bench-failfast (yet): documented from the node scripts' own messages.
     FailureClass(
         "known-issue-signature",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import os
 import sys
 import time
 import uuid
@@ -142,6 +143,7 @@ class BaseEngine:
         try:
             self._gauge(running=1)
             await self._hang_fault(index)
+            await self._kv_stall_fault(index)
             self._on_begin(job)
             try:
                 await self._prefill(job)
@@ -207,6 +209,28 @@ class BaseEngine:
                 await asyncio.Event().wait()
             finally:
                 self._gauge(running=-1)  # only reached when the client gives up
+
+    async def _kv_stall_fault(self, index: int) -> None:
+        """A KV transfer that stalled: Mooncake's transfer engine gives up on it with this line (its glog
+        format, as a vLLM prefill logged it in CI), and the request it carried never completes."""
+        after = self.env.faults.kv_stall_after
+        if after is None or index < after:
+            return
+        self.metrics.inc("sim_faults_injected", kind="kv-stall")
+        now = time.time()
+        stamp = time.strftime("%m%d %H:%M:%S", time.localtime(now)) + f".{int(now % 1 * 1e6):06d}"
+        print(
+            f"E{stamp} {os.getpid()} tcp_transport_session_impl.h:518] ClientSession: no transfer progress "
+            "within 30s; dropping connection",
+            file=sys.stderr,
+            flush=True,
+        )
+        if index == after:
+            announce_fault(f"kv-stall-after:{after}")
+        try:
+            await asyncio.Event().wait()
+        finally:
+            self._gauge(running=-1)  # only reached when the client gives up
 
     def _error_fault(self, index: int) -> None:
         faults = self.env.faults

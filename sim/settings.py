@@ -23,7 +23,7 @@ FAULT_KINDS = (
     "error-rate",
 )
 _FAULT = re.compile(
-    r"(crash-at-start|hang-at-start|gpus-lost)|(crash-after|exit0-after|hang-after|error-after):(\d+)|(error-rate):([0-9.]+)"
+    r"(crash-at-start|hang-at-start|gpus-lost)|(crash-after|exit0-after|hang-after|kv-stall-after|error-after):(\d+)|(error-rate):([0-9.]+)"
 )
 
 
@@ -39,6 +39,8 @@ class Faults:
     crash_after: int | None = None  # exit 1 once this many requests have finished
     exit0_after: int | None = None  # exit 0 once this many requests have finished
     hang_after: int | None = None  # every request after this many stalls forever; /health stays 200
+    # every request after this many stalls forever as its KV transfer does, logging Mooncake's own line
+    kv_stall_after: int | None = None
     error_after: int | None = (
         None  # every request after this many answers 500 (a broken engine that stays up)
     )
@@ -130,14 +132,14 @@ def _num(
 
 def parse_faults(text: str) -> Faults:
     """SIM_FAULT, comma-separated: crash-at-start, hang-at-start, gpus-lost, crash-after:N, exit0-after:N,
-    hang-after:N, error-after:N, error-rate:F."""
+    hang-after:N, kv-stall-after:N, error-after:N, error-rate:F."""
     values: dict[str, object] = {}
     for item in filter(None, (part.strip() for part in text.split(","))):
         match = _FAULT.fullmatch(item)
         if not match:
             raise SettingsError(
                 f"SIM_FAULT: {item!r} is not one of crash-at-start, hang-at-start, gpus-lost, crash-after:N, "
-                "exit0-after:N, hang-after:N, error-after:N, error-rate:F"
+                "exit0-after:N, hang-after:N, kv-stall-after:N, error-after:N, error-rate:F"
             )
         if match.group(1):
             values[match.group(1).replace("-", "_")] = True

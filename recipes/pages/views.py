@@ -357,7 +357,9 @@ def features(plan) -> set:
     out |= {"router"} if plan.router is not None else set()
     out |= {"smoke"} if plan.smoke else set()
     out |= {"l2-proof"} if plan.l2_proof else set()
-    out |= {"log-signatures"} if getattr(plan, "log_signatures", ()) else set()
+    signatures = getattr(plan, "log_signatures", ())
+    out |= {"log-signatures"} if signatures else set()
+    out |= {f"signature:{s['issue']}" for s in signatures}
     out |= {"nic-check"} if getattr(plan, "nic_check", False) else set()
     return out
 

@@ -232,6 +232,13 @@ FAULTS: tuple[Fault, ...] = (
         quick=True,
     ),
     _fault(
+        "kv-transfer-stalled",
+        "SIM_FAULT=kv-stall-after:12 on the decode: its 13th KV transfer stalls, logging Mooncake's own line",
+        "sim-line:sim3/vllm",
+        DECODE,
+        env={"SIM_FAULT": "kv-stall-after:12", "SIM_FAULT_ROLE": "decode"},
+    ),
+    _fault(
         "benchmark-client-fails",
         "SIGKILL to the aiperf process 3 s into conc4",
         "action",

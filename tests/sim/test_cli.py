@@ -251,6 +251,7 @@ def test_model_dir_needs_config_json_and_max_model_len_fits(tmp_path: Path):
         ("crash-after:3", {"crash_after": 3}),
         ("exit0-after:2, error-rate:0.25", {"exit0_after": 2, "error_rate": 0.25}),
         ("hang-after:0", {"hang_after": 0}),
+        ("kv-stall-after:4", {"kv_stall_after": 4}),
         ("error-after:5", {"error_after": 5}),
     ],
 )

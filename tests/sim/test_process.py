@@ -170,6 +170,20 @@ def test_hang_after_keeps_health_green(launcher):
     assert total(sim.metrics(), "sim_faults_injected_total", kind="hang") == 1
 
 
+def test_a_stalled_kv_transfer_logs_mooncakes_line_that_the_job_watches_for_and_hangs(launcher):
+    from recipes.vllm import MOONCAKE_TRANSFER_STALLED
+
+    sim = launcher.start([], env=sim_env(SIM_FAULT="kv-stall-after:1"))
+    assert chat(sim).status_code == 200
+    with pytest.raises(httpx.ReadTimeout):
+        chat(sim, timeout=0.5)
+    assert httpx.get(f"{sim.url}/health", timeout=5).status_code == 200
+    assert re.search(MOONCAKE_TRANSFER_STALLED["regex"], sim.output())
+    assert re.search(r"(?m)^E\d{4} \d\d:\d\d:\d\d\.\d{6} \d+ tcp_transport_session_impl", sim.output())
+    fault_instant(sim.output(), "kv-stall-after:1")
+    assert total(sim.metrics(), "sim_faults_injected_total", kind="kv-stall") == 1
+
+
 def test_error_rate_is_deterministic(launcher):
     sim = launcher.start([], env=sim_env(SIM_FAULT="error-rate:0.5"))
     codes = [chat(sim).status_code for _ in range(4)]
