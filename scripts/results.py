@@ -141,11 +141,11 @@ def error_kinds(summary: Any, most: int = ERROR_KINDS) -> str:
         details, count = (item.get("error_details"), item.get("count")) if isinstance(item, dict) else (0, 0)
         if isinstance(details, dict) and type(count) is int and count > 0:
             code, kind, message = details.get("code"), details.get("type"), details.get("message")
-            said = " ".join(
-                [f"HTTP {code}" if type(code) is int else "", kind if isinstance(kind, str) else ""]
-            ).strip()
-            if isinstance(message, str) and message.strip():
-                said = f"{said}: {message}" if said else message
+            head = [f"HTTP {code}"] if type(code) is int else []
+            head += [kind] if isinstance(kind, str) and kind else []
+            text = [" ".join(head)] if head else []
+            text += [message] if isinstance(message, str) and message.strip() else []
+            said = ": ".join(text)
             kinds.append((count, one_line(said or "no message", ERROR_TEXT_CHARS)))
     kinds.sort(key=lambda k: -k[0])
     shown = [f"{count} x {said}" for count, said in kinds[:most]]

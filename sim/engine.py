@@ -143,7 +143,6 @@ class BaseEngine:
         try:
             self._gauge(running=1)
             await self._hang_fault(index)
-            await self._kv_stall_fault(index)
             self._on_begin(job)
             try:
                 await self._prefill(job)
@@ -198,35 +197,28 @@ class BaseEngine:
     # -- faults and gauges --------------------------------------------------------------------------
 
     async def _hang_fault(self, index: int) -> None:
-        """A stuck engine: the request stays running forever (until the client goes away)."""
+        """A stuck engine (hang-after), or a stalled KV transfer (kv-stall-after), which Mooncake's transfer
+        engine gives up on with its own line (glog format, as a vLLM prefill logged it in CI): the request
+        stays running forever (until the client goes away)."""
         faults = self.env.faults
         if faults.hang_after is not None and index >= faults.hang_after:
-            self.metrics.inc("sim_faults_injected", kind="hang")
-            log.warning("SIM_FAULT hang-after:%d: request %d hangs", faults.hang_after, index + 1)
-            if index == faults.hang_after:
-                announce_fault(f"hang-after:{faults.hang_after}")
-            try:
-                await asyncio.Event().wait()
-            finally:
-                self._gauge(running=-1)  # only reached when the client gives up
-
-    async def _kv_stall_fault(self, index: int) -> None:
-        """A KV transfer that stalled: Mooncake's transfer engine gives up on it with this line (its glog
-        format, as a vLLM prefill logged it in CI), and the request it carried never completes."""
-        after = self.env.faults.kv_stall_after
-        if after is None or index < after:
+            kind, after = "hang", faults.hang_after
+            log.warning("SIM_FAULT hang-after:%d: request %d hangs", after, index + 1)
+        elif faults.kv_stall_after is not None and index >= faults.kv_stall_after:
+            kind, after = "kv-stall", faults.kv_stall_after
+            now = time.time()
+            stamp = time.strftime("%m%d %H:%M:%S", time.localtime(now)) + f".{int(now % 1 * 1e6):06d}"
+            print(
+                f"E{stamp} {os.getpid()} tcp_transport_session_impl.h:518] ClientSession: no transfer "
+                "progress within 30s; dropping connection",
+                file=sys.stderr,
+                flush=True,
+            )
+        else:
             return
-        self.metrics.inc("sim_faults_injected", kind="kv-stall")
-        now = time.time()
-        stamp = time.strftime("%m%d %H:%M:%S", time.localtime(now)) + f".{int(now % 1 * 1e6):06d}"
-        print(
-            f"E{stamp} {os.getpid()} tcp_transport_session_impl.h:518] ClientSession: no transfer progress "
-            "within 30s; dropping connection",
-            file=sys.stderr,
-            flush=True,
-        )
+        self.metrics.inc("sim_faults_injected", kind=kind)
         if index == after:
-            announce_fault(f"kv-stall-after:{after}")
+            announce_fault(f"{kind}-after:{after}")
         try:
             await asyncio.Event().wait()
         finally:

@@ -12,15 +12,16 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-FAULT_KINDS = (
+FAULT_KINDS = (  # as SIM_FAULT spells them: N a request count, F a fraction
     "crash-at-start",
     "hang-at-start",
     "gpus-lost",
-    "crash-after",
-    "exit0-after",
-    "hang-after",
-    "error-after",
-    "error-rate",
+    "crash-after:N",
+    "exit0-after:N",
+    "hang-after:N",
+    "kv-stall-after:N",
+    "error-after:N",
+    "error-rate:F",
 )
 _FAULT = re.compile(
     r"(crash-at-start|hang-at-start|gpus-lost)|(crash-after|exit0-after|hang-after|kv-stall-after|error-after):(\d+)|(error-rate):([0-9.]+)"
@@ -137,10 +138,7 @@ def parse_faults(text: str) -> Faults:
     for item in filter(None, (part.strip() for part in text.split(","))):
         match = _FAULT.fullmatch(item)
         if not match:
-            raise SettingsError(
-                f"SIM_FAULT: {item!r} is not one of crash-at-start, hang-at-start, gpus-lost, crash-after:N, "
-                "exit0-after:N, hang-after:N, kv-stall-after:N, error-after:N, error-rate:F"
-            )
+            raise SettingsError(f"SIM_FAULT: {item!r} is not one of {', '.join(FAULT_KINDS)}")
         if match.group(1):
             values[match.group(1).replace("-", "_")] = True
         elif match.group(2):

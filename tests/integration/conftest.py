@@ -55,8 +55,9 @@ def run_demo(
     it must exit EXPECT. A job that failed of RETRY_CAUSE (an upstream flake the job itself names, e.g. a
     stalled Mooncake transfer) runs once more, with a warning in the test summary. (the output, the run
     folder)"""
-    for attempt in (1, 2):
-        done = subprocess.run(
+
+    def run() -> subprocess.CompletedProcess:
+        return subprocess.run(
             [sys.executable, "-m", "sim.demo", config, "--out", str(out), "--timeout", str(timeout), *extra],
             cwd=ROOT,
             env={**os.environ, **(env or {})},
@@ -66,19 +67,19 @@ def run_demo(
             stdin=subprocess.DEVNULL,
             check=False,
         )
-        folder = re.search(r"^run folder: (.+)$", done.stdout, re.M)
-        if done.returncode == expect:
-            return done, Path(folder[1])
-        cause = retry_cause and re.search(rf"^cause: {re.escape(retry_cause)} \(.*$", done.stdout, re.M)
-        if attempt == 1 and cause:
-            warnings.warn(
-                f"{config}: the job failed of a known upstream flake, run once more: {cause[0]}", stacklevel=2
-            )
-            continue
-        # the run folder is gone with the CI machine: say what its logs said
+
+    done = run()
+    cause = retry_cause and re.search(rf"^cause: {re.escape(retry_cause)} \(.*$", done.stdout, re.M)
+    if done.returncode != expect and cause:
+        warnings.warn(
+            f"{config}: the job failed of a known upstream flake, run once more: {cause[0]}", stacklevel=2
+        )
+        done = run()
+    folder = re.search(r"^run folder: (.+)$", done.stdout, re.M)
+    if done.returncode != expect:  # the run folder is gone with the CI machine: say what its logs said
         pytest.fail(f"exit code {done.returncode}, not {expect}\n{done.stdout}\n{done.stderr}"
                     + (log_problems(Path(folder[1])) if folder else ""), pytrace=False)  # fmt: skip
-    raise AssertionError("unreachable")
+    return done, Path(folder[1])
 
 
 LOG_PROBLEM = re.compile(r"ERROR|Error|Traceback|WARNING|FAILED|failed")
