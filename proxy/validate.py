@@ -93,13 +93,17 @@ def _not(kind: str, key: str, value: Any) -> str:
 
 
 def _prompt(body: Body, endpoint: str) -> str | None:
-    """A chat needs `messages`, a list of objects; a completion a non-empty `prompt` (or embeddings)."""
+    """A chat needs `messages`, a non-empty list of objects; a completion a non-empty `prompt` (or
+    embeddings). The one rule beyond vLLM's models: what vLLM makes of no messages at all depends on the
+    model's chat template, and no benchmark sends it -- refused here, before a prefill keeps KV for it."""
     if endpoint == CHAT:
         messages = body.get("messages")
         if messages is None:
             return "messages: Field required"
         if not isinstance(messages, list):
             return _not("list", "messages", messages)
+        if not messages:
+            return "messages: List should have at least 1 item"
         for i, message in enumerate(messages):
             if not isinstance(message, dict):
                 return _not("dictionary or object", f"messages[{i}]", message)

@@ -47,6 +47,8 @@ WORDS = {
     # every failing node's line, and the job's last line (outcome.py)
     "headline": "FAILED <step> on <node>: <message>",
     "verdict": "job failed: first failure on <node> in step '<step>' (exit code <code>)",
+    "verdict-router": "job failed: first failure on <node>: the router found its <role> engine (<url>) "
+    "unhealthy <seconds> s before <symptom> failed",
     "verdict-missing": "job failed: no outcome from <nodes> (killed before it could report?)",
     "verdict-srun": "job failed: srun exited <code> although every node ended cleanly",
     "verdict-ok": "job succeeded: every node ended cleanly",

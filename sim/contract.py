@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from proxy import validate
+
 ENDPOINTS = ("/v1/chat/completions", "/v1/completions")
 TRANSFER_ID = re.compile(r"xfer-[0-9a-f]+")
 PREFILL_KEYS = frozenset({"do_remote_decode", "do_remote_prefill", "transfer_id", "cached_token_stats"})
@@ -56,43 +58,29 @@ def has_rejection(violations: list[Violation]) -> bool:
 
 
 def check_openai_body(body: Any, *, endpoint: str) -> list[Violation]:
-    """Request-shape rules vLLM's OpenAI server applies to every request (400 when broken)."""
+    """Request-shape rules vLLM's OpenAI server applies to every request (400 when broken): vLLM's own
+    field rules, lax as its pydantic models are ("yes" a bool, "5" an int), from proxy/validate.py -- the one
+    copy, held to a real vLLM by tests/proxy/check_vllm.py -- so that the simulated decode refuses exactly
+    what the proxy refuses before its prefill leg."""
     if endpoint not in ENDPOINTS:
         raise ValueError(f"endpoint must be one of {ENDPOINTS}, got {endpoint!r}")
     if not isinstance(body, dict):
         return [_reject("body", "request body must be a JSON object")]
     out: list[Violation] = []
-    if endpoint == "/v1/chat/completions":
-        messages = body.get("messages")
-        if not isinstance(messages, list) or not messages:
-            out.append(_reject("body-messages", "messages must be a non-empty list"))
-    elif not isinstance(body.get("prompt"), (str, list)) or not body.get("prompt"):
-        out.append(_reject("body-prompt", "prompt must be a non-empty string or list"))
-    stream = body.get("stream")
-    if stream is not None and not isinstance(stream, bool):  # null means the default, false
-        out.append(_reject("body-stream", f"stream must be a boolean, got {stream!r}"))
-    if body.get("stream_options") is not None and stream is not True:
-        out.append(_reject("stream-options", "stream_options can only be set when stream is true"))
-    out += _token_limits(body)
+    for rule in validate.RULES:
+        problem = rule(body, endpoint)
+        if problem is not None:
+            out.append(_reject(_rule_id(rule.__name__, endpoint), problem))
     return out
 
 
-def _token_limits(body: dict) -> list[Violation]:
-    out: list[Violation] = []
-    for key in ("max_tokens", "max_completion_tokens"):
-        value = body.get(key)
-        if value is not None and (not is_int(value) or value < 1):
-            rule = "body-" + key.replace("_", "-")
-            out.append(_reject(rule, f"{key} must be an integer >= 1, got {value!r}"))
-    min_tokens = body.get("min_tokens", 0)
-    if not is_int(min_tokens) or min_tokens < 0:
-        out.append(_reject("body-min-tokens", f"min_tokens must be an integer >= 0, got {min_tokens!r}"))
-    elif is_int(cap := effective_max_tokens(body)) and min_tokens > cap:
-        out.append(_reject("body-min-tokens", f"min_tokens ({min_tokens}) must be <= max_tokens ({cap})"))
-    n = 1 if body.get("n") is None else body["n"]
-    if not is_int(n) or n < 1:
-        out.append(_reject("body-n", f"n must be an integer >= 1, got {n!r}"))
-    return out
+def _rule_id(name: str, endpoint: str) -> str:
+    """proxy/validate.py's rule _max_tokens is this contract's body-max-tokens, _prompt body-messages or
+    body-prompt (by endpoint), _stream_options stream-options."""
+    name = name.strip("_").replace("_", "-")
+    if name == "prompt":
+        return "body-messages" if endpoint == "/v1/chat/completions" else "body-prompt"
+    return name if name == "stream-options" else f"body-{name}"
 
 
 def effective_max_tokens(body: dict) -> Any:

@@ -191,14 +191,13 @@ _node_tell_others() {
 }
 
 _node_on_signal() {
+  local term_at=$EPOCHREALTIME  # before anything else: what died earlier died of something else
   _node_failing
   _node_stop_watcher  # one writer of the failure report from here on: this trap
   local report="${STATE_DIR:-}/failure"
   # A service that died before the stop signal came is this node's failure, even when another node's
   # failure (caused by it, say: a peer's request to it) stopped the job before the watcher's next round.
-  # Not one the stop signal itself ended (TERM, INT, HUP: srun and scancel signal every process).
-  if [[ ! -s $report && -d ${STATE_DIR:-} ]] && _node_find_exited && [[ $_NODE_CODE =~ ^[0-9]+$ ]] &&
-    ((_NODE_CODE != 129 && _NODE_CODE != 130 && _NODE_CODE != 143)); then
+  if [[ ! -s $report && -d ${STATE_DIR:-} ]] && _node_find_died_before "$term_at"; then
     _node_write_failure "$_NODE_FOUND" "$_NODE_CODE" "$_NODE_CODE_AT"
   fi
   if [[ -s $report ]]; then

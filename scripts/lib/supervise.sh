@@ -57,6 +57,31 @@ _node_find_exited() {
   return 1
 }
 
+# _node_find_died_before T — the service that died first, before T (epoch seconds: when the stop signal
+# came), of something else than that signal: srun and scancel signal every process of the step at once, so
+# a service that dies of it (TERM, INT, HUP) may be recorded before the node's trap runs -- and, started
+# first (a log watcher), found before the engine that had crashed seconds earlier. Sets what
+# _node_find_exited sets; status 1 when no service died before T.
+_node_find_died_before() {
+  local name found='' code='' at=''
+  _node_services
+  for name in "${_NODE_NAMES[@]}"; do
+    _node_exited "$name" && [[ -s $STATE_DIR/$name.rc && $_NODE_CODE =~ ^[0-9]+$ ]] || continue
+    case $_NODE_CODE in 129 | 130 | 143) continue ;; esac
+    _node_earlier "$_NODE_CODE_AT" "$1" || continue
+    if [[ -z $found ]] || _node_earlier "$_NODE_CODE_AT" "$at"; then
+      found=$name code=$_NODE_CODE at=$_NODE_CODE_AT
+    fi
+  done
+  [[ -n $found ]] || return 1
+  _NODE_FOUND=$found _NODE_CODE=$code _NODE_CODE_AT=$at
+}
+
+# _node_earlier A B — status 0 when epoch time A (seconds, with a fraction) is before B.
+_node_earlier() {
+  (($(_node_us "$1") < $(_node_us "$2")))
+}
+
 # _node_find_stopped — a service one of whose processes has been stopped (state T: SIGSTOP, a debugger)
 # for STOPPED_GRACE_S: it answers nothing, and would hold the job until a readiness timeout (an hour on a
 # real cluster) or, once serving, forever. Sets _NODE_FOUND, _NODE_STOPPED_PID and _NODE_CODE_AT (when

@@ -15,11 +15,14 @@ result lost. Table on stdout, JSON in out/bench/failfast.json, last line:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,6 +49,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     p.add_argument(
         "--quick", action="store_true", help="only the fast faults (no timeouts, no second concurrency)"
+    )
+    p.add_argument(
+        "--hog",
+        type=int,
+        default=0,
+        metavar="N",
+        help="N busy processes for the whole run (a loaded host: the races a fast machine hides)",
     )
     p.add_argument("--out", type=Path, default=OUT / "failfast.json")
     p.add_argument("--list", action="store_true", help="list the fault classes and exit")
@@ -124,6 +134,18 @@ def summary_line(records: list[Record]) -> str:
     )
 
 
+@contextlib.contextmanager
+def cpu_hog(count: int) -> Iterator[None]:
+    """COUNT processes that only burn CPU, from now until the block ends (killed, whatever happened)."""
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+
+
 def cluster_up() -> bool:
     return default_layout().conf.is_file()
 
@@ -137,6 +159,11 @@ def main(argv: list[str] | None = None) -> int:
     if not cluster_up():
         print("bench-failfast: the local cluster is not up: `make cluster-up` (or python -m sim.cluster up)")
         return 2
+    with cpu_hog(args.hog):
+        return run(args)
+
+
+def run(args: argparse.Namespace) -> int:
     faults = chosen(args)
     recipe = render()
     work = OUT / "failfast"
@@ -145,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"bench-failfast: {len(faults)} fault(s) on {recipe.key} {recipe.variant}; poll interval "
         f"{recipe.poll_interval:g} s; load {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
-        f"({os.cpu_count()} cpus)",
+        f"({os.cpu_count()} cpus){f'; {args.hog} busy process(es) beside it' if args.hog else ''}",
         flush=True,
     )
     for fault in faults:
@@ -179,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         "variant": recipe.variant,
         "poll_interval_s": recipe.poll_interval,
         "target_s": recipe.poll_interval + TARGET_MARGIN_S,
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "cpu_hogs": args.hog},
         "wall_s": time.time() - started,
         "definitions": {
             "fault_instant": "sim-line: the simulator's `SIM FAULT <kind> at <epoch>` line; wrapper: the "

@@ -4,9 +4,13 @@ so that no prefill pins KV for a decode that will never run."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from proxy import validate
 from proxy.errors import BadRequest
+from proxy.mooncake import decode_body
+from sim.contract import check_decode_request
 from tests.proxy.harness import running
 from tests.proxy.vllm_cases import CASES, CHAT, COMPLETIONS, body
 
@@ -101,3 +105,36 @@ def validate_message(endpoint: str, fields: dict) -> str:
     with pytest.raises(BadRequest) as caught:
         validate.check(body(endpoint, fields), endpoint)
     return str(caught.value)
+
+
+# Values a client may put in the fields the prefill leg rewrites: hostile, lax-valid and plain ones.
+_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 40),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(["yes", "no", "maybe", "5", " 7 ", "1e3", "abc", "", "0", "-1", "1.0", "1__0"]),
+    st.lists(st.one_of(st.integers(-1, 3), st.text(max_size=3)), max_size=3),
+    st.dictionaries(st.sampled_from(["include_usage", "x"]), st.one_of(st.booleans(), st.text(max_size=3))),
+)
+_FIELDS = ("stream", "stream_options", "max_tokens", "max_completion_tokens", "min_tokens", "n", "stop")
+_FIELDS += ("stop_token_ids", "ignore_eos", "temperature", "prompt_logprobs", "use_beam_search", "messages")
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    endpoint=st.sampled_from([CHAT, COMPLETIONS]),
+    fields=st.dictionaries(st.sampled_from(_FIELDS), _VALUES, max_size=4),
+)
+def test_what_the_simulated_decode_refuses_the_proxy_refuses_before_any_prefill(endpoint, fields):
+    """The decode leg is the client's body plus the proxy's kv_transfer_params: whatever the decode would
+    refuse must be refused by the proxy first, or the prefill keeps the request's KV for a transfer nobody
+    pulls (until VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT, 480 s). `"stream": "yes"` and `"max_tokens": "5"`
+    were refused by the simulated decode after the proxy had run their prefill."""
+    request = body(endpoint, fields)
+    engines = {"http://p:8998": "e"}
+    leg = decode_body(request, transfer_id="xfer-0", engine_id="e", bootstrap_addr="http://p:8998")
+    refused = [v for v in check_decode_request(leg, endpoint=endpoint, engines=engines) if v.rejects]
+    if refused:
+        with pytest.raises(BadRequest):
+            validate.check(request, endpoint)

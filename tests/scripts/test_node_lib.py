@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import socket
@@ -489,4 +490,54 @@ fail "not reached: the TERM trap ends the node first"
     assert run.rc == 143, run.text
     assert "cause: " not in run.err
     assert _outcome(run)["cause"] == ""
+    assert_no_leftovers()
+
+
+def _signal_every_process_of(work, sig: int) -> list[int]:
+    """What scancel does to a job step: SIG to every process of it at once (here: every process whose
+    environment carries this driver's WORK), services in sessions of their own included."""
+    mark, hit = f"WORK={work}\0".encode(), []
+    for proc in os.scandir("/proc"):
+        if not proc.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{proc.name}/environ", "rb") as f:
+                if mark not in f.read():
+                    continue
+            os.kill(int(proc.name), sig)
+            hit.append(int(proc.name))
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+    return hit
+
+
+def test_a_node_ended_by_a_peer_still_reports_the_service_that_died_before(node, poll, assert_no_leftovers):
+    """The race of a decode crash: the benchmark on another node fails first and its scancel TERMs this
+    node before the watcher's next round (held off here by a 30 s poll). The service that had died already
+    is this node's failure, with its exit time -- even though another service, started before it, dies of
+    the TERM first (a log watcher: code 143)."""
+    proc, work = node.start(
+        """
+svc watch --no-server
+svc decode --never-healthy --crash-after 0.3
+supervise
+step "finish barrier"
+run_cmd "$PYTHON" "$STUB" --marker "$MARKER" --no-server
+""",
+        env={"POLL_INTERVAL": "30"},
+    )
+    try:
+        poll(lambda: (work / "state" / "decode.rc").is_file(), 10, "the decode's crash")
+        poll(lambda: "stub: starting" in (work / "out.txt").read_text(), 10, "the foreground command")
+        crashed_at = float((work / "state" / "decode.rc").read_text().split()[1])
+        _signal_every_process_of(work, signal.SIGTERM)
+        rc = proc.wait(timeout=FAST)
+    finally:
+        proc.kill()
+    err = (work / "err.txt").read_text()
+    assert rc == 1, err
+    assert "FAILED finish barrier on sim0: decode exited (code 1)" in err
+    outcome = dict(line.split("=", 1) for line in (work / "state" / "outcome").read_text().splitlines())
+    assert (outcome["kind"], outcome["cause"]) == ("failure", "crashed"), outcome
+    assert float(outcome["at"]) == pytest.approx(crashed_at, abs=1e-3)  # when it died, not when TERM came
     assert_no_leftovers()

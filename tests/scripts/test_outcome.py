@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import pytest
 from conftest import SCRIPTS
 
 sys.path.insert(0, str(SCRIPTS))
-from outcome import Outcome, read_outcome, verdict  # noqa: E402 (scripts/ is not a package: it runs on the nodes)
+from outcome import MAX_SKEW_S, SYMPTOM_WINDOW_S, Outcome, RouterSaw, read_outcome, read_router_saw, verdict  # noqa: E402 (scripts/ is not a package: it runs on the nodes)
 
 
 def node(name: str, rc: int, kind: str = "failure", at: float = 0.0, step: str = "s") -> Outcome:
@@ -163,3 +164,94 @@ def test_the_earliest_failure_stands_when_no_root_cause_follows_closely(later):
     _, said = verdict({"a": first, "b": later}, 5, PEERS)
     assert said.splitlines()[0] == "job failed: first failure on sim1 in step 'start barrier' (exit code 5)"
     assert len(said.splitlines()) == 2
+
+
+def test_the_window_covers_the_assumed_clock_skew():
+    """A decode that crashed 0.3 s before the benchmark failed, on a node whose clock is MAX_SKEW_S ahead,
+    reports a time after the symptom's: the window still makes it the root cause."""
+    assert SYMPTOM_WINDOW_S >= 1.0 + 2.0 + MAX_SKEW_S  # the supervisor's poll, the fail grace, the skew
+    bench = Outcome("sim1", 10, "failure", 100.0, "benchmark conc2", "requests-failed", "100% failed")
+    crash = Outcome("sim3", 1, "failure", 100.0 - 0.3 + MAX_SKEW_S, "finish barrier", "crashed", "x")
+    _, said = verdict({"sim1": bench, "sim3": crash}, 10, PEERS)
+    assert said.splitlines()[0] == "job failed: first failure on sim3 in step 'finish barrier' (exit code 1)"
+
+
+DECODE_DOWN = RouterSaw(99.3, "decode", "http://127.0.0.13:8000", "sim3", "ConnectError: refused")
+
+
+def test_the_router_names_the_engine_when_no_node_reported_the_root_cause():
+    """sim3's engine was still dying when the stop came (its node ended by the signal, no failure of its
+    own): the router's line on sim1, same clock as sim1's symptom, names it."""
+    bench = Outcome("sim1", 10, "failure", 100.0, "benchmark conc2", "requests-failed", "100% failed")
+    ended = Outcome("sim3", 143, "signal", 100.6, "finish barrier")
+    code, said = verdict({"sim1": bench, "sim3": ended}, 143, PEERS, (DECODE_DOWN,))
+    assert code == 10
+    assert said.splitlines() == [
+        "job failed: first failure on sim3: the router found its decode engine (http://127.0.0.13:8000) "
+        "unhealthy 0.70 s before sim1 failed",
+        "cause: engine-unhealthy (the router found the decode engine at http://127.0.0.13:8000 unhealthy: "
+        "ConnectError: refused)",
+        "(sim1 failed then in step 'benchmark conc2', requests-failed: a symptom of this)",
+    ]
+
+
+@pytest.mark.parametrize(
+    "saw, node_report",
+    [
+        ((), None),  # no router evidence: the symptom stands
+        ((RouterSaw(30.0, "decode", "http://127.0.0.13:8000", "sim3", "x"),), None),  # long before
+        ((RouterSaw(100.5, "decode", "http://127.0.0.13:8000", "sim3", "x"),), None),  # after the symptom
+        (
+            (RouterSaw(99.0, "prefill", "http://127.0.0.11:8000", "sim1", "x"),),
+            None,
+        ),  # the symptom's own node
+        # a node's own report of a root failure wins over the router's evidence
+        ((DECODE_DOWN,), Outcome("sim2", 1, "failure", 100.2, "prefill lmcache", "crashed", "lmcache")),
+    ],
+)
+def test_router_evidence_is_used_only_when_it_can_be(saw, node_report):
+    bench = Outcome("sim1", 10, "failure", 100.0, "benchmark conc2", "requests-failed", "100% failed")
+    outcomes = {"sim1": bench, "sim2": node_report}
+    _, said = verdict({k: v for k, v in outcomes.items() if v is not None}, 10, PEERS, saw)
+    first = said.splitlines()[0]
+    want = "sim2 in step 'prefill lmcache'" if node_report else "sim1 in step 'benchmark conc2'"
+    assert first == f"job failed: first failure on {want} (exit code {1 if node_report else 10})"
+
+
+def _write_run(tmp_path, router_log: str) -> None:
+    state, logs = tmp_path / "state" / "sim1", tmp_path / "logs" / "sim1"
+    state.mkdir(parents=True)
+    logs.mkdir(parents=True)
+    ranks = {str(i): {"node": f"sim{i + 1}", "data": {"addr": f"127.0.0.1{i + 1}"}} for i in range(3)}
+    (state / "peers.json").write_text(json.dumps({"ranks": ranks}))
+    (logs / "router.log").write_text(router_log)
+
+
+def test_the_router_s_lines_are_read_as_our_proxy_writes_them(tmp_path):
+    import logging
+
+    record = logging.LogRecord("proxy.backends", logging.WARNING, "", 0, "%s %s unhealthy: %s", (), None)
+    record.args = ("decode", "http://127.0.0.13:8000", "ConnectError: All connection attempts failed")
+    record.created = 1764158187.19
+    record.msecs = 190.0
+    written = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s").format(record)
+    _write_run(tmp_path, "noise\n" + written + "\n2026-11-26 garbage decode http://x unhealthy: y\n")
+    (saw,) = read_router_saw(str(tmp_path), "sim1")
+    assert (saw.role, saw.url, saw.node) == ("decode", "http://127.0.0.13:8000", "sim3")
+    assert saw.problem == "ConnectError: All connection attempts failed"
+    assert saw.at == pytest.approx(1764158187.19, abs=1e-3)
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # an address no node of the job has; a date that is none
+        "2026-11-26 12:56:27,190 WARNING proxy.backends: decode http://10.9.9.9:8000 unhealthy: x\n",
+        "2026-13-26 12:56:27,190 WARNING proxy.backends: decode http://127.0.0.13:8000 unhealthy: x\n",
+        "",
+    ],
+)
+def test_router_lines_that_name_no_node_of_the_job_are_no_evidence(tmp_path, log):
+    _write_run(tmp_path, log)
+    assert read_router_saw(str(tmp_path), "sim1") == ()
+    assert read_router_saw(str(tmp_path), "sim2") == ()  # no table, no log: nothing, never a traceback

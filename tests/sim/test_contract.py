@@ -91,11 +91,12 @@ PREFILL_CASES = [
     ({"kv": {"remote_engine_id": "x"}}, {("prefill-kv-params-extra", False)}),
     ({"stream": True}, {("prefill-stream", True)}),
     ({"stream": DROP}, {("prefill-stream", False)}),
-    ({"stream": "no"}, {("body-stream", True)}),
+    ({"stream": "maybe"}, {("body-stream", True)}),
+    ({"stream": "no"}, set()),  # vLLM's pydantic reads it as false
     ({"stream_options": {"include_usage": True}}, {("stream-options", True)}),
     ({"max_tokens": 2}, {("prefill-max-tokens", True)}),
     ({"max_tokens": DROP}, {("prefill-max-tokens", True)}),
-    ({"max_tokens": True}, {("prefill-max-tokens", True), ("body-max-tokens", True)}),
+    ({"max_tokens": True}, {("prefill-max-tokens", True)}),  # vLLM reads it as 1; the proxy sends 1
     ({"max_completion_tokens": 16}, {("prefill-max-completion-tokens", True)}),
     ({"min_tokens": 2}, {("prefill-min-tokens", True), ("body-min-tokens", True)}),
     ({"min_tokens": DROP}, {("prefill-min-tokens", False)}),
