@@ -34,10 +34,20 @@ Body = Mapping[str, Any]
 
 def check(body: Body, endpoint: str) -> None:
     """BadRequest with vLLM's message for the first field vLLM would refuse; None when it would serve."""
+    found = first_problem(body, endpoint)
+    if found is not None:
+        raise BadRequest(found[1])
+
+
+def first_problem(body: Body, endpoint: str) -> tuple[str, str] | None:
+    """(the rule's name, vLLM's message) of the first rule the request breaks; None when vLLM would serve.
+    Only the first: a rule may rely on the ones before it (min_tokens is compared with a cap whose type
+    _max_tokens has checked)."""
     for rule in RULES:
         problem = rule(body, endpoint)
         if problem is not None:
-            raise BadRequest(problem)
+            return rule.__name__, problem
+    return None
 
 
 def streams(body: Body) -> bool:

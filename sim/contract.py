@@ -66,12 +66,8 @@ def check_openai_body(body: Any, *, endpoint: str) -> list[Violation]:
         raise ValueError(f"endpoint must be one of {ENDPOINTS}, got {endpoint!r}")
     if not isinstance(body, dict):
         return [_reject("body", "request body must be a JSON object")]
-    out: list[Violation] = []
-    for rule in validate.RULES:
-        problem = rule(body, endpoint)
-        if problem is not None:
-            out.append(_reject(_rule_id(rule.__name__, endpoint), problem))
-    return out
+    found = validate.first_problem(body, endpoint)
+    return [] if found is None else [_reject(_rule_id(found[0], endpoint), found[1])]
 
 
 def _rule_id(name: str, endpoint: str) -> str:
