@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import ipaddress
-import json
 import math
 import os
 import re
@@ -28,9 +27,8 @@ import sys
 from dataclasses import dataclass
 
 import causes
-import safejson
 from failures import line, one_line
-from safejson import read_regular
+from safejson import loads, read_regular
 
 
 @dataclass(frozen=True)
@@ -189,7 +187,7 @@ def read_router_saw(run_dir: str, node: str) -> tuple[RouterSaw, ...]:
     address mapped to a node by NODE's barrier table (state/<node>/peers.json); () when either is missing or
     unreadable (another router logs otherwise: the verdict then goes by the nodes' reports alone)."""
     try:
-        table = safejson.loads(read_regular(os.path.join(run_dir, "state", node, "peers.json"), 1 << 20))
+        table = loads(read_regular(os.path.join(run_dir, "state", node, "peers.json"), 1 << 20))
         by_addr = {
             str(ipaddress.ip_address(entry["data"]["addr"])): str(entry["node"])
             for entry in table["ranks"].values()
@@ -197,7 +195,7 @@ def read_router_saw(run_dir: str, node: str) -> tuple[RouterSaw, ...]:
         with open(os.path.join(run_dir, "logs", node, "router.log"), "rb") as f:
             f.seek(max(0, os.fstat(f.fileno()).st_size - MAX_ROUTER_LOG_BYTES))
             text = f.read().decode("utf-8", errors="replace")
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, json.JSONDecodeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # safejson's errors are ValueErrors
         return ()
     found = []
     for text_line in text.splitlines():

@@ -66,7 +66,7 @@ _node_find_died_before() {
   local name found='' code='' at=''
   _node_services
   for name in "${_NODE_NAMES[@]}"; do
-    _node_exited "$name" && [[ -s $STATE_DIR/$name.rc && $_NODE_CODE =~ ^[0-9]+$ ]] || continue
+    _node_exited "$name" && [[ $_NODE_CODE =~ ^[0-9]+$ ]] || continue  # "unknown": no time recorded
     case $_NODE_CODE in 129 | 130 | 143) continue ;; esac
     _node_earlier "$_NODE_CODE_AT" "$1" || continue
     if [[ -z $found ]] || _node_earlier "$_NODE_CODE_AT" "$at"; then
