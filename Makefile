@@ -19,7 +19,7 @@ LINT_ARGS = $(if $(PROFILE),--profile $(PROFILE)) $(if $(RUNNERS),--runners $(RU
 	$(if $(CHANGELOG),--changelog $(CHANGELOG)) $(if $(BASE),--base $(BASE)) $(if $(REPO),--repo $(REPO)) \
 	$(CONFIGS)
 
-.PHONY: help venv lint render submit nodes golden test schema docs bench-lint bench-proxy bench-failfast clean demo report compare cluster-up cluster-down cluster-status tools check-engines lock-engines lock-setup
+.PHONY: parity help venv lint render submit nodes golden test schema docs bench-lint bench-proxy bench-failfast clean demo report compare cluster-up cluster-down cluster-status tools check-engines lock-engines lock-setup
 
 help:
 	@echo "make render [CONFIG=<key>] [OUT=out]   render launch files for every variant"
@@ -30,6 +30,7 @@ help:
 	@echo "make nodes [RUNNER=<label>] [ALL=1] [CLEAR=<node>|all WHY=<text>] [OUT=out]   the node ledger: nodes"
 	@echo "              a job found at fault (causes of blame node), which make submit leaves out; explain, clear"
 	@echo "make lint       validate configs/*-master.yaml, runners.yaml, launch.yaml, known-issues.yaml, engine-builds.yaml, perf-changelog.yaml"
+	@echo "make parity CONFIG=<key> [VARIANT=<v>] [INFERENCEX=<dir>]   our launch against InferenceX's known-working one"
 	@echo "make check-engines [CONFIG=<key>] [DIR=<rendered dir>]   every rendered engine command line through the real vLLM/SGLang parsers"
 	@echo "make test       the whole test suite"
 	@echo "make schema     regenerate the JSON Schemas under schemas/json/"
@@ -59,6 +60,12 @@ lint: $(STAMP)
 
 render: $(STAMP)
 	@$(PY) -m recipes.render $(CONFIG) $(if $(OUT),--out $(OUT)) $(if $(SOAK),--soak $(SOAK))
+
+# make parity CONFIG=<key> [VARIANT=<v>] [INFERENCEX=<dir>] [CONFIGS=<InferenceX master file>]: our launch held
+# against InferenceX's known-working one; exits 1 on a difference configs/parity/reviewed.yaml does not explain.
+parity: $(STAMP)
+	@$(PY) -m recipes.parity $(CONFIG) $(if $(VARIANT),--variant $(VARIANT)) \
+		$(if $(INFERENCEX),--inferencex $(INFERENCEX)) $(if $(CONFIGS),--entry $(CONFIGS))
 
 submit: $(STAMP)
 	@$(PY) -m recipes.submit $(CONFIG) $(if $(VARIANT),--variant $(VARIANT)) $(if $(DRY_RUN),--dry-run) \

@@ -1,4 +1,7 @@
-"""The vLLM >= 0.16 MooncakeConnector PD contract as pure functions (FACTS.md §1)."""
+"""The vLLM >= 0.16 MooncakeConnector PD contract as pure functions.
+
+Upstream facts: docs/upstream-facts.md#mooncake-pd.
+"""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
 """vLLM's refusals of a completion request, as pure functions, checked before the prefill leg.
 
-The prefill leg rewrites `stream`, `stream_options`, `max_tokens`, `max_completion_tokens`,
-`min_tokens`, `stop`, `stop_token_ids`, `ignore_eos` and `n` (FACTS.md §1). A request the decode will
-refuse for one of those still passes its prefill, whose KV then waits ~480 s for a decode that never
-comes: cheap memory exhaustion by any client. Fields both legs carry unchanged need no rule here (the
-prefill refuses them at once and keeps nothing), except the shape of the request itself, which is
-cheaper to refuse here than to send.
+The prefill leg rewrites `stream`, `stream_options`, `max_tokens`, `max_completion_tokens`, `min_tokens`,
+`stop`, `stop_token_ids`, `ignore_eos` and `n` (docs/upstream-facts.md#mooncake-pd). A request the decode will
+refuse for one of those still passes its prefill, whose KV then waits ~480 s for a decode that never comes:
+cheap memory exhaustion by any client. Fields both legs carry unchanged need no rule here (the prefill refuses
+them at once and keeps nothing), except the shape of the request itself, which is cheaper to refuse here than
+to send.
 
 Each rule mirrors vLLM (>= 0.16; read in 0.33's `protocol.py` and `sampling_params.py`): first
 pydantic's lax coercion of the field's type ("5" is an int, "yes" a bool, null only where the field is

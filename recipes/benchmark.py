@@ -3,6 +3,7 @@ result gate's thresholds. Lengths, tokenizer and traces come from the runner's l
 
 from __future__ import annotations
 
+from .models import architecture
 from .plan import Benchmark, Ports
 from .target import NODE_ADDR, Target, Unsupported
 from .words import Ref, argv, word
@@ -91,10 +92,11 @@ def _shipped(path: str):
 
 
 def _benchmark(t: Target, ports: Ports, name: str, c: int, seconds: int, workload: list) -> Benchmark:
-    # Offline, AIPerf's "builtin" tokenizer still downloads: a shipped one, or the model's own.
-    shipped = t.launch.benchmark.tokenizer
-    tokenizer = _shipped(shipped) if shipped else t.model_path
     args = [
+        # AIPerf 0.13.0 offline reads every tokenizer name as a Hub repo id and refuses a local folder
+        # (HFValidationError); its tokenizer is always a local folder here, which it reads without the Hub.
+        # Datasets stay offline (HF_DATASETS_OFFLINE).
+        *("env", "-u", "HF_HUB_OFFLINE", "-u", "TRANSFORMERS_OFFLINE"),
         "aiperf",
         "profile",
         "--url",
@@ -107,7 +109,8 @@ def _benchmark(t: Target, ports: Ports, name: str, c: int, seconds: int, workloa
         "--model",
         t.entry.model,
         "--tokenizer",
-        tokenizer,
+        tokenizer_path(t),
+        *(["--tokenizer-trust-remote-code"] if architecture(t.entry.model).remote_code else []),
         "--concurrency",
         c,
         "--benchmark-duration",
@@ -118,6 +121,7 @@ def _benchmark(t: Target, ports: Ports, name: str, c: int, seconds: int, workloa
         "--failed-request-threshold",
         MAX_ERROR_RATE,
         "--use-server-token-count",
+        "--no-gpu-telemetry",  # no DCGM on these nodes; the job reads the engines' own counters
         # The job scrapes every engine's and the router's counters after each benchmark itself (results.py
         # scrape); AIPerf's collector polls only the router, twice a second, and on a loaded node its
         # service missed heartbeats and failed a run that had measured fine (CI on the 2-core machine).
@@ -139,6 +143,28 @@ def _benchmark(t: Target, ports: Ports, name: str, c: int, seconds: int, workloa
     )
 
 
+def tokenizer_path(t: Target):
+    """The client's tokenizer. Offline, AIPerf's "builtin" tokenizer still downloads: a shipped one, or the
+    model's own folder."""
+    shipped = t.launch.benchmark.tokenizer
+    return _shipped(shipped) if shipped else t.model_path
+
+
+def input_checks(t: Target) -> tuple:
+    """Rank 0's preflight: every staged input as lock.json recorded it, and the client's tokenizer present
+    (with the code its auto_map names, for a model that needs remote code)."""
+    tool = word(Ref("SCRIPTS_DIR"), "/inputs.py")
+    checks = []
+    if staged_inputs(t):
+        lock = word(Ref("RUN_DIR"), "/lock.json")
+        recipe = word(Ref("RECIPE_DIR"))
+        checks.append(argv("python3", tool, "verify", "--lock", lock, "--recipe-dir", recipe))
+    remote = ["--remote-code"] if architecture(t.entry.model).remote_code else []
+    out = word(Ref("STATE_DIR"), "/tokenizer.json")
+    checks.append(argv("python3", tool, "tokenizer", tokenizer_path(t), *remote, "--out", out))
+    return tuple(checks)
+
+
 def _grace(t: Target) -> list:
     """The runner's grace for answers in flight at the end (launch profile benchmark.grace-seconds)."""
     grace = t.launch.benchmark.grace_seconds
@@ -149,21 +175,7 @@ def _workload_args(t: Target, isl: int | None) -> list:
     bench = t.launch.benchmark
     if t.point.scenario == "agentic-coding":
         session = ["--session-header", "X-Session-ID"]  # lets the router keep a session on one prefill
-        if bench.agentic_input:  # a trace file shipped with the run (nothing can be downloaded there)
-            return [
-                *session,
-                "--input-file",
-                _shipped(bench.agentic_input),
-                "--custom-dataset-type",
-                "multi_turn",
-            ]
-        trace_set = t.settings(t.roles[0])["WEKA_LOADER_OVERRIDE"]
-        if trace_set is None:
-            raise Unsupported(
-                f"agentic-coding on runner {t.runner_label} needs WEKA_LOADER_OVERRIDE=<trace set> (its "
-                "launch profile ships no trace file)"
-            )
-        return [*session, "--public-dataset", trace_set]
+        return [*session, *_agentic_replay(t), *_trace_source(t)]
     osl = t.scenario_params["osl"]
     args = [
         "--synthetic-input-tokens-mean",
@@ -176,3 +188,68 @@ def _workload_args(t: Target, isl: int | None) -> list:
         0,
     ]
     return args + (["--prompt-corpus", bench.prompt_corpus] if bench.prompt_corpus else [])
+
+
+SCENARIO_MIN_S = 900  # AIPerf's inferencex-agentx-mvp lock: shorter runs need --unsafe-override
+
+
+def _agentic_replay(t: Target) -> list:
+    """The launch profile's agentic replay (InferenceX's scenario, warm-up and trajectory starts)."""
+    replay = t.launch.benchmark.agentic_replay
+    if replay is None:
+        return []
+    low, high = replay.trajectory_start
+    args = [
+        "--scenario",
+        replay.scenario,
+        "--trajectory-start-min-ratio",
+        low,
+        "--trajectory-start-max-ratio",
+        high,
+        "--agentic-cache-warmup-duration",
+        replay.warmup_seconds,
+        "--warmup-grace-period",
+        "inf",  # long-context warm-up requests all finish before profiling starts
+        "--num-dataset-entries",
+        replay.dataset_entries,
+        "--slice-duration",
+        "1.0",
+    ]
+    context = t.settings(t.roles[0])["MAX_MODEL_LEN"]
+    if context is not None:  # traces longer than the engines' context would only fail
+        args += ["--max-context-length", context]
+    if t.launch.benchmark.seconds < SCENARIO_MIN_S:
+        args.append("--unsafe-override")  # the run is then marked as no valid submission
+    return args
+
+
+def _trace_source(t: Target) -> list:
+    """The agentic trace set, staged before the job (nothing is fetched on a compute node): shipped with the
+    run, or the set the config names (WEKA_LOADER_OVERRIDE) in the site's trace cache."""
+    bench = t.launch.benchmark
+    if bench.agentic_input:
+        return ["--input-file", _shipped(bench.agentic_input), "--custom-dataset-type", "multi_turn"]
+    trace_set = t.settings(t.roles[0])["WEKA_LOADER_OVERRIDE"]
+    if trace_set is None or bench.trace_cache is None:
+        raise Unsupported(
+            f"agentic-coding on runner {t.runner_label} needs a staged trace set: the config's "
+            "WEKA_LOADER_OVERRIDE=<set> and the runner's benchmark.trace-cache in configs/launch.yaml "
+            "(nothing is fetched on a compute node)"
+        )
+    return ["--input-file", f"{bench.trace_cache}/{trace_set}", "--custom-dataset-type", "weka_trace"]
+
+
+def staged_inputs(t: Target) -> tuple:
+    """(name, path as the nodes see it, where submit hashes it) of what the benchmark reads that is not
+    rendered: the trace set and a shipped tokenizer. Where: 'run' (the run's recipe folder) or 'site'."""
+    bench = t.launch.benchmark
+    out = []
+    if bench.tokenizer:
+        out.append(("tokenizer", bench.tokenizer, "run"))
+    if t.point.scenario == "agentic-coding":
+        if bench.agentic_input:
+            out.append(("traces", bench.agentic_input, "run"))
+        else:
+            trace_set = t.settings(t.roles[0])["WEKA_LOADER_OVERRIDE"]
+            out.append(("traces", f"{bench.trace_cache}/{trace_set}", "site"))
+    return tuple(out)

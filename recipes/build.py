@@ -15,7 +15,17 @@ from schemas.pins import pinned_version, requirements
 from schemas.routers import PD_PROXY
 
 from . import nodesetup, sglang, vllm
-from .benchmark import check_soak_fits, concurrencies, entry_url, parse_duration, seconds_of, soak, sweep
+from .benchmark import (
+    check_soak_fits,
+    concurrencies,
+    entry_url,
+    input_checks,
+    parse_duration,
+    seconds_of,
+    soak,
+    staged_inputs,
+    sweep,
+)
 from .plan import Container, Node, NodeSetup, Pinned, Plan, Ports, Role, Service, SetupSet, Slurm, Timeouts
 from .target import NODE_ADDR, Target, Unsupported, peer_url, program
 from .words import Ref, argv, word
@@ -69,6 +79,8 @@ def build_plan(
         gpu_vendor=profile.gpu_vendor,
         mounts=(profile.model_root,),
         env_mounts=tuple(profile.container_mounts_from_env),
+        read_only=_site_inputs(t),
+        options=_container_options(t),
     )
     variant = t.variant if soak_seconds is None else f"{t.variant}_soak"
     benchmarks = sweep(t, ports) if soak_seconds is None else soak(t, ports, soak_seconds)
@@ -112,6 +124,8 @@ def build_plan(
         gpu_drain=profile.gpu_drain.max_vram_used if profile.gpu_vendor == "amd" else None,
         host_check=_host_check(profile, len(nodes)),
         nic_check=profile.nic_check is not None,
+        staged=staged_inputs(t),
+        input_checks=input_checks(t),
         launch=_launch(container, len(nodes), t.engine),
         cleanup=_cleanup(container, len(nodes)),
         benchmarks=benchmarks,
@@ -170,11 +184,17 @@ def _private_addr(t: Target) -> tuple:
     return word(NODE_ADDR) if t.launch.private_bind == "node-address" else word("127.0.0.1")
 
 
+# Every process of a node: nothing is fetched from the Hub on a compute node (the model, its tokenizer and
+# the trace set are staged), and a library that would try fails at once instead of after its retries.
+HUB_OFFLINE = {"HF_HUB_OFFLINE": 1, "HF_DATASETS_OFFLINE": 1, "TRANSFORMERS_OFFLINE": 1}
+
+
 def _engine_env(t: Target, engine, ports: Ports) -> dict:
-    """What the engines read: the engine's own (Mooncake, model) and the runner's platform knobs."""
-    env = engine.engine_env(t, ports)
+    """What the engines read: the engine's own (Mooncake, model) and the runner's platform knobs; and the
+    Hub's offline switches, which every process of the node reads."""
+    env = {**HUB_OFFLINE, **engine.engine_env(t, ports)}
     if t.disagg and t.launch.mooncake_registration == "ibv-reg-mr":
-        env["MOONCAKE_DISABLE_HIP_DMABUF"] = 1  # FACTS 11: the site's dma-buf path crashes
+        env["MOONCAKE_DISABLE_HIP_DMABUF"] = 1  # the site's dma-buf path crashes (Mooncake #2752)
     env.update(t.launch.engine_env.get(t.engine, {}))
     for name, setting in t.launch.engine_env_from_settings.get(t.engine, {}).items():
         value = next(
@@ -355,6 +375,27 @@ def _host_check(p, n: int) -> tuple:
     return argv(*srun, "bash", word(Ref("RECIPE_DIR"), "/scripts/hostcheck.sh"), *args)
 
 
+def _site_inputs(t: Target) -> tuple:
+    """Staged inputs on the site's file system (the trace cache): mounted read-only into the containers."""
+    cache = t.launch.benchmark.trace_cache
+    used = any(where == "site" for _, _, where in staged_inputs(t))
+    return (cache,) if used and cache is not None else ()
+
+
+def _container_options(t: Target) -> tuple:
+    """`docker run` words of the runner's container block: limits, capabilities, host folders, the RDMA
+    devices when this variant's Mooncake uses rdma, and the site's own words last."""
+    o = t.launch.container_options
+    words = [x for name, value in o.ulimits.items() for x in ("--ulimit", f"{name}={value}")]
+    words += [x for cap in o.cap_add for x in ("--cap-add", cap)]
+    words += [x for opt in o.security_opt for x in ("--security-opt", opt)]
+    words += ["--privileged"] if o.privileged else []
+    if t.engine == "vllm" and "rdma" in vllm.protocols(t).values():
+        words += [x for device in o.rdma_devices for x in ("--device", device)]
+    words += [x for path in o.host_mounts for x in ("-v", f"{path}:{path}")]
+    return (*words, *o.extra)
+
+
 def _launch(c: Container, n: int, engine: str) -> tuple:
     """srun, one task per node, the whole step killed when any task fails; wrapped per container runtime."""
     srun = _srun(n, "--kill-on-bad-exit=1")
@@ -372,9 +413,10 @@ def _launch(c: Container, n: int, engine: str) -> tuple:
         )
     if c.runtime == "docker":
         # scripts/container.sh adds the name (disagg-<job>-<node>), the label and --rm, and removes what
-        # earlier jobs left on the node first: a killed client does not stop its container (FACTS 10).
+        # earlier jobs left on the node first: a killed client does not stop its container (podman, docker).
         env = [x for name in NODE_ENV for x in ("-e", name)]
         read_only = [word(Ref(name), ":", Ref(name), ":ro") for name in c.env_mounts]
+        read_only += [f"{path}:{path}:ro" for path in c.read_only]
         volumes = [x for w in same + read_only for x in ("-v", w)]
         devices = GPU_FLAGS[c.gpu_vendor]
         return argv(
@@ -383,11 +425,14 @@ def _launch(c: Container, n: int, engine: str) -> tuple:
             word(Ref("RECIPE_DIR"), "/scripts/container.sh"),
             "run",
             "--init",
+            "--entrypoint",
+            "",  # the image's own (vLLM's: `vllm serve`) would take the node script for its arguments
             "--network",
             "host",
             "--ipc",
             "host",
             *devices,
+            *c.options,
             *env,
             *volumes,
             c.image,

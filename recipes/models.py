@@ -1,6 +1,7 @@
-"""Per-model engine flags and environment (FACTS §5, §8): what a model needs beyond the config's topology,
-per engine, and the facts of its architecture that engines check a launch against (heads vs TP, experts vs
-EP, context length). A model without a recipe for an engine is not rendered for it; `make check-engines`
+"""Per-model engine flags and environment (docs/upstream-facts.md#kimi-k25-mi355x and #minicpm-sala): what
+a model needs beyond the config's topology, per engine, and the facts of its architecture that engines check
+a launch against (heads vs TP, experts vs EP, context length).
+A model without a recipe for an engine is not rendered for it; `make check-engines`
 builds a stub model folder (config.json only) from its architecture."""
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ _ROCM_KIMI = (
     ("VLLM_ROCM_USE_AITER_PAGED_ATTN", "0"),
     ("VLLM_ROCM_USE_AITER_RMSNORM", "1"),
     ("VLLM_ENGINE_READY_TIMEOUT_S", "3600"),
+    # A 256k-token agentic prefill step outlasts vLLM's default 300 s (InferenceX's known-working launch).
+    ("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "1200"),
 )
 
 MODELS: dict[str, dict[str, EngineRecipe]] = {
@@ -30,13 +33,15 @@ MODELS: dict[str, dict[str, EngineRecipe]] = {
     "amd/Kimi-K2.5-MXFP4": {
         "vllm": EngineRecipe(
             args=(
-                "--trust-remote-code",
                 "--mm-encoder-tp-mode",
                 "data",
                 "--kv-cache-dtype",
                 "fp8",
                 "--block-size",
                 "1",
+                # InferenceX's known-working MI355X launch: piecewise CUDA/HIP graphs only.
+                "--compilation-config",
+                '{"cudagraph_mode":"PIECEWISE"}',
             ),
             env={"amd": _ROCM_KIMI},
         ),
@@ -46,7 +51,6 @@ MODELS: dict[str, dict[str, EngineRecipe]] = {
     "openbmb/MiniCPM-SALA": {
         "sglang": EngineRecipe(
             args=(
-                "--trust-remote-code",
                 "--disable-radix-cache",
                 "--chunked-prefill-size",
                 "8192",
@@ -105,6 +109,9 @@ class Architecture:
     extra: tuple = ()
     wrapper: tuple | None = None
     source: str = ""
+    # The model folder's code runs to load it (a custom tokenizer or model class through auto_map): every
+    # consumer then needs trust-remote-code, the engines and the benchmark client's tokenizer alike.
+    remote_code: bool = False
 
 
 def _minicpm_sala_layers(sparse: tuple, layers: int) -> list:
@@ -151,6 +158,7 @@ ARCHITECTURES: dict[str, Architecture] = {
             ),
         ),
         source="moonshotai/Kimi-K2.5 config.json (text_config: deepseek_v3)",
+        remote_code=True,  # tokenization_kimi.py (tiktoken) and the kimi_k25 wrapper
     ),
     # openbmb/MiniCPM-SALA: 8 sparse-attention (minicpm4) layers among 24 lightning-attention ones.
     "openbmb/MiniCPM-SALA": Architecture(
@@ -196,6 +204,7 @@ ARCHITECTURES: dict[str, Architecture] = {
             ("mup_denominator", 32),
         ),
         source="openbmb/MiniCPM-SALA config.json (as saved in a public quantization log)",
+        remote_code=True,
     ),
     # sim/cpu/make_model.py writes this model's weights with these shapes. head_dim 64: vLLM's CPU attention
     # kernel refuses 16. KV: 2 layers x (K, V) x 2 heads x 64 x 2 bytes = 1 KiB per token.
@@ -213,6 +222,7 @@ ARCHITECTURES: dict[str, Architecture] = {
         extra=(("rope_theta", 10000.0),),
         source="made locally with random weights (sim/cpu/make_model.py); a BPE tokenizer trained on "
         "sim/traces",
+        remote_code=True,  # its tokenizer is a custom class through auto_map, as Kimi's is
     ),
 }
 

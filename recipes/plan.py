@@ -138,6 +138,8 @@ class Container:
     gpu_vendor: str  # amd | nvidia | none
     mounts: tuple  # absolute host paths mounted at the same place
     env_mounts: tuple = ()  # names of host variables holding folders mounted read-only at the same place
+    read_only: tuple = ()  # absolute host paths mounted read-only at the same place (the site's trace cache)
+    options: tuple = ()  # docker run words of the runner's container block (limits, capabilities, devices)
 
 
 @dataclass(frozen=True)
@@ -184,6 +186,8 @@ class Plan:
     workarounds: tuple = ()  # known-issue workarounds the config records (they change performance)
     log_signatures: tuple = ()  # {issue, title, regex, fix} the node-side watcher fails the job on
     nic_check: bool = False  # the host check includes the runner's NICs (its nic-check)
+    staged: tuple = ()  # (name, path, run|site): inputs make submit hashes into lock.json (traces, tokenizer)
+    input_checks: tuple = ()  # argv each: rank 0's preflight of the staged inputs and the client's tokenizer
 
     @property
     def script(self) -> str:

@@ -1,11 +1,12 @@
-"""SGLang engines (FACTS §4, §8): `python3 -m sglang.launch_server` per role, PD over Mooncake through
-SGLang's own disaggregation flags, and sglang-router in front of them."""
+"""SGLang engines: `python3 -m sglang.launch_server` per role, PD over Mooncake through SGLang's own
+disaggregation flags, and sglang-router in front of them (docs/upstream-facts.md#routers and
+#minicpm-sala)."""
 
 from __future__ import annotations
 
 from schemas import settings as reg
 
-from .models import model_recipe
+from .models import architecture, model_recipe
 from .plan import Ports, Service, Timeouts
 from .target import NODE_ADDR, Target, Unsupported
 from .words import argv, word
@@ -40,6 +41,7 @@ def _sglang_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> S
         ports.vllm,
         "--tp-size",
         t.worker(role).tp,
+        *(["--trust-remote-code"] if architecture(t.entry.model).remote_code else []),
         *model_recipe(t.entry.model, "sglang").args,
     ]
     for flag, name in (

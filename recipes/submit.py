@@ -24,6 +24,7 @@ from pathlib import Path
 from schemas.findings import Finding
 from schemas.images import parse_image
 from schemas.pins import pinned_version
+from scripts import inputs
 
 from . import nodes, nodesetup, resume
 from .render import ROOT_DIR, Rendered, RenderError, add_soak_option, inside, load, render_config, write
@@ -89,7 +90,26 @@ def snapshot(rendered: Rendered, run_dir: Path) -> None:
     for name, source in rendered.plan.shipped:  # only what the job reads: node tools, proxy, traces
         shutil.copytree(ROOT_DIR / source, recipe / name, ignore=shutil.ignore_patterns("__pycache__"))
     setup = node_setup(rendered, recipe)
-    (run_dir / "lock.json").write_text(json.dumps(lock(rendered, setup), indent=2, sort_keys=True) + "\n")
+    staged = stage(rendered, recipe)
+    locked = lock(rendered, setup, staged)
+    (run_dir / "lock.json").write_text(json.dumps(locked, indent=2, sort_keys=True) + "\n")
+
+
+def stage(rendered: Rendered, recipe: Path) -> dict:
+    """What the benchmark reads besides the rendered files, hashed file by file into lock.json: the trace set
+    and tokenizer shipped into the run folder, or the set in the site's trace cache (which must be readable
+    here: a shared file system). The first node checks them all against the lock at preflight."""
+    out = {}
+    for name, path, where in rendered.plan.staged:
+        found = recipe / path if where == "run" else Path(path)
+        try:
+            out[name] = {"path": path, "where": where, **inputs.digest(found)}
+        except (inputs.InputError, OSError) as exc:
+            raise SubmitError(
+                f"staged input {name}: {exc} (nothing is fetched on a compute node: stage it first; README, "
+                "Stage the agentic traces)"
+            ) from None
+    return out
 
 
 def node_setup(rendered: Rendered, recipe: Path) -> dict | None:
@@ -165,7 +185,7 @@ def image_digest(reference: str) -> str | None:
     return parsed.digest if parsed is not None else None
 
 
-def lock(rendered: Rendered, setup: dict | None = None) -> dict:
+def lock(rendered: Rendered, setup: dict | None = None, staged: dict | None = None) -> dict:
     """What a result depends on, fixed at submission (the report adds the nodes the job ran on); SETUP: the
     wheels the nodes install (node_setup)."""
     plan = rendered.plan
@@ -187,6 +207,7 @@ def lock(rendered: Rendered, setup: dict | None = None) -> dict:
         # Known-issue workarounds change performance: results of such a run compare only with its like.
         "workarounds": list(plan.workarounds),
         "node_setup": setup,
+        "inputs": staged or {},
     }
 
 

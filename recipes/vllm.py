@@ -1,4 +1,4 @@
-"""vLLM engines (FACTS §1/§2/§5): `vllm serve` per role, the KV-transfer config, the LMCache MP server on
+"""vLLM engines (docs/upstream-facts.md): `vllm serve` per role, KV-transfer config, the LMCache MP server on
 prefill nodes, and the two PD routers that front vLLM (our proxy, vllm-router)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from schemas import settings as reg
 from schemas.entries import dram_budget
 from schemas.kv_path import LMCACHE_MP, kv_connectors
 
-from .models import model_recipe
+from .models import architecture, model_recipe
 from .plan import Ports, Service, Timeouts
 from .target import LOCAL_ADDR, NODE_ADDR, Target, Unsupported
 from .words import Ref, argv, json_word, word
@@ -16,9 +16,9 @@ MOONCAKE_ABORT_TIMEOUT_S = 480
 
 
 # Errors a service logs and then waits instead of exiting; the node's log watcher ends the job at the line.
-# FACTS section 9 item 3, seen on this machine kind: a CPU engine's LMCacheMPConnector registers an
-# engine-driven context; a server that does not serve that mode logs this within a millisecond, and the
-# prefill then blocks in register_kv_caches for 2 x lmcache.mp.mq_timeout before it fails.
+# Seen on this machine kind (docs/upstream-facts.md#gpu-less-engines): a CPU engine's LMCacheMPConnector
+# registers an engine-driven context; a server that does not serve that mode logs this within a millisecond,
+# and the prefill then blocks in register_kv_caches for 2 x lmcache.mp.mq_timeout before it fails.
 LMCACHE_HANG_SIGNATURES = (
     {
         "issue": "lmcache-transfer-mode",
@@ -48,18 +48,18 @@ def check(t: Target) -> None:
     if t.disagg and t.kv_transfer != "mooncake":
         raise Unsupported(f"kv-p2p-transfer {t.kv_transfer!r} is not rendered (mooncake only)")
     if (
-        "rdma" in _protocols(t).values()
+        "rdma" in protocols(t).values()
         and t.launch.gpu_vendor == "amd"
         and t.launch.mooncake_registration is None
     ):
         raise Unsupported(
             "MC_PROTOCOL=rdma on an AMD runner whose launch profile states no mooncake-registration (dmabuf "
             "or ibv-reg-mr, configs/launch.yaml): how Mooncake registers GPU memory is the site's fact "
-            "(FACTS section 11), never a guess"
+            "(docs/upstream-facts.md#mi355x-clusters), never a guess"
         )
 
 
-def _protocols(t: Target) -> dict:
+def protocols(t: Target) -> dict:
     """The Mooncake transport of each PD role ({} for a single server)."""
     return {role: t.settings(role)["MC_PROTOCOL"] for role in ("prefill", "decode")} if t.disagg else {}
 
@@ -67,13 +67,13 @@ def _protocols(t: Target) -> dict:
 def transport(t: Target) -> tuple:
     """What lock.json records of how KV moves: Mooncake's protocol and, for rdma, how it registers GPU
     memory (the runner's mooncake-registration)."""
-    protocols = _protocols(t)
-    if not protocols:
+    by_role = protocols(t)
+    if not by_role:
         return ()
-    kinds = set(protocols.values())
-    said = kinds.pop() if len(kinds) == 1 else ", ".join(f"{r} {p}" for r, p in protocols.items())
+    kinds = set(by_role.values())
+    said = kinds.pop() if len(kinds) == 1 else ", ".join(f"{r} {p}" for r, p in by_role.items())
     out = [("mooncake-protocol", said)]
-    if "rdma" in protocols.values():
+    if "rdma" in by_role.values():
         registration = {
             "dmabuf": "dmabuf (Mooncake's default)",
             "ibv-reg-mr": "ibv-reg-mr (MOONCAKE_DISABLE_HIP_DMABUF=1)",
@@ -110,6 +110,7 @@ def _lmcache_service(t: Target, ports: Ports, timeouts: Timeouts) -> Service:
         s["LMCACHE_L1_INIT_SIZE_GB"],
         "--chunk-size",
         s["LMCACHE_CHUNK_SIZE"],
+        *_lmcache_optional_args(t),
         *_lmcache_runner_args(t),
     ]
     return Service(
@@ -118,6 +119,14 @@ def _lmcache_service(t: Target, ports: Ports, timeouts: Timeouts) -> Service:
         ready_url=word("http://", LOCAL_ADDR, f":{ports.lmcache_http}/healthcheck"),
         ready_timeout=timeouts.lmcache_ready,
     )
+
+
+def _lmcache_optional_args(t: Target) -> list:
+    """The server flags of the optional settings the config sets (lmcache's own defaults otherwise)."""
+    s = t.settings("prefill")
+    return [
+        x for flag, name in _LMCACHE_OPTIONAL.items() if s[name] is not None for x in (f"--{flag}", Ref(name))
+    ]
 
 
 def _lmcache_runner_args(t: Target) -> list:
@@ -181,10 +190,10 @@ def watch_signatures(t: Target) -> tuple:
     (it logs its error and waits instead of exiting), Mooncake's silent fall back from rdma to TCP, and a
     stalled Mooncake transfer (which wedges the prefill)."""
     out = LMCACHE_HANG_SIGNATURES if t.uses_lmcache else ()
-    protocols = _protocols(t).values()
-    if "rdma" in protocols:
+    used = protocols(t).values()
+    if "rdma" in used:
         out += (MOONCAKE_TCP_FALLBACK,)
-    if protocols:
+    if used:
         out += (MOONCAKE_TRANSFER_STALLED,)
     return out
 
@@ -241,6 +250,7 @@ def _vllm_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> Ser
         ports.vllm,
         "--tensor-parallel-size",
         w.tp,
+        *(["--trust-remote-code"] if architecture(t.entry.model).remote_code else []),
         *recipe.args,
         "--gpu-memory-utilization",
         s["GPU_MEMORY_UTILIZATION"],
@@ -280,10 +290,13 @@ def _mooncake(t: Target, role: str, extra: dict) -> dict:
 
 
 def _kv_transfer_config(t: Target, role: str, s: dict, ports: Ports) -> dict:
-    """FACTS §1/§2: decode is a plain Mooncake consumer; prefill a Mooncake producer, joined by the
+    """Decode is a plain Mooncake consumer; prefill a Mooncake producer, joined by the
     LMCache MP connector under MultiConnector when LMCache is the offload backend (schemas/kv_path.py
     decides which, for lint's known issues too)."""
     mooncake_extra = {"mooncake_protocol": s["MC_PROTOCOL"], "num_workers": s["MC_NUM_WORKERS"]}
+    if s["MC_PROTOCOL"] == "rdma" and t.launch.nic_devices:
+        # vLLM >= 0.33 hands it to Mooncake's transfer engine: the runner's RDMA devices, not any it finds
+        mooncake_extra["device_name"] = ",".join(t.launch.nic_devices)
     if role == "decode":
         # "fail", not recompute: a lost transfer must surface, never turn into silent recompute.
         return {**_mooncake(t, "kv_consumer", mooncake_extra), "kv_load_failure_policy": "fail"}
@@ -320,7 +333,7 @@ def engine_env(t: Target, ports: Ports) -> dict:
 
 
 def router_service(t: Target, backends: list, ports: Ports, timeouts: Timeouts, counts: dict) -> Service:
-    """Our proxy or vllm-router in front of vLLM prefill/decode engines (FACTS §4)."""
+    """Our proxy or vllm-router in front of vLLM prefill/decode engines (docs/upstream-facts.md#routers)."""
     url = word("http://", NODE_ADDR, f":{ports.router}/health")
     if t.router.name == "vllm-router":
         args = [

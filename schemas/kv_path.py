@@ -1,5 +1,6 @@
-"""Which vLLM KV connectors each worker of an entry runs (FACTS §1/§2): decided once here, rendered into
---kv-transfer-config by recipes/vllm.py, matched by known issues that a connector set triggers.
+"""Which vLLM KV connectors each worker of an entry runs: decided once here, rendered into
+--kv-transfer-config by recipes/vllm.py, matched by known issues that a connector set triggers (the
+connectors: docs/upstream-facts.md#mooncake-pd and #multiconnector).
 
 A decode is a Mooncake consumer; a prefill a Mooncake producer, joined by LMCacheMPConnector under a
 MultiConnector when LMCache is its offload backend. Other engines, and single-node servers, run none.

@@ -9,7 +9,7 @@ know, so the launch facts of a site live here, keyed by the same runner labels.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -93,6 +93,43 @@ class Timeouts(Model):
     )
 
 
+class AgenticReplay(Model):
+    """AIPerf's agentic replay as InferenceX's published agentic runs use it (its benchmark library's replay
+    command, PR #1924's head): the scenario lock, the cache warm-up before profiling, where each trajectory
+    starts, how many traces load. Results compare with InferenceX's only with these values."""
+
+    scenario: Literal["inferencex-agentx-mvp"] = Field(
+        "inferencex-agentx-mvp",
+        description="AIPerf --scenario: locks the benchmark's invariants (cache bust, idle-gap cap, "
+        "streaming, ignore_eos; at least 900 s).",
+    )
+    warmup_seconds: WaitSeconds = Field(
+        600,
+        description="AIPerf --agentic-cache-warmup-duration: the trajectories' one-token warm-up that fills "
+        "the caches before profiling starts (every warm-up request is waited for: --warmup-grace-period "
+        "inf).",
+    )
+    trajectory_start: list[Annotated[float, Field(ge=0, le=1)]] = Field(
+        [0.25, 0.75],
+        min_length=2,
+        max_length=2,
+        description="AIPerf --trajectory-start-min-ratio and -max-ratio: each trajectory's warm-up start, "
+        "drawn from this share of its turns.",
+    )
+    dataset_entries: bounded(1, 1_000_000) = Field(
+        393,
+        description="AIPerf --num-dataset-entries: traces loaded (a ceiling; the with-subagents sets hold "
+        "393).",
+    )
+
+    @model_validator(mode="after")
+    def _start_range_ordered(self):
+        low, high = self.trajectory_start
+        if low > high:
+            raise ValueError(f"trajectory-start: {low} is above {high} (give [min, max])")
+        return self
+
+
 class Benchmark(Model):
     """How the benchmark client runs here."""
 
@@ -107,11 +144,26 @@ class Benchmark(Model):
     )
     agentic_input: RelPath | None = Field(
         None,
-        description="Multi-turn trace file under the run's recipe folder for agentic scenarios; none: the "
-        "public dataset the config names (WEKA_LOADER_OVERRIDE).",
+        description="Multi-turn trace file under the run's recipe folder for agentic scenarios (shipped, see "
+        "ship; hashed into lock.json and checked at preflight like a trace-cache set); none: the set the "
+        "config names (WEKA_LOADER_OVERRIDE) from trace-cache.",
     )
     prompt_corpus: Literal["random"] | None = Field(
         None, description="AIPerf --prompt-corpus for fixed-seq-len prompts (random: for word tokenizers)."
+    )
+    trace_cache: AbsPath | None = Field(
+        None,
+        description="agentic scenarios: the site's folder of staged trace sets, one sub-folder per set named "
+        "as the config's WEKA_LOADER_OVERRIDE, each holding one JSON file per trace (AIPerf's weka_trace "
+        "format). Nothing is fetched on a compute node: `make submit` hashes the set into lock.json (the "
+        "folder must be readable where you submit: a shared file system), the containers mount it read-only, "
+        "and the first node checks every file against the lock at preflight.",
+    )
+    agentic_replay: AgenticReplay | None = Field(
+        None,
+        description="agentic scenarios: AIPerf's agentic replay with InferenceX's scenario, warm-up and "
+        "trajectory settings (results then compare with InferenceX's); none: a plain multi-turn replay (the "
+        "local runners' short traces).",
     )
     grace_seconds: WaitSeconds | None = Field(
         None,
@@ -121,7 +173,8 @@ class Benchmark(Model):
 
 
 class ConnectorModule(Model):
-    """A local runner's own KV-connector module (FACTS section 9 item 2): every MooncakeConnector of the job
+    """A local runner's own KV-connector module (docs/upstream-facts.md#gpu-less-engines): every
+    MooncakeConnector of the job
     is loaded from it (kv_connector_module_path), and the shipped folder that holds it is put on the engines'
     PYTHONPATH. It may only make the upstream connector run on this runner's engines; lint refuses it on any
     runner that is not a local one."""
@@ -241,6 +294,64 @@ class NodeSetup(Model):
     )
 
 
+DockerWord = shape(
+    r"[A-Za-z0-9/-][A-Za-z0-9._/:=,+@%-]*",
+    "a docker run word",
+    max_length=256,
+    allowed="ASCII letters, digits and '._/:=,+@%-', as in --ulimit or memlock=-1",
+)
+Ulimit = shape(
+    r"-1|[0-9]{1,19}(:[0-9]{1,19})?", "a ulimit", max_length=40, allowed="-1 (unlimited), N, or SOFT:HARD"
+)
+
+
+class Container(Model):
+    """What `docker run` gives each node's container besides the GPUs (container-runtime docker). The
+    defaults are the known-working MI355X launch's (InferenceX's job.slurm): RDMA needs locked memory and
+    the verbs devices, ROCm's debugger hooks SYS_PTRACE and an unconfined seccomp. (No --shm-size: the
+    container shares the host's IPC namespace and its /dev/shm; podman refuses the pair.)"""
+
+    ulimits: dict[Ident, Ulimit] = Field(
+        default_factory=lambda: {"memlock": "-1", "stack": "67108864", "nofile": "1048576:1048576"},
+        description="--ulimit NAME=VALUE each (memlock -1: RDMA registers GPU and host memory).",
+    )
+    cap_add: list[shape(r"[A-Z_]{2,32}", "a capability", max_length=32, allowed="as in SYS_PTRACE")] = Field(
+        default_factory=lambda: ["SYS_PTRACE"], description="--cap-add each."
+    )
+    security_opt: list[DockerWord] = Field(
+        default_factory=lambda: ["seccomp=unconfined"], description="--security-opt each."
+    )
+    privileged: bool = Field(
+        False,
+        description="--privileged: every host device and capability. Off: the named devices, limits and "
+        "capabilities above are what ROCm and RDMA need; a site that needs more says so here.",
+    )
+    host_mounts: list[AbsPath] = Field(
+        default_factory=lambda: ["/sys"],
+        description="Host folders mounted at the same path, read-write (/sys: RDMA and GPU topology).",
+    )
+    rdma_devices: list[AbsPath] = Field(
+        default_factory=lambda: [
+            "/dev/infiniband",
+            "/dev/infiniband/rdma_cm",
+            *(f"/dev/infiniband/uverbs{i}" for i in range(8)),
+        ],
+        description="--device each, for a variant whose Mooncake uses rdma (MC_PROTOCOL=rdma): Mooncake "
+        "inside the container finds no RDMA device without them, and moves KV over TCP instead.",
+    )
+    extra: list[DockerWord] = Field(
+        default_factory=list,
+        description="The site's own docker run words, after everything above (e.g. [--ulimit, core=0] or "
+        "[-v, /opt/rocm-libs:/opt/rocm-libs:ro]).",
+    )
+
+
+# A runner of no GPU vendor (the local container runner) takes none of the GPU launch's container defaults.
+NO_CONTAINER_OPTIONS = Container.model_validate(
+    {"ulimits": {}, "cap-add": [], "security-opt": [], "host-mounts": []}
+)
+
+
 class LaunchProfile(Model):
     """One runner label's launch facts."""
 
@@ -280,6 +391,11 @@ class LaunchProfile(Model):
         "run instead of the config's, which is then only recorded (the local container runner: an image "
         "made on this machine holding the node's system tools).",
     )
+    container: Container | None = Field(
+        None,
+        description="docker: devices, limits and capabilities of each node's container; absent: the "
+        "known-working MI355X launch's for a GPU runner, nothing extra for a runner of no GPU vendor.",
+    )
     container_mounts_from_env: list[EnvName] = Field(
         default_factory=list,
         description="docker: environment variables of the submitting shell, each an absolute host folder "
@@ -313,7 +429,7 @@ class LaunchProfile(Model):
     )
     mooncake_registration: Literal["dmabuf", "ibv-reg-mr"] | None = Field(
         None,
-        description="How Mooncake registers GPU memory for rdma here, a fact of the site (FACTS section 11: "
+        description="How Mooncake registers GPU memory for rdma here, a fact of the site (on AMD, "
         "plain ibv_reg_mr of HIP memory fails with EINVAL on ionic NICs; the dma-buf path crashes in "
         "libhsa-runtime64 on some MI355X/ROCm 7.2 clusters). dmabuf: Mooncake's default; ibv-reg-mr: "
         "MOONCAKE_DISABLE_HIP_DMABUF=1 in the engines' environment. Recorded in lock.json; an AMD runner "
@@ -361,6 +477,13 @@ class LaunchProfile(Model):
         "wheelhouse; needed where the image's engines run (engine-build image).",
     )
     mooncake_bootstrap: MooncakeBootstrap = Field(default_factory=MooncakeBootstrap)
+
+    @property
+    def container_options(self) -> Container:
+        """The container block as it applies: stated, or the default of this runner's GPU vendor."""
+        if self.container is not None:
+            return self.container
+        return NO_CONTAINER_OPTIONS if self.gpu_vendor == "none" else Container()
 
     @model_validator(mode="after")
     def _interface_when_read(self):
@@ -454,7 +577,7 @@ class LaunchProfile(Model):
             return self
         if self.engine_build != "cpu" or not self.loopback or self.container_runtime != "none":
             raise ValueError(
-                "kv-connector-module is a local runner's shim (FACTS section 9 item 2): only with "
+                "kv-connector-module is a local runner's shim (MooncakeConnector on CPU): only with "
                 "engine-build cpu, container-runtime none and loopback true; a real cluster runs the "
                 "image's own connectors"
             )
@@ -464,7 +587,7 @@ class LaunchProfile(Model):
 
     @model_validator(mode="after")
     def _cpu_lmcache_serves_engine_driven(self):
-        """FACTS section 9 item 3: the mismatch is a start-up hang, so it is refused before anything
+        """The mismatch hangs start-up (docs/upstream-facts.md#gpu-less-engines): refused before anything
         starts."""
         if self.engine_build == "cpu" and self.lmcache.transfer_mode in (None, "lmcache_driven"):
             raise ValueError(

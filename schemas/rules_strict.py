@@ -1,6 +1,6 @@
 """This repository's rules over a structurally valid entry, on top of InferenceX's (rules_inferencex.py):
-what InferenceX misses (FACTS §7). One named function per rule, each yielding Problems; they run under the
-strict profile.
+what InferenceX misses (docs/upstream-facts.md#inferencex). One named function per rule, each yielding
+Problems; they run under the strict profile.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from .routers import PD_PROXY, PD_PROXY_VERSION, ROUTERS
 from .versions import VERSION_HINT, is_real_version
 
 KV_TRANSFERS = ("mooncake", "nixl", "mori", "moriio")
-MOONCAKE_MIN_VLLM = (0, 16)  # the bootstrap + transfer_id contract (FACTS §1)
+MOONCAKE_MIN_VLLM = (0, 16)  # the bootstrap + transfer_id contract (docs/upstream-facts.md#mooncake-pd)
 
 
 def _image_public_and_pinned(ctx: Context):

@@ -98,7 +98,8 @@ def cmd_addr(args: argparse.Namespace) -> int:
         else:
             addr = _ipv4_of(_scontrol_nodeaddr(args.node, args.timeout), args.timeout)
         if ipaddress.IPv4Address(addr).is_loopback and not args.allow_loopback:
-            # Advertised to peers: a loopback address makes Mooncake TCP transfers hang (FACTS §1).
+            # Advertised to peers: a loopback address makes Mooncake TCP transfers hang
+            # (docs/upstream-facts.md#mooncake-pd).
             raise AddrError(
                 f"{addr} is a loopback address; peers cannot reach it (set the runner's data-plane-interface)"
             )

@@ -4,11 +4,11 @@
 #   container.sh run DOCKER_RUN_ARGS...   one container per job and node, stopped and removed by name
 #   container.sh sweep                    remove every container of this repository left on this node
 #
-# A container is not its `docker` client: a client that slurmstepd SIGKILLs (its KillWait ran out) leaves
-# the container running and holding the node's GPUs for the next job (FACTS section 10). So every
+# A container is not its `docker` client: a client that slurmstepd SIGKILLs (its KillWait ran out) leaves the
+# container running and holding the node's GPUs for the next job (docs/upstream-facts.md#containers). So every
 # container is named disagg-<job>-<node> and labelled; `run` removes what earlier jobs left on this node
-# before it starts one, and stops its own by name when the step is signalled; job.sbatch sweeps every
-# node after the step, for what a SIGKILL left. Nothing here is quiet: each removal is printed.
+# before it starts one, and stops its own by name when the step is signalled; job.sbatch sweeps every node
+# after the step, for what a SIGKILL left. Nothing here is quiet: each removal is printed.
 set -Eeuo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib/outcome.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib/outcome.sh"

@@ -4,12 +4,12 @@
 `smoke`: one chat request through the router with a known answer shape, and proof that its KV moved
 prefill -> decode. vLLM (`--engine vllm`, the default): the decode's external_kv_transfer prompt tokens
 rise; a proxy speaking the old Mooncake contract gets correct answers while decode silently recomputes
-(FACTS §1). SGLang (`--engine sglang`): SGLang exports no decode-side counter of KV received, but its
-decode cannot recompute a prompt (a transfer that fails aborts the request), so the proof is what can be
-seen: the answer came back, a prefill computed its prompt (sglang:prompt_tokens_total), the decode
+(docs/upstream-facts.md#mooncake-pd). SGLang (`--engine sglang`): SGLang exports no decode-side counter of KV
+received, but its decode cannot recompute a prompt (a transfer that fails aborts the request), so the proof is
+what can be seen: the answer came back, a prefill computed its prompt (sglang:prompt_tokens_total), the decode
 generated its tokens (sglang:generation_tokens_total), and no decode transfer or bootstrap failed.
-`l2`: after the sweep, the prefill nodes' LMCache (a KV connector: vLLM's external prefix cache)
-served hits; a dead LMCache server degrades to no-cache silently (FACTS §2).
+`l2`: after the sweep, the prefill nodes' LMCache (a KV connector: vLLM's external prefix cache) served hits;
+a dead LMCache server degrades to no-cache silently (docs/upstream-facts.md#multiconnector).
 """
 
 from __future__ import annotations

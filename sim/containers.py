@@ -1,5 +1,5 @@
-"""Real containers on this machine (FACTS section 10): Debian's podman with runc behind a `docker` command,
-images imported from a root file system made here (no registry is reachable).
+"""Real containers on this machine (docs/upstream-facts.md#containers): Debian's podman with runc behind a
+`docker` command, images imported from a root file system made here (no registry is reachable).
 
 What the local cluster's container tests run `scripts/container.sh` against: the same `docker` verbs a
 site's Docker answers (run, stop, rm, ps with a label filter).

@@ -1,4 +1,4 @@
-"""The vLLM >= 0.16 Mooncake PD request contract (FACTS.md §1/§2) as pure checks, no I/O.
+"""The vLLM >= 0.16 Mooncake PD request contract (docs/upstream-facts.md#mooncake-pd) as pure checks, no I/O.
 
 Each rule has a short id. `rejects=True` means real vLLM answers 400 or the Mooncake transfer cannot
 work; `rejects=False` means vLLM accepts the request but it walks into a known hazard (first-token
@@ -86,7 +86,7 @@ def effective_max_tokens(body: dict) -> Any:
 
 
 def check_prefill_request(body: dict, *, endpoint: str) -> list[Violation]:
-    """Rules for the prefill leg a PD proxy sends to a kv_producer (FACTS.md §1)."""
+    """Rules for the prefill leg a PD proxy sends to a kv_producer (docs/upstream-facts.md#mooncake-pd)."""
     out = check_openai_body(body, endpoint=endpoint)
     if not isinstance(body, dict):
         return out

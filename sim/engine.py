@@ -4,9 +4,9 @@ with the latency model, keeps vLLM's metrics, and injects faults. No HTTP here (
 `BaseEngine` is what the simulated vLLM and SGLang engines share (admission, the serialised prefill, the
 output loop, gauges, SIM_FAULT faults); `Engine` is vLLM's, sim.sglang_engine.SGLangEngine is SGLang's.
 
-First-token stop (FACTS.md §1), deterministically: the single token of a prefill leg is a stop exactly
-when min_tokens < 1 and the request lets a stop through (ignore_eos not true, or stop / stop_token_ids
-set) -- the worst case of what real vLLM may do. The transfer is then dropped and decode waits.
+First-token stop (docs/upstream-facts.md#mooncake-pd), deterministically: the single token of a prefill leg is
+a stop exactly when min_tokens < 1 and the request lets a stop through (ignore_eos not true, or stop /
+stop_token_ids set) -- the worst case of what real vLLM may do. The transfer is then dropped and decode waits.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""`--kv-transfer-config` validated as vLLM does (FACTS.md §1/§2), reduced to what the simulator runs.
+"""`--kv-transfer-config` validated as vLLM does, reduced to what the simulator runs (the connectors:
+docs/upstream-facts.md#mooncake-pd and #multiconnector).
 
 Two stages, like vLLM: `parse_kv_transfer_config` is the argparse type (pydantic KVTransferConfig with
 extra="forbid": bad JSON, unknown keys, bad kv_role or policy -> usage error, exit 2);

@@ -71,8 +71,8 @@ class Settings:
     # SGLang: the prefill waits this long for the decode named by a request to bootstrap, and for it to take
     # the KV (SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT, 300 in sglang/srt/environ.py)
     bootstrap_timeout_s: float = 300.0
-    # SGLang MiniCPM-SALA kv_indptr bug (FACTS.md section 8): the CUDA-graph replay breaks after this many
-    # finished requests, when the flags that trigger it are set
+    # SGLang MiniCPM-SALA kv_indptr bug (docs/upstream-facts.md#minicpm-sala): the CUDA-graph replay breaks
+    # after this many finished requests, when the flags that trigger it are set
     kv_indptr_after: int = 64
     health_check_timeout_s: float = 20.0  # SGLANG_HEALTH_CHECK_TIMEOUT: /health_generate gives up (503)
 

@@ -1,7 +1,7 @@
 """`python3 -m sglang.launch_server ARGS` parsed the way SGLang's ServerArgs does, into a frozen SGLangConfig.
 
-The simulated build is OpenBMB's SGLang fork (branch minicpm_sala, FACTS.md section 8). Its own parser is
-not published, so flag names, arities and choices are held to upstream SGLang 0.5.23's parser
+The simulated build is OpenBMB's SGLang fork (branch minicpm_sala, docs/upstream-facts.md#minicpm-sala). Its
+own parser is not published, so flag names, arities and choices are held to upstream SGLang 0.5.23's parser
 (sim/parity/sglang-0.5.23.json, tests/sim/test_parity.py) plus the fork's own flags that
 configs/engine-builds.yaml declares with their source (FORK_FLAGS); only a subset is accepted.
 

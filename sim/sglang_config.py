@@ -10,7 +10,7 @@ from typing import Any
 VERSION = "0.5.6"  # the upstream release line the fork's server_args.py matches (no tag seen: see README)
 FAKE_BOOTSTRAP_HOST = "2.2.2.2"  # sglang/srt/disaggregation/utils.py: a fake transfer (warmup, testing)
 # Only this build's minicpm_flashinfer backend with --dense-as-sparse replays CUDA graphs into the
-# kv_indptr crash (FACTS.md section 8).
+# kv_indptr crash (docs/upstream-facts.md#minicpm-sala).
 BUGGY_BACKEND = "minicpm_flashinfer"
 
 # Choices as upstream SGLang 0.5.23 parses them (tests/sim/test_parity.py holds them to its parser).
@@ -138,5 +138,5 @@ class SGLangConfig:
 
     @property
     def kv_indptr_bug(self) -> bool:
-        """Whether this engine walks into the MiniCPM-SALA kv_indptr crash (FACTS.md section 8)."""
+        """Whether this engine walks into the MiniCPM-SALA kv_indptr crash (see BUGGY_BACKEND)."""
         return self.dense_as_sparse and self.attention_backend == BUGGY_BACKEND and self.cuda_graph

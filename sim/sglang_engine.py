@@ -88,8 +88,8 @@ SCHEMA = Schema(
 )
 
 # What the MiniCPM-SALA build logs when CUDA-graph replay re-plans FlashInfer over the overwritten kv_indptr
-# (FACTS.md section 8). The frames follow SGLang's scheduler -> cuda_graph_runner -> attention backend ->
-# FlashInfer plan() path; the last line carries the message a log watcher keys on.
+# (docs/upstream-facts.md#minicpm-sala). The frames follow SGLang's scheduler -> cuda_graph_runner ->
+# attention backend -> FlashInfer plan() path; the last line carries the message a log watcher keys on.
 KV_INDPTR_TRACEBACK = """Scheduler hit an exception: Traceback (most recent call last):
   File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2710, in run_scheduler_process
     scheduler.event_loop_overlap()

@@ -11,14 +11,16 @@ INFERENCEX_REF = Path(os.environ.get("INFERENCEX_REF", ROOT.parent / "shared" / 
 
 
 def reference(name: str) -> Path:
-    """A file of the InferenceX reference corpus. Absent (a user's clone has no ../shared), a test is
-    skipped with the reason in pytest's summary; under CI=true, or outside pytest (a benchmark), it fails."""
+    """A file of the InferenceX reference corpus (copies of InferenceX's own files: amd-master.yaml,
+    runners.yaml, perf-changelog.yaml, PR entries), kept outside the repository. Absent (a clone without it),
+    a test is skipped with the reason in pytest's summary; under CI=true, or outside pytest (a benchmark), it
+    fails."""
     path = INFERENCEX_REF / name
     if path.is_file():
         return path
     message = (
-        f"InferenceX reference corpus missing: {path} (it lives in ../shared/reference/inferencex beside "
-        "the checkout; set INFERENCEX_REF to its folder)"
+        f"InferenceX reference corpus missing: {path} (set INFERENCEX_REF to the folder holding InferenceX's "
+        "amd-master.yaml, runners.yaml and perf-changelog.yaml)"
     )
     if os.environ.get("CI") == "true" or "pytest" not in sys.modules:
         raise FileNotFoundError(message)

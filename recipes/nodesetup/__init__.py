@@ -1,6 +1,6 @@
 """Node setup, the submitting side: the tools a job needs that its image lacks (AIPerf is in no engine image,
-FACTS section 11), as pinned wheels with their SHA-256, fetched into the run's wheelhouse at submission, so
-that nodes install them with no network (scripts/nodesetup.py: --no-index --require-hashes).
+docs/upstream-facts.md#aiperf), as pinned wheels with their SHA-256, fetched into the run's wheelhouse at
+submission, so that nodes install them with no network (scripts/nodesetup.py: --no-index --require-hashes).
 
 What a set holds is a pyproject.toml extra (SETS); its lock, one per target Python and platform of a runner's
 node-setup (configs/launch.yaml), is recipes/nodesetup/locks/<extra>-cp<XY>-<platform>.txt, written by

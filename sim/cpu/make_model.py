@@ -10,6 +10,12 @@ CONFIG.json is the model's architecture as recipes/models.py states it (recipes/
 hf_config): the weights take its shapes, and the written config.json is it plus the tokenizer's special
 token ids. The same inputs give byte-identical files: the weights come from one seeded generator, BPE
 training runs on one thread, and every JSON file is written with sorted keys.
+
+The tokenizer is a custom class in the folder (tokenization_tiny.py, TOKENIZER_SOURCE below) reached through
+auto_map in tokenizer_config.json, so every consumer needs trust-remote-code, as Kimi-K2.5's does: a client
+that loads it without (AIPerf without --tokenizer-trust-remote-code) fails here as on a cluster serving Kimi.
+The class subclasses transformers' PreTrainedTokenizerFast and changes nothing: same tokenizer.json, special
+tokens and chat template. This script only writes its source; transformers imports it inside the loader.
 """
 
 from __future__ import annotations
@@ -33,6 +39,23 @@ CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
+# The tokenizer's own class, written into the folder and named by tokenizer_config.json's auto_map
+# (AutoTokenizer: [slow, fast]; fast only here): loading it runs this file, which needs trust-remote-code.
+TOKENIZER_MODULE = "tokenization_tiny"
+TOKENIZER_CLASS = "TinyTokenizerFast"
+TOKENIZER_SOURCE = f'''"""The tiny model's tokenizer, written by sim/cpu/make_model.py.
+
+A class of this folder's own: transformers' fast tokenizer over tokenizer.json, nothing changed.
+tokenizer_config.json reaches it through auto_map, so loading it needs trust-remote-code, as a real
+model's custom tokenizer (Kimi-K2.5's) does.
+"""
+
+from transformers import PreTrainedTokenizerFast
+
+
+class {TOKENIZER_CLASS}(PreTrainedTokenizerFast):
+    """PreTrainedTokenizerFast under this folder's own name."""
+'''
 # The shapes read from CONFIG.json; a config missing one is refused rather than guessed.
 SHAPE_KEYS = (
     "vocab_size",
@@ -122,7 +145,8 @@ def write_model(config: dict, texts: list[Path], out: Path) -> None:
     _dump(
         out / "tokenizer_config.json",
         {
-            "tokenizer_class": "PreTrainedTokenizerFast",
+            "tokenizer_class": TOKENIZER_CLASS,
+            "auto_map": {"AutoTokenizer": [None, f"{TOKENIZER_MODULE}.{TOKENIZER_CLASS}"]},
             "bos_token": None,
             "eos_token": "<|im_end|>",
             "pad_token": "<|endoftext|>",
@@ -134,6 +158,7 @@ def write_model(config: dict, texts: list[Path], out: Path) -> None:
             "chat_template": CHAT_TEMPLATE,
         },
     )
+    (out / f"{TOKENIZER_MODULE}.py").write_text(TOKENIZER_SOURCE, encoding="utf-8")
     _dump(out / "special_tokens_map.json", {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"})
     _dump(out / "config.json", {**config, "bos_token_id": None, "eos_token_id": eos, "pad_token_id": pad})
     _dump(out / "generation_config.json", {"eos_token_id": eos, "pad_token_id": pad})

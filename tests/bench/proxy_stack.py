@@ -281,7 +281,8 @@ def start_proxy(
 def start_router(
     stack: Stack, engines: list[Engine], *, policy: str, cpus: Iterable[int] | None, extra: Sequence[str] = ()
 ) -> Proc:
-    """vllm-router 0.1.17 in Mooncake PD mode (FACTS.md §4); every engine must already be up."""
+    """vllm-router 0.1.17 in Mooncake PD mode (docs/upstream-facts.md#routers); every engine must already be
+    up."""
     if not ROUTER.exists():
         raise RuntimeError(f"{ROUTER} missing: run `make tools` (or `make bench-proxy`)")
     port, prom = free_port(), free_port()

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(not LMCACHE.exists(), reason=f"{LMCACHE} missing
 
 NODE, OTHER = nodes(2)
 HEALTHY_CEILING = 120  # seconds; ~7 s warm, ~35 s on the very first start (imports compile)
-TERM_GRACE = 15  # FACTS §3: more than 5 s to exit on SIGTERM, so wait, then SIGKILL
+TERM_GRACE = 15  # lmcache 0.5.6 takes more than 5 s to exit on SIGTERM, so wait, then SIGKILL
 
 
 def _free_port(addr: str) -> int:

@@ -102,7 +102,7 @@ def refused(builds, plans, tmp_path_factory):
             "User-specified max_model_len (300000) is greater than the derived max_model_len "
             "(max_position_embeddings=262144",
         ),
-        # FACTS §9 / configs/engine-builds.yaml: upstream SGLang 0.5.23 runs MiniCPM-SALA on one node only.
+        # configs/engine-builds.yaml: upstream SGLang 0.5.23 runs MiniCPM-SALA on one node only.
         (
             "sglang-upstream-pd",
             "resolve",

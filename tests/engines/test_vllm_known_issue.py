@@ -1,6 +1,7 @@
-"""FACTS §9 item 4, found by running the real engine: vLLM 0.32's API server dies after the first PD request
-when the prefill's MultiConnector holds Mooncake and LMCacheMP. Lint refuses a config pinning such an image
-and naming the issue; the node-side watcher names it the moment the engine logs it."""
+"""Found by running the real engine (docs/upstream-facts.md#gpu-less-engines): vLLM 0.32's API server dies
+after the first PD request when the prefill's MultiConnector holds Mooncake and LMCacheMP. Lint refuses a
+config pinning such an image and naming the issue; the node-side watcher names it the moment the engine logs
+it."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from schemas.lint import main as lint_main
 from .conftest import ROOT
 
 ISSUE = "vllm-multiconnector-prom-metrics"
-# What vLLM 0.32.0 printed before the API server died (FACTS §9).
+# What vLLM 0.32.0 printed before the API server died (seen 2026-11-23).
 LOGGED = (
     "AssertionError: MooncakeConnector is not contained in the list of registered connectors with "
     "Prometheus metrics support: dict_keys(['LMCacheMPConnector'])"

@@ -1,4 +1,5 @@
-"""Plan decisions against FACTS.md: topology, KV connector JSON per role, LMCache sizing, router wiring."""
+"""Plan decisions against the upstream facts (docs/upstream-facts.md): topology, KV connector JSON per role,
+LMCache sizing, router wiring."""
 
 from __future__ import annotations
 
@@ -153,13 +154,13 @@ def test_one_benchmark_per_concurrency_with_inferencex_result_names(rendered):
     assert [b.concurrency for b in benches] == [8, 16, 32]
     assert benches[0].result == "kimik2.5-fp4-mi355x-vllm-disagg-agentic_agentic_p1x8_d1x8_conc8.json"
     args = flat(benches[0].argv)
-    assert "--public-dataset" in args and "--session-header" in args
+    assert "--session-header" in args and "--public-dataset" not in args  # nothing fetched on a node
 
 
 @pytest.mark.parametrize(
     "runtime, expect",
     [
-        ("docker", "bash ${RECIPE_DIR}/scripts/container.sh run --init --network host"),
+        ("docker", "bash ${RECIPE_DIR}/scripts/container.sh run --init --entrypoint  --network host"),
         ("pyxis", "--container-image="),
         ("none", "bash ${RECIPE_DIR}/server_vllm.sh"),
     ],
@@ -177,8 +178,8 @@ def test_launch_wraps_srun_per_container_runtime(rendered, runtime, expect):
 
 @pytest.mark.parametrize("runtime", ["docker", "pyxis", "none"])
 def test_only_docker_sweeps_every_node_after_the_step(runtime):
-    """A SIGKILLed docker client leaves its container running (FACTS 10); pyxis containers are the step's
-    own processes, which SLURM ends with it."""
+    """A SIGKILLed docker client leaves its container running (docs/upstream-facts.md#containers); pyxis
+    containers are the step's own processes, which SLURM ends with it."""
     from recipes.build import _cleanup
     from recipes.plan import Container
 
@@ -224,7 +225,7 @@ def test_sglang_pd_roles_run_sglang_with_its_mooncake_disaggregation_flags(rende
     for args in (prefill, decode):
         assert args[args.index("--disaggregation-transfer-backend") + 1] == "mooncake"
         assert args[args.index("--tp-size") + 1] == "8" and "--enable-metrics" in args
-        # FACTS §8 launch flags from recipes/models.py, and the workaround's backend from the settings
+        # MiniCPM-SALA launch flags from recipes/models.py, and the workaround's backend from the settings
         assert "--trust-remote-code" in args and "--dense-as-sparse" in args
         assert args[args.index("--attention-backend") + 1] == "minicpm_flashattn"
         assert "--kv-transfer-config" not in args  # a vLLM flag
@@ -437,8 +438,7 @@ def test_ibv_reg_mr_renders_the_dmabuf_switch_and_the_runner_cannot_set_it_behin
             "node-address": "slurm-nodeaddr", "node-setup": setup}  # fmt: skip
     profile = LaunchProfile.model_validate({**base, "mooncake-registration": "ibv-reg-mr"})
     t = SimpleNamespace(disagg=True, launch=profile, engine="vllm")
-    assert _engine_env(t, SimpleNamespace(engine_env=lambda t, ports: {}), None) == {
-        "MOONCAKE_DISABLE_HIP_DMABUF": 1
-    }
+    env = _engine_env(t, SimpleNamespace(engine_env=lambda t, ports: {}), None)
+    assert env["MOONCAKE_DISABLE_HIP_DMABUF"] == 1
     with pytest.raises(ValidationError, match="state mooncake-registration instead"):
         LaunchProfile.model_validate({**base, "engine-env": {"vllm": {"MOONCAKE_DISABLE_HIP_DMABUF": 1}}})

@@ -129,6 +129,8 @@ def test_submit_copies_only_what_the_plan_ships(configs, tmp_path, fake_sbatch, 
         nodesetup, "wheelhouse", lambda lock, python, platform, dest, **kw: dest.mkdir() or []
     )
     setup = {"setup", "wheelhouse"}
+    staged = {"sha256": "0" * 64, "files": {}, "bytes": 0}  # the site's trace set: test_staging below
+    monkeypatch.setattr(submit.inputs, "digest", lambda path: staged)
     keys = (LOCAL, "kimik2.5-fp4-mi355x-vllm-disagg-agentic", "kimik2.5-fp4-mi355x-vllm-disagg")
     rendered_configs = {
         (r.plan.config_key, r.plan.variant): r for k in keys for r in render_config(k, configs)
@@ -143,3 +145,31 @@ def test_submit_copies_only_what_the_plan_ships(configs, tmp_path, fake_sbatch, 
         assert {name for name, _ in r.plan.shipped} == expected - setup, (key, variant)
         recipe = submit.submit(r, tmp_path / variant, env=env).run_dir / "recipe"
         assert {p.name for p in recipe.iterdir() if p.is_dir()} == expected, (key, variant)
+
+
+def test_staging_hashes_the_sites_trace_set_into_the_lock_or_stops_naming_it(configs, tmp_path, fake_sbatch):
+    """Nothing is fetched on a compute node: the set the config names must be in the runner's trace cache
+    when the job is submitted; lock.json records every file's SHA-256, which rank 0 checks at preflight."""
+    import dataclasses
+
+    from recipes.build import build_plan
+    from recipes.render import render_plan
+
+    env, _ = fake_sbatch
+    key = "kimik2.5-fp4-mi355x-vllm-disagg-agentic"
+    missing = render_config(key, configs)[0]
+    with pytest.raises(submit.SubmitError, match="staged input traces: .* does not exist .*stage it first"):
+        submit.submit(missing, tmp_path / "missing", env=env)
+    assert not (tmp_path / "missing").exists() or not any((tmp_path / "missing").rglob("lock.json"))
+
+    cache = tmp_path / "cache"
+    trace_set = cache / "semianalysis_cc_traces_weka_with_subagents_060826_256k"
+    trace_set.mkdir(parents=True)
+    (trace_set / "t1.json").write_text("{}")
+    t = configs.targets(key)[0]
+    bench = t.launch.benchmark.model_copy(update={"trace_cache": str(cache)})
+    t = dataclasses.replace(t, launch=t.launch.model_copy(update={"benchmark": bench}))
+    run_dir = submit.submit(render_plan(build_plan(t)), tmp_path / "staged", env=env).run_dir
+    lock = json.loads((run_dir / "lock.json").read_text())
+    assert lock["inputs"]["traces"]["path"] == str(trace_set) and lock["inputs"]["traces"]["where"] == "site"
+    assert set(lock["inputs"]["traces"]["files"]) == {"t1.json"}

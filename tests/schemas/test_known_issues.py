@@ -42,7 +42,7 @@ FLASHATTN = ["DENSE_AS_SPARSE=true", "ATTENTION_BACKEND=minicpm_flashattn"]
 NO_GRAPH = [*FLASHINFER, "DISABLE_CUDA_GRAPH=true"]
 FIXED = "lmsysorg/sglang:v0.5.10-minicpm-sala-fixed"  # made-up tags, as in the fixture
 TITLE = "CUDA-graph replay crashes in FlashInfer plan()"
-CRASH = "RuntimeError: kv_indptr[i+1] - kv_indptr[i] should be non-negative, got -3"  # FACTS §8 message
+CRASH = "RuntimeError: kv_indptr[i+1] - kv_indptr[i] should be non-negative, got -3"  # the real message
 
 
 def s(path, value):

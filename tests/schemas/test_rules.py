@@ -296,7 +296,8 @@ REJECT = [
     ),
     # The SGLang MiniCPM-SALA cases, on their own fixture entry, are in test_known_issues.py.
     *cases("_known_issues_handled",
-        # FACTS §9: vLLM 0.32 dies after the first PD request with the LMCache prefill's MultiConnector.
+        # Known issue vllm-multiconnector-prom-metrics: vLLM 0.32 dies after the first PD request with the
+        # LMCache prefill's MultiConnector.
         ("vllm-0.32-multiconnector", [s("image", "vllm/vllm-openai-rocm:v0.32.0")], "image",
          "known issue vllm-multiconnector-prom-metrics", "use an image of vllm-0.33.0"),
         ("workaround-for-another-engine", [s(RECS, [MINICPM])], f"{RECS}[0]",

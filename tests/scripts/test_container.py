@@ -134,7 +134,7 @@ def test_a_killed_client_leaves_its_container_running_and_the_sweep_removes_it(n
     deadline = time.monotonic() + RUN_TIMEOUT_S
     while node.containers() != [f"disagg-104-{node.name}"] and time.monotonic() < deadline:
         time.sleep(0.1)  # polled: the container is listed as soon as podman has its state
-    assert node.containers() == [f"disagg-104-{node.name}"], "FACTS 10: the container outlives its client"
+    assert node.containers() == [f"disagg-104-{node.name}"], "the container outlives its SIGKILLed client"
     swept = node.sweep("104")
     assert swept.returncode == 0, swept.stderr
     assert swept.stderr == f"container on {node.name}: removed disagg-104-{node.name} (left by job 104)\n"

@@ -236,7 +236,7 @@ def test_addr_from_slurm_nodeaddr(fake_scontrol):
 
 
 def test_addr_refuses_loopback_unless_allowed(fake_scontrol):
-    """Advertised to peers, a loopback address makes Mooncake TCP hang (FACTS §1)."""
+    """Advertised to peers: loopback address makes Mooncake TCP hang (docs/upstream-facts.md#mooncake-pd)."""
     done = addr("--slurm-nodeaddr", "node7", env={**fake_scontrol, "FAKE_NODEADDR": "localhost"})
     assert done.returncode == 7
     assert "127.0.0.1 is a loopback address" in done.stderr and "data-plane-interface" in done.stderr

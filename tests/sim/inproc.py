@@ -40,7 +40,7 @@ LMCACHE_CHILD = {
 
 
 def multi_kv(*, lmcache: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The prefill MultiConnector config of FACTS.md §2."""
+    """The prefill MultiConnector config (docs/upstream-facts.md#multiconnector)."""
     extra = lmcache or LMCACHE_CHILD["kv_connector_extra_config"]
     child = dict(LMCACHE_CHILD, kv_connector_extra_config=extra)
     mooncake_child = {k: v for k, v in PREFILL_KV.items() if k != "kv_load_failure_policy"}

@@ -1,4 +1,5 @@
-"""The PD request contract (FACTS.md §1/§2) as tables: each change to a good leg and the rule it breaks."""
+"""The PD request contract (docs/upstream-facts.md#mooncake-pd) as tables: each change to a good leg and the
+rule it breaks."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ DROP = _Drop()  # a change that removes the key
 
 
 def prefill_leg(endpoint: str = CHAT, **changes) -> dict:
-    """What a correct proxy sends to a prefill (FACTS.md §1), with `changes` applied (DROP removes a key)."""
+    """What a correct proxy sends to a prefill (docs/upstream-facts.md#mooncake-pd), with `changes` applied
+    (DROP removes a key)."""
     body = {
         "model": "m",
         "stream": False,
@@ -132,7 +134,8 @@ def test_old_contract_is_named_in_the_missing_transfer_id_message():
 
 
 def test_vllm_router_style_prefill_leg_is_accepted_but_flagged():
-    """vllm-router keeps stop strings and sends ignore_eos false (FACTS.md §4): accepted, hazardous."""
+    """vllm-router keeps stop strings and sends ignore_eos false (docs/upstream-facts.md#routers): accepted,
+    hazardous."""
     body = prefill_leg(stop=["</s>"], ignore_eos=False)
     assert rules(check_prefill_request(body, endpoint=CHAT)) == {
         ("prefill-stop", False),

@@ -4,10 +4,10 @@ Local runners only (configs/launch.yaml `kv-connector-module`; `make lint` refus
 job ships this folder with the run and puts it on the engines' PYTHONPATH; every MooncakeConnector of the
 job's `--kv-transfer-config` names it as `kv_connector_module_path`. It changes two things, nothing else:
 
-1. FACTS section 9 item 2: MooncakeConnectorWorker.__init__ asks torch.accelerator.current_device_index(),
-   which raises "Cannot access accelerator device when none is available" on a machine without one (vLLM
-   0.32 and 0.33 alike). Here that call answers 0 when no accelerator is present, and is the original
-   call otherwise.
+1. docs/upstream-facts.md#gpu-less-engines: MooncakeConnectorWorker.__init__ asks
+   torch.accelerator.current_device_index(), which raises "Cannot access accelerator device when none is
+   available" on a machine without one (vLLM 0.32 and 0.33 alike). Here that call answers 0 when no
+   accelerator is present, and is the original call otherwise.
 2. Known issue vllm-multiconnector-prom-metrics (configs/known-issues.yaml; the workaround a config records
    as `local-connector-module`): vLLM before 0.33 asserts, in MultiConnector's Prometheus observer, that
    every child reporting transfer stats registered Prometheus metrics, and MooncakeConnector registers

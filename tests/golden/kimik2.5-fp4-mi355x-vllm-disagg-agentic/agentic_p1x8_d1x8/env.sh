@@ -4,8 +4,14 @@
 # variables: engines read the exported ones; server_vllm.sh expands the others into commands.
 
 # Read by the engines: vllm, Mooncake and ROCm libraries, and what the runner's launch
-# profile adds (configs/launch.yaml: a local runner's simulator knobs, SIM_*).
+# profile adds (configs/launch.yaml: a local runner's simulator knobs, SIM_*). The Hub's offline switches
+# hold for every process of the node: nothing is fetched on a compute node.
+export HF_DATASETS_OFFLINE=1
+export HF_HUB_OFFLINE=1
+export HSA_ENABLE_SDMA=1
+export TRANSFORMERS_OFFLINE=1
 export VLLM_ENGINE_READY_TIMEOUT_S=3600
+export VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS=1200
 export VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT=480
 export VLLM_MOONCAKE_BOOTSTRAP_PORT=8998
 export VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=INT4

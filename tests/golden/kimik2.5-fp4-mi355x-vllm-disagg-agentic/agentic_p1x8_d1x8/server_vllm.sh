@@ -50,6 +50,13 @@ if [[ $RANK == 0 ]]; then
   require_version aiperf aiperf 0.13.0
   # make submit RESUME=<run> lists the benchmarks an earlier run of the same lock collected.
   load_resumed "$RUN_DIR/resume.json"
+  # Nothing is fetched here: the trace set and tokenizer were staged, and are checked as lock.json has them.
+  run_cmd python3 "${SCRIPTS_DIR}"/inputs.py verify \
+    --lock "${RUN_DIR}"/lock.json \
+    --recipe-dir "${RECIPE_DIR}"
+  run_cmd python3 "${SCRIPTS_DIR}"/inputs.py tokenizer /models/amd/Kimi-K2.5-MXFP4 \
+    --remote-code \
+    --out "${STATE_DIR}"/tokenizer.json
 fi
 
 step "resolve address"
@@ -87,7 +94,9 @@ start_prefill() {
     --l1-size-gb "${LMCACHE_L1_SIZE_GB}" \
     --eviction-policy "${LMCACHE_EVICTION_POLICY}" \
     --l1-init-size-gb "${LMCACHE_L1_INIT_SIZE_GB}" \
-    --chunk-size "${LMCACHE_CHUNK_SIZE}"
+    --chunk-size "${LMCACHE_CHUNK_SIZE}" \
+    --l1-read-ttl-seconds "${LMCACHE_L1_READ_TTL_SECONDS}" \
+    --max-workers "${LMCACHE_MAX_WORKERS}"
   wait_http lmcache http://"${LOCAL_ADDR}":8080/healthcheck 300
   step "prefill known-issues"
   start_service known-issues python3 "${SCRIPTS_DIR}"/logwatch.py \
@@ -104,6 +113,7 @@ start_prefill() {
     --mm-encoder-tp-mode data \
     --kv-cache-dtype fp8 \
     --block-size 1 \
+    --compilation-config '{"cudagraph_mode":"PIECEWISE"}' \
     --gpu-memory-utilization 0.9 \
     --enable-prefix-caching \
     --max-model-len 262144 \
@@ -126,6 +136,7 @@ start_decode() {
     --mm-encoder-tp-mode data \
     --kv-cache-dtype fp8 \
     --block-size 1 \
+    --compilation-config '{"cudagraph_mode":"PIECEWISE"}' \
     --gpu-memory-utilization 0.9 \
     --enable-prefix-caching \
     --max-model-len 262144 \
@@ -136,75 +147,114 @@ start_decode() {
 # Rank 0, per benchmark: its run, its result gated, then every engine's and the router's counters.
 benchmark_conc8() {
   step "benchmark conc8"
-  run_cmd aiperf profile \
+  run_cmd env \
+    -u HF_HUB_OFFLINE \
+    -u TRANSFORMERS_OFFLINE aiperf profile \
     --url http://"${NODE_ADDR}":30000 \
     --endpoint /v1/chat/completions \
     --endpoint-type chat \
     --streaming \
     --model amd/Kimi-K2.5-MXFP4 \
     --tokenizer /models/amd/Kimi-K2.5-MXFP4 \
+    --tokenizer-trust-remote-code \
     --concurrency 8 \
-    --benchmark-duration 600 \
+    --benchmark-duration 1800 \
     --random-seed 42 \
     --failed-request-threshold 0.10 \
     --use-server-token-count \
+    --no-gpu-telemetry \
     --no-server-metrics \
     --extra-inputs ignore_eos:true \
     --output-artifact-dir "${RESULTS_DIR}"/conc8 \
     --session-header X-Session-ID \
-    --public-dataset semianalysis_cc_traces_weka_with_subagents_060826_256k
+    --scenario inferencex-agentx-mvp \
+    --trajectory-start-min-ratio 0.25 \
+    --trajectory-start-max-ratio 0.75 \
+    --agentic-cache-warmup-duration 600 \
+    --warmup-grace-period inf \
+    --num-dataset-entries 393 \
+    --slice-duration 1.0 \
+    --max-context-length 262144 \
+    --input-file /models/agentic-traces/semianalysis_cc_traces_weka_with_subagents_060826_256k \
+    --custom-dataset-type weka_trace
   collect_result "$RESULTS_DIR/conc8/profile_export_aiperf.json" "$RESULTS_DIR"/kimik2.5-fp4-mi355x-vllm-disagg-agentic_agentic_p1x8_d1x8_conc8.json \
-    0.10 300
+    0.10 900
   run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc8" \
     prefill0=http://"${PEER_ADDR[0]}":8000/metrics decode0=http://"${PEER_ADDR[1]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics
 }
 
 benchmark_conc16() {
   step "benchmark conc16"
-  run_cmd aiperf profile \
+  run_cmd env \
+    -u HF_HUB_OFFLINE \
+    -u TRANSFORMERS_OFFLINE aiperf profile \
     --url http://"${NODE_ADDR}":30000 \
     --endpoint /v1/chat/completions \
     --endpoint-type chat \
     --streaming \
     --model amd/Kimi-K2.5-MXFP4 \
     --tokenizer /models/amd/Kimi-K2.5-MXFP4 \
+    --tokenizer-trust-remote-code \
     --concurrency 16 \
-    --benchmark-duration 600 \
+    --benchmark-duration 1800 \
     --random-seed 42 \
     --failed-request-threshold 0.10 \
     --use-server-token-count \
+    --no-gpu-telemetry \
     --no-server-metrics \
     --extra-inputs ignore_eos:true \
     --output-artifact-dir "${RESULTS_DIR}"/conc16 \
     --session-header X-Session-ID \
-    --public-dataset semianalysis_cc_traces_weka_with_subagents_060826_256k
+    --scenario inferencex-agentx-mvp \
+    --trajectory-start-min-ratio 0.25 \
+    --trajectory-start-max-ratio 0.75 \
+    --agentic-cache-warmup-duration 600 \
+    --warmup-grace-period inf \
+    --num-dataset-entries 393 \
+    --slice-duration 1.0 \
+    --max-context-length 262144 \
+    --input-file /models/agentic-traces/semianalysis_cc_traces_weka_with_subagents_060826_256k \
+    --custom-dataset-type weka_trace
   collect_result "$RESULTS_DIR/conc16/profile_export_aiperf.json" "$RESULTS_DIR"/kimik2.5-fp4-mi355x-vllm-disagg-agentic_agentic_p1x8_d1x8_conc16.json \
-    0.10 300
+    0.10 900
   run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc16" \
     prefill0=http://"${PEER_ADDR[0]}":8000/metrics decode0=http://"${PEER_ADDR[1]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics
 }
 
 benchmark_conc32() {
   step "benchmark conc32"
-  run_cmd aiperf profile \
+  run_cmd env \
+    -u HF_HUB_OFFLINE \
+    -u TRANSFORMERS_OFFLINE aiperf profile \
     --url http://"${NODE_ADDR}":30000 \
     --endpoint /v1/chat/completions \
     --endpoint-type chat \
     --streaming \
     --model amd/Kimi-K2.5-MXFP4 \
     --tokenizer /models/amd/Kimi-K2.5-MXFP4 \
+    --tokenizer-trust-remote-code \
     --concurrency 32 \
-    --benchmark-duration 600 \
+    --benchmark-duration 1800 \
     --random-seed 42 \
     --failed-request-threshold 0.10 \
     --use-server-token-count \
+    --no-gpu-telemetry \
     --no-server-metrics \
     --extra-inputs ignore_eos:true \
     --output-artifact-dir "${RESULTS_DIR}"/conc32 \
     --session-header X-Session-ID \
-    --public-dataset semianalysis_cc_traces_weka_with_subagents_060826_256k
+    --scenario inferencex-agentx-mvp \
+    --trajectory-start-min-ratio 0.25 \
+    --trajectory-start-max-ratio 0.75 \
+    --agentic-cache-warmup-duration 600 \
+    --warmup-grace-period inf \
+    --num-dataset-entries 393 \
+    --slice-duration 1.0 \
+    --max-context-length 262144 \
+    --input-file /models/agentic-traces/semianalysis_cc_traces_weka_with_subagents_060826_256k \
+    --custom-dataset-type weka_trace
   collect_result "$RESULTS_DIR/conc32/profile_export_aiperf.json" "$RESULTS_DIR"/kimik2.5-fp4-mi355x-vllm-disagg-agentic_agentic_p1x8_d1x8_conc32.json \
-    0.10 300
+    0.10 900
   run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc32" \
     prefill0=http://"${PEER_ADDR[0]}":8000/metrics decode0=http://"${PEER_ADDR[1]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics
 }

@@ -4,10 +4,14 @@
 # variables: engines read the exported ones; server_vllm.sh expands the others into commands.
 
 # Read by the engines: vllm, Mooncake and ROCm libraries, and what the runner's launch
-# profile adds (configs/launch.yaml: a local runner's simulator knobs, SIM_*).
+# profile adds (configs/launch.yaml: a local runner's simulator knobs, SIM_*). The Hub's offline switches
+# hold for every process of the node: nothing is fetched on a compute node.
+export HF_DATASETS_OFFLINE=1
+export HF_HUB_OFFLINE=1
 export SIM_HBM_CACHE_TOKENS=16384
 export SIM_KV_WAIT_S=30
 export SIM_L2_CHUNK_TOKENS=256
+export TRANSFORMERS_OFFLINE=1
 export VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT=480
 export VLLM_MOONCAKE_BOOTSTRAP_PORT=8998
 

@@ -44,6 +44,13 @@ if [[ $RANK == 0 ]]; then
   require_version aiperf aiperf 0.13.0
   # make submit RESUME=<run> lists the benchmarks an earlier run of the same lock collected.
   load_resumed "$RUN_DIR/resume.json"
+  # Nothing is fetched here: the trace set and tokenizer were staged, and are checked as lock.json has them.
+  run_cmd python3 "${SCRIPTS_DIR}"/inputs.py verify \
+    --lock "${RUN_DIR}"/lock.json \
+    --recipe-dir "${RECIPE_DIR}"
+  run_cmd python3 "${SCRIPTS_DIR}"/inputs.py tokenizer /tmp/disagg-recipes-cpu/models/disagg-recipes/tiny-llama \
+    --remote-code \
+    --out "${STATE_DIR}"/tokenizer.json
 fi
 
 step "resolve address"
@@ -96,6 +103,7 @@ start_prefill() {
     --host "${NODE_ADDR}" \
     --port 8000 \
     --tensor-parallel-size 1 \
+    --trust-remote-code \
     --gpu-memory-utilization 0.9 \
     --enable-prefix-caching \
     --max-model-len 16384 \
@@ -115,6 +123,7 @@ start_decode() {
     --host "${NODE_ADDR}" \
     --port 8000 \
     --tensor-parallel-size 1 \
+    --trust-remote-code \
     --gpu-memory-utilization 0.9 \
     --enable-prefix-caching \
     --max-model-len 16384 \
@@ -125,19 +134,23 @@ start_decode() {
 # Rank 0, per benchmark: its run, its result gated, then every engine's and the router's counters.
 benchmark_conc1() {
   step "benchmark conc1"
-  run_cmd aiperf profile \
+  run_cmd env \
+    -u HF_HUB_OFFLINE \
+    -u TRANSFORMERS_OFFLINE aiperf profile \
     --url http://"${NODE_ADDR}":30000 \
     --endpoint /v1/chat/completions \
     --endpoint-type chat \
     --streaming \
     --model disagg-recipes/tiny-llama \
     --tokenizer /tmp/disagg-recipes-cpu/models/disagg-recipes/tiny-llama \
+    --tokenizer-trust-remote-code \
     --concurrency 1 \
     --benchmark-duration 60 \
     --benchmark-grace-period 300 \
     --random-seed 42 \
     --failed-request-threshold 0.10 \
     --use-server-token-count \
+    --no-gpu-telemetry \
     --no-server-metrics \
     --extra-inputs ignore_eos:true \
     --output-artifact-dir "${RESULTS_DIR}"/conc1 \
@@ -152,19 +165,23 @@ benchmark_conc1() {
 
 benchmark_conc2() {
   step "benchmark conc2"
-  run_cmd aiperf profile \
+  run_cmd env \
+    -u HF_HUB_OFFLINE \
+    -u TRANSFORMERS_OFFLINE aiperf profile \
     --url http://"${NODE_ADDR}":30000 \
     --endpoint /v1/chat/completions \
     --endpoint-type chat \
     --streaming \
     --model disagg-recipes/tiny-llama \
     --tokenizer /tmp/disagg-recipes-cpu/models/disagg-recipes/tiny-llama \
+    --tokenizer-trust-remote-code \
     --concurrency 2 \
     --benchmark-duration 60 \
     --benchmark-grace-period 300 \
     --random-seed 42 \
     --failed-request-threshold 0.10 \
     --use-server-token-count \
+    --no-gpu-telemetry \
     --no-server-metrics \
     --extra-inputs ignore_eos:true \
     --output-artifact-dir "${RESULTS_DIR}"/conc2 \

@@ -4,13 +4,17 @@
 # variables: engines read the exported ones; server_vllm.sh expands the others into commands.
 
 # Read by the engines: vllm, Mooncake and ROCm libraries, and what the runner's launch
-# profile adds (configs/launch.yaml: a local runner's simulator knobs, SIM_*).
+# profile adds (configs/launch.yaml: a local runner's simulator knobs, SIM_*). The Hub's offline switches
+# hold for every process of the node: nothing is fetched on a compute node.
 export DO_NOT_TRACK=1
+export HF_DATASETS_OFFLINE=1
+export HF_HUB_OFFLINE=1
 export MC_TCP_PROGRESS_TIMEOUT_SEC=120
 export MC_TCP_STATUS_TIMEOUT_SEC=120
 export MC_TRANSFER_TIMEOUT=120
 export OMP_WAIT_POLICY=PASSIVE
 export TORCHINDUCTOR_CACHE_DIR=/tmp/disagg-recipes-cpu/cache/inductor
+export TRANSFORMERS_OFFLINE=1
 export VLLM_CACHE_ROOT=/tmp/disagg-recipes-cpu/cache/vllm
 export VLLM_CPU_KVCACHE_SPACE=1
 export VLLM_CPU_OMP_THREADS_BIND=nobind

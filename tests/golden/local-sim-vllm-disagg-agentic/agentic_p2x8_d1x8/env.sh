@@ -4,10 +4,14 @@
 # variables: engines read the exported ones; server_vllm.sh expands the others into commands.
 
 # Read by the engines: vllm, Mooncake and ROCm libraries, and what the runner's launch
-# profile adds (configs/launch.yaml: a local runner's simulator knobs, SIM_*).
+# profile adds (configs/launch.yaml: a local runner's simulator knobs, SIM_*). The Hub's offline switches
+# hold for every process of the node: nothing is fetched on a compute node.
+export HF_DATASETS_OFFLINE=1
+export HF_HUB_OFFLINE=1
 export SIM_HBM_CACHE_TOKENS=16384
 export SIM_KV_WAIT_S=30
 export SIM_L2_CHUNK_TOKENS=256
+export TRANSFORMERS_OFFLINE=1
 export VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT=480
 export VLLM_MOONCAKE_BOOTSTRAP_PORT=8998
 
@@ -19,6 +23,8 @@ export VLLM_MOONCAKE_BOOTSTRAP_PORT=8998
 LMCACHE_CHUNK_SIZE=256
 LMCACHE_EVICTION_POLICY=LRU
 LMCACHE_L1_INIT_SIZE_GB=1
+LMCACHE_L1_READ_TTL_SECONDS=7200
 LMCACHE_L1_SIZE_GB=2
+LMCACHE_MAX_WORKERS=2
 LMCACHE_MP_MQ_TIMEOUT=30
 

@@ -45,6 +45,13 @@ if [[ $RANK == 0 ]]; then
   require_version aiperf aiperf 0.13.0
   # make submit RESUME=<run> lists the benchmarks an earlier run of the same lock collected.
   load_resumed "$RUN_DIR/resume.json"
+  # Nothing is fetched here: the trace set and tokenizer were staged, and are checked as lock.json has them.
+  run_cmd python3 "${SCRIPTS_DIR}"/inputs.py verify \
+    --lock "${RUN_DIR}"/lock.json \
+    --recipe-dir "${RECIPE_DIR}"
+  run_cmd python3 "${SCRIPTS_DIR}"/inputs.py tokenizer "${RECIPE_DIR}"/traces/tokenizer \
+    --remote-code \
+    --out "${STATE_DIR}"/tokenizer.json
 fi
 
 step "resolve address"
@@ -99,6 +106,7 @@ start_prefill() {
     --mm-encoder-tp-mode data \
     --kv-cache-dtype fp8 \
     --block-size 1 \
+    --compilation-config '{"cudagraph_mode":"PIECEWISE"}' \
     --gpu-memory-utilization 0.9 \
     --enable-prefix-caching \
     --max-model-len 32768 \
@@ -121,6 +129,7 @@ start_decode() {
     --mm-encoder-tp-mode data \
     --kv-cache-dtype fp8 \
     --block-size 1 \
+    --compilation-config '{"cudagraph_mode":"PIECEWISE"}' \
     --gpu-memory-utilization 0.9 \
     --enable-prefix-caching \
     --max-model-len 32768 \
@@ -131,18 +140,22 @@ start_decode() {
 # Rank 0, per benchmark: its run, its result gated, then every engine's and the router's counters.
 benchmark_conc4() {
   step "benchmark conc4"
-  run_cmd aiperf profile \
+  run_cmd env \
+    -u HF_HUB_OFFLINE \
+    -u TRANSFORMERS_OFFLINE aiperf profile \
     --url http://"${NODE_ADDR}":30000 \
     --endpoint /v1/chat/completions \
     --endpoint-type chat \
     --streaming \
     --model amd/Kimi-K2.5-MXFP4 \
     --tokenizer "${RECIPE_DIR}"/traces/tokenizer \
+    --tokenizer-trust-remote-code \
     --concurrency 4 \
     --benchmark-duration 10 \
     --random-seed 42 \
     --failed-request-threshold 0.10 \
     --use-server-token-count \
+    --no-gpu-telemetry \
     --no-server-metrics \
     --extra-inputs ignore_eos:true \
     --output-artifact-dir "${RESULTS_DIR}"/conc4 \

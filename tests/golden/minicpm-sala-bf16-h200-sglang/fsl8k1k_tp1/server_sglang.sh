@@ -44,6 +44,10 @@ if [[ $RANK == 0 ]]; then
   require_version aiperf aiperf 0.13.0
   # make submit RESUME=<run> lists the benchmarks an earlier run of the same lock collected.
   load_resumed "$RUN_DIR/resume.json"
+  # Nothing is fetched here: the trace set and tokenizer were staged, and are checked as lock.json has them.
+  run_cmd python3 "${SCRIPTS_DIR}"/inputs.py tokenizer /models/openbmb/MiniCPM-SALA \
+    --remote-code \
+    --out "${STATE_DIR}"/tokenizer.json
 fi
 
 step "resolve address"
@@ -96,18 +100,22 @@ start_server() {
 # Rank 0, per benchmark: its run, its result gated, then every engine's and the router's counters.
 benchmark_conc8() {
   step "benchmark conc8"
-  run_cmd aiperf profile \
+  run_cmd env \
+    -u HF_HUB_OFFLINE \
+    -u TRANSFORMERS_OFFLINE aiperf profile \
     --url http://"${NODE_ADDR}":8000 \
     --endpoint /v1/chat/completions \
     --endpoint-type chat \
     --streaming \
     --model openbmb/MiniCPM-SALA \
     --tokenizer /models/openbmb/MiniCPM-SALA \
+    --tokenizer-trust-remote-code \
     --concurrency 8 \
     --benchmark-duration 600 \
     --random-seed 42 \
     --failed-request-threshold 0.10 \
     --use-server-token-count \
+    --no-gpu-telemetry \
     --no-server-metrics \
     --extra-inputs ignore_eos:true \
     --output-artifact-dir "${RESULTS_DIR}"/conc8 \
@@ -123,18 +131,22 @@ benchmark_conc8() {
 
 benchmark_conc16() {
   step "benchmark conc16"
-  run_cmd aiperf profile \
+  run_cmd env \
+    -u HF_HUB_OFFLINE \
+    -u TRANSFORMERS_OFFLINE aiperf profile \
     --url http://"${NODE_ADDR}":8000 \
     --endpoint /v1/chat/completions \
     --endpoint-type chat \
     --streaming \
     --model openbmb/MiniCPM-SALA \
     --tokenizer /models/openbmb/MiniCPM-SALA \
+    --tokenizer-trust-remote-code \
     --concurrency 16 \
     --benchmark-duration 600 \
     --random-seed 42 \
     --failed-request-threshold 0.10 \
     --use-server-token-count \
+    --no-gpu-telemetry \
     --no-server-metrics \
     --extra-inputs ignore_eos:true \
     --output-artifact-dir "${RESULTS_DIR}"/conc16 \
@@ -150,18 +162,22 @@ benchmark_conc16() {
 
 benchmark_conc32() {
   step "benchmark conc32"
-  run_cmd aiperf profile \
+  run_cmd env \
+    -u HF_HUB_OFFLINE \
+    -u TRANSFORMERS_OFFLINE aiperf profile \
     --url http://"${NODE_ADDR}":8000 \
     --endpoint /v1/chat/completions \
     --endpoint-type chat \
     --streaming \
     --model openbmb/MiniCPM-SALA \
     --tokenizer /models/openbmb/MiniCPM-SALA \
+    --tokenizer-trust-remote-code \
     --concurrency 32 \
     --benchmark-duration 600 \
     --random-seed 42 \
     --failed-request-threshold 0.10 \
     --use-server-token-count \
+    --no-gpu-telemetry \
     --no-server-metrics \
     --extra-inputs ignore_eos:true \
     --output-artifact-dir "${RESULTS_DIR}"/conc32 \
