@@ -164,6 +164,19 @@ def _check_supported(t: Target) -> None:
             )
     if t.point.space.spec_decoding != "none":
         raise Unsupported("spec-decoding is not rendered yet")
+    for role in t.roles:
+        for name, value in t.given(role).items():
+            if name in NO_CONSUMER and value not in NO_CONSUMER[name][0]:
+                raise Unsupported(f"{role}: {name}={value} would reach no process: {NO_CONSUMER[name][1]}")
+
+
+# Settings InferenceX's configs carry that no process of our launch reads: a value that would change
+# something is refused, never dropped (values that change nothing pass).
+NO_CONSUMER = {
+    "HF_HUB_CACHE": ((), "nothing is fetched on a compute node (the model is under the runner's model-root, "
+                     "the traces in its trace-cache); remove it"),
+    "DECODE_MTP_SIZE": ((0,), "speculative decoding (spec-decoding mtp) is not rendered yet"),
+}  # fmt: skip
 
 
 def _address_args(t: Target) -> tuple:

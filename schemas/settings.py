@@ -173,8 +173,18 @@ REGISTRY: dict[str, Setting] = {
             default=0.9,
             engines=_VLLM,
         ),
-        _s("WEKA_LOADER_OVERRIDE", "ident", "Trace set (AIPerf public dataset loader) for agentic runs."),
-        _s("HF_HUB_CACHE", "path", "Hugging Face cache directory inside the container."),
+        _s(
+            "WEKA_LOADER_OVERRIDE",
+            "ident",
+            "Agentic trace set (InferenceX's AIPerf loader name): its staged folder under the runner's "
+            "benchmark.trace-cache.",
+        ),
+        _s(
+            "HF_HUB_CACHE",
+            "path",
+            "InferenceX's Hugging Face cache in the container; refused at render (nothing is fetched on a "
+            "node).",
+        ),
         _s("DECODE_MTP_SIZE", "int", "Speculative (MTP) tokens on decode.", roles=("decode",), low=0, high=8),
         _s(
             "LMCACHE_L1_INIT_SIZE_GB",

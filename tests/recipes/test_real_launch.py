@@ -182,8 +182,8 @@ LMCACHE_CONSUMER = {
 }
 # Settings with no consumer in a vLLM launch, and why (each is an SGLang flag, derived, or InferenceX's).
 NOT_VLLM = {
-    "HF_HUB_CACHE": "InferenceX's container cache path: accepted and ignored (nothing is fetched on a node)",
-    "DECODE_MTP_SIZE": "spec-decoding is refused by the renderer (no MTP launch yet)",
+    "HF_HUB_CACHE": "refused at render (test below): nothing is fetched on a node",
+    "DECODE_MTP_SIZE": "above 0 refused at render (test below): no MTP launch yet",
     "LMCACHE_EVICTION_POLICY": "one choice (LRU), its default: reaches the server as the table below shows",
     "MEM_FRACTION_STATIC": "SGLang only (tests/recipes/test_plan.py renders it)",
     "ATTENTION_BACKEND": "SGLang only, a flag setting (known-issue tests render it)",
@@ -220,3 +220,16 @@ def test_every_lmcache_variable_of_env_sh_is_expanded_into_its_consumer(rendered
     assert f"{name}=" in rendered[SEED].files["env.sh"]
     services = _services(rendered[SEED].plan, where, "prefill")
     assert services and all(flag in s for s in services)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "said"),
+    [
+        ("HF_HUB_CACHE", "/hf", "nothing is fetched on a compute node"),
+        ("DECODE_MTP_SIZE", "2", "not rendered"),
+    ],
+)
+def test_a_setting_no_process_would_read_is_refused_not_dropped(configs, name, value, said):
+    with pytest.raises(Unsupported, match=f"{name}={value} would reach no process: .*{said}"):
+        build_plan(_target(configs, SEED, settings={name: value}))
+    build_plan(_target(configs, XPYD, settings={"DECODE_MTP_SIZE": "0"}))  # a value that changes nothing
