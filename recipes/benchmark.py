@@ -223,12 +223,13 @@ def _agentic_replay(t: Target) -> list:
     return args
 
 
-def _trace_source(t: Target) -> list:
-    """The agentic trace set, staged before the job (nothing is fetched on a compute node): shipped with the
-    run, or the set the config names (WEKA_LOADER_OVERRIDE) in the site's trace cache."""
+def _traces(t: Target) -> tuple:
+    """The agentic trace set, staged before the job (nothing is fetched on a compute node): (its path as the
+    nodes see it, 'run' when shipped with the run or 'site' when in the site's trace cache, AIPerf's
+    dataset type)."""
     bench = t.launch.benchmark
     if bench.agentic_input:
-        return ["--input-file", _shipped(bench.agentic_input), "--custom-dataset-type", "multi_turn"]
+        return bench.agentic_input, "run", "multi_turn"
     trace_set = t.settings(t.roles[0])["WEKA_LOADER_OVERRIDE"]
     if trace_set is None or bench.trace_cache is None:
         raise Unsupported(
@@ -236,20 +237,20 @@ def _trace_source(t: Target) -> list:
             "WEKA_LOADER_OVERRIDE=<set> and the runner's benchmark.trace-cache in configs/launch.yaml "
             "(nothing is fetched on a compute node)"
         )
-    return ["--input-file", f"{bench.trace_cache}/{trace_set}", "--custom-dataset-type", "weka_trace"]
+    return f"{bench.trace_cache}/{trace_set}", "site", "weka_trace"
+
+
+def _trace_source(t: Target) -> list:
+    path, where, kind = _traces(t)
+    return ["--input-file", _shipped(path) if where == "run" else path, "--custom-dataset-type", kind]
 
 
 def staged_inputs(t: Target) -> tuple:
     """(name, path as the nodes see it, where submit hashes it) of what the benchmark reads that is not
-    rendered: the trace set and a shipped tokenizer. Where: 'run' (the run's recipe folder) or 'site'."""
-    bench = t.launch.benchmark
-    out = []
-    if bench.tokenizer:
-        out.append(("tokenizer", bench.tokenizer, "run"))
+    rendered: a shipped tokenizer and the trace set. Where: 'run' (the run's recipe folder) or 'site'."""
+    shipped = t.launch.benchmark.tokenizer
+    out = [("tokenizer", shipped, "run")] if shipped else []
     if t.point.scenario == "agentic-coding":
-        if bench.agentic_input:
-            out.append(("traces", bench.agentic_input, "run"))
-        else:
-            trace_set = t.settings(t.roles[0])["WEKA_LOADER_OVERRIDE"]
-            out.append(("traces", f"{bench.trace_cache}/{trace_set}", "site"))
+        path, where, _ = _traces(t)
+        out.append(("traces", path, where))
     return tuple(out)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 
 from schemas import known_issues as ki
+from schemas import settings as reg
 from schemas.entries import role_gpus
 from schemas.images import engine_version
 from schemas.pins import pinned_version, requirements
@@ -166,17 +167,9 @@ def _check_supported(t: Target) -> None:
         raise Unsupported("spec-decoding is not rendered yet")
     for role in t.roles:
         for name, value in t.given(role).items():
-            if name in NO_CONSUMER and value not in NO_CONSUMER[name][0]:
-                raise Unsupported(f"{role}: {name}={value} would reach no process: {NO_CONSUMER[name][1]}")
-
-
-# Settings InferenceX's configs carry that no process of our launch reads: a value that would change
-# something is refused, never dropped (values that change nothing pass).
-NO_CONSUMER = {
-    "HF_HUB_CACHE": ((), "nothing is fetched on a compute node (the model is under the runner's model-root, "
-                     "the traces in its trace-cache); remove it"),
-    "DECODE_MTP_SIZE": ((0,), "speculative decoding (spec-decoding mtp) is not rendered yet"),
-}  # fmt: skip
+            unread = reg.REGISTRY[name].unread
+            if unread and value not in reg.REGISTRY[name].inert:
+                raise Unsupported(f"{role}: {name}={value} would reach no process: {unread}")
 
 
 def _address_args(t: Target) -> tuple:
@@ -389,10 +382,9 @@ def _host_check(p, n: int) -> tuple:
 
 
 def _site_inputs(t: Target) -> tuple:
-    """Staged inputs on the site's file system (the trace cache): mounted read-only into the containers."""
-    cache = t.launch.benchmark.trace_cache
+    """The site's trace cache, when a staged input is there: mounted read-only into the containers."""
     used = any(where == "site" for _, _, where in staged_inputs(t))
-    return (cache,) if used and cache is not None else ()
+    return (t.launch.benchmark.trace_cache,) if used else ()
 
 
 def _container_options(t: Target) -> tuple:

@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
+from schemas import yamlio
 
 from .build import build_plan
 from .render import ROOT_DIR, RenderError, load
@@ -100,8 +100,12 @@ def _flatten(flags: dict) -> dict:
 
 def _expand(word, values: dict) -> str:
     """A rendered word with the run's variables filled in as the node would (env.sh, addresses)."""
-    text = "".join(p if isinstance(p, str) else values.get(p.var, f"${{{p.var}}}") for p in word)
-    return text
+    return "".join(p if isinstance(p, str) else values.get(p.var, f"${{{p.var}}}") for p in word)
+
+
+def _option(flag: str, value):
+    """One docker run option as (item, value): a repeatable option is one item per value."""
+    return (f"{flag} {value}", True) if flag in REPEATED else (flag, value)
 
 
 # ---- our side --------------------------------------------------------------------------------------------
@@ -148,10 +152,9 @@ def _container_words(plan, values) -> dict:
     while i < len(words) and words[i].startswith("-"):
         flag = words[i]
         takes = flag not in ("--init", "--privileged")
-        value = words[i + 1] if takes else True
-        key = f"{flag} {value}" if flag in REPEATED else flag
         if flag != "-e":  # the node script's variables: placement, not launch facts
-            out[key] = True if flag in REPEATED else value
+            item, value = _option(flag, words[i + 1] if takes else True)
+            out[item] = value
         i += 2 if takes else 1
     return out
 
@@ -196,12 +199,9 @@ def theirs(launch: dict, inferencex: Path, entry_file: Path | None, model: str) 
     side["client"]["all"] = {
         f["flag"]: _setting_value(f.get("value", True), entry) for f in launch.get("client", [])
     }
-    side["container"]["all"] = {
-        (f"{f['flag']} {f['value']}" if f["flag"] in REPEATED else f["flag"]): (
-            True if f["flag"] in REPEATED else f.get("value", True)
-        )
-        for f in launch.get("container", [])
-    }
+    side["container"]["all"] = dict(
+        _option(f["flag"], f.get("value", True)) for f in launch.get("container", [])
+    )
     side["derived"]["all"] = {f["name"]: str(f["value"]) for f in launch.get("derived", [])}
     return side
 
@@ -231,11 +231,20 @@ def _entry_settings(path: Path, key: str) -> dict:
 
 
 def _read_yaml(path: Path) -> dict:
+    """A file of ours or of InferenceX's, read as hostile input (size cap, no tags), a repeated key refused
+    (in reviewed.yaml a second review of one item would silently replace the first)."""
     try:
-        with path.open(encoding="utf-8") as handle:
-            return yaml.safe_load(handle) or {}
+        doc = yamlio.load_file(path)
     except OSError as exc:
         raise ParityError(f"cannot read {path}: {exc.strerror}") from None
+    except yamlio.YamlSyntaxError as exc:
+        raise ParityError(str(exc)) from None
+    if doc.duplicates:
+        d = doc.duplicates[0]
+        raise ParityError(
+            f"{path}:{d.line}: {'.'.join(map(str, d.path))} repeated (first at line {d.first_line})"
+        )
+    return doc.data if isinstance(doc.data, dict) else {}
 
 
 # ---- the comparison --------------------------------------------------------------------------------------

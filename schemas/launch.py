@@ -174,10 +174,9 @@ class Benchmark(Model):
 
 class ConnectorModule(Model):
     """A local runner's own KV-connector module (docs/upstream-facts.md#gpu-less-engines): every
-    MooncakeConnector of the job
-    is loaded from it (kv_connector_module_path), and the shipped folder that holds it is put on the engines'
-    PYTHONPATH. It may only make the upstream connector run on this runner's engines; lint refuses it on any
-    runner that is not a local one."""
+    MooncakeConnector of the job is loaded from it (kv_connector_module_path), and the shipped folder that
+    holds it is put on the engines' PYTHONPATH. It may only make the upstream connector run on this runner's
+    engines; lint refuses it on any runner that is not a local one."""
 
     module: PythonModule = Field(description="The module MooncakeConnector is loaded from.")
     shipped: Ident = Field(description="The ship folder (see ship) that holds it.")

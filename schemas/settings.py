@@ -45,6 +45,10 @@ class Setting:
     derived_from: str = ""  # kind == derived: where the value really comes from
     shared: bool = False  # prefill and decode must end up with the same value
     flag: str = ""  # engine flag it stands for: a true bool gives `--flag`, another value `--flag=value`
+    # InferenceX's configs carry it and no process of our launch reads it: why. Render refuses a value that
+    # would change something (any but `inert`), never drops it.
+    unread: str = ""
+    inert: tuple = ()
 
     def parse(self, raw: str):
         """Typed value of `raw`, or SettingError."""
@@ -184,8 +188,19 @@ REGISTRY: dict[str, Setting] = {
             "path",
             "InferenceX's Hugging Face cache in the container; refused at render (nothing is fetched on a "
             "node).",
+            unread="nothing is fetched on a compute node (the model is under the runner's model-root, the "
+            "traces in its trace-cache); remove it",
         ),
-        _s("DECODE_MTP_SIZE", "int", "Speculative (MTP) tokens on decode.", roles=("decode",), low=0, high=8),
+        _s(
+            "DECODE_MTP_SIZE",
+            "int",
+            "Speculative (MTP) tokens on decode (0 only: MTP is not rendered yet).",
+            roles=("decode",),
+            low=0,
+            high=8,
+            unread="speculative decoding (spec-decoding mtp) is not rendered yet",
+            inert=(0,),
+        ),
         _s(
             "LMCACHE_L1_INIT_SIZE_GB",
             "int",
