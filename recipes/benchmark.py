@@ -3,7 +3,6 @@ result gate's thresholds. Lengths, tokenizer and traces come from the runner's l
 
 from __future__ import annotations
 
-from .models import architecture
 from .plan import Benchmark, Ports
 from .target import NODE_ADDR, Target, Unsupported
 from .words import Ref, argv, word
@@ -110,7 +109,7 @@ def _benchmark(t: Target, ports: Ports, name: str, c: int, seconds: int, workloa
         t.entry.model,
         "--tokenizer",
         tokenizer_path(t),
-        *(["--tokenizer-trust-remote-code"] if architecture(t.entry.model).remote_code else []),
+        *(["--tokenizer-trust-remote-code"] if t.model.remote_code else []),
         "--concurrency",
         c,
         "--benchmark-duration",
@@ -159,7 +158,7 @@ def input_checks(t: Target) -> tuple:
         lock = word(Ref("RUN_DIR"), "/lock.json")
         recipe = word(Ref("RECIPE_DIR"))
         checks.append(argv("python3", tool, "verify", "--lock", lock, "--recipe-dir", recipe))
-    remote = ["--remote-code"] if architecture(t.entry.model).remote_code else []
+    remote = ["--remote-code"] if t.model.remote_code else []
     out = word(Ref("STATE_DIR"), "/tokenizer.json")
     checks.append(argv("python3", tool, "tokenizer", tokenizer_path(t), *remote, "--out", out))
     return tuple(checks)
@@ -235,7 +234,8 @@ def _traces(t: Target) -> tuple:
         raise Unsupported(
             f"agentic-coding on runner {t.runner_label} needs a staged trace set: the config's "
             "WEKA_LOADER_OVERRIDE=<set> and the runner's benchmark.trace-cache in configs/launch.yaml "
-            "(nothing is fetched on a compute node)"
+            "(nothing is fetched on a compute node)",
+            at=t.point.path,
         )
     return f"{bench.trace_cache}/{trace_set}", "site", "weka_trace"
 

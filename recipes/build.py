@@ -27,13 +27,14 @@ from .benchmark import (
     staged_inputs,
     sweep,
 )
+from .engine import Engine
 from .plan import Container, Node, NodeSetup, Pinned, Plan, Ports, Role, Service, SetupSet, Slurm, Timeouts
 from .target import NODE_ADDR, Target, Unsupported, peer_url, program
 from .words import Ref, argv, word
 
 __all__ = ["Target", "Unsupported", "build_plan", "concurrencies", "parse_duration"]
 
-ENGINES = {"vllm": vllm, "sglang": sglang}
+ENGINES: dict[str, Engine] = {"vllm": vllm, "sglang": sglang}
 # `docker run` flags that give a container the node's GPUs, by the runner's gpu-vendor.
 GPU_FLAGS = {
     "amd": ("--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video"),
@@ -141,35 +142,62 @@ def build_plan(
 
 def _check_supported(t: Target) -> None:
     engine = ENGINES[t.engine]  # Target.engine raises Unsupported for engines not rendered
+    at = t.point.path
     # Valid InferenceX shapes this renderer cannot launch: said as such, never a schema error.
     if t.disagg and t.worker("decode").num_worker == 0:
         raise Unsupported(
             "decode num-worker 0 (InferenceX's aggregated multinode run: the prefill workers serve both) "
-            "is not supported by this renderer, which launches disaggregated prefill and decode nodes only"
+            "is not supported by this renderer, which launches disaggregated prefill and decode nodes only",
+            at=(*at, "decode", "num-worker"),
         )
     if t.disagg != t.entry.disagg:
-        raise Unsupported("multinode entries are rendered disaggregated only (prefill and decode nodes)")
+        raise Unsupported(
+            "multinode entries are rendered disaggregated only (prefill and decode nodes)",
+            at=(t.key, "disagg"),
+        )
+    t.recipe  # noqa: B018 -- the model has a recipe for this engine and GPU vendor (Unsupported if not)
     engine.check(t)
     for role in t.roles:
-        w = t.worker(role)
-        if w.dp_attn or (w.ep or 1) > 1 or (w.pp or 1) > 1:
-            raise Unsupported(f"{role}: dp-attn, ep and pp are not rendered yet")
-        if (w.dcp_size or 1) > 1 or (w.pcp_size or 1) > 1:
-            raise Unsupported(
-                f"{role}: dcp-size and pcp-size (context parallelism) are not supported by this renderer yet"
-            )
-        if t.disagg and role_gpus(w) != t.hardware.gpus_per_node:
-            raise Unsupported(
-                f"{role}: only one tp={t.hardware.gpus_per_node} worker per node is rendered "
-                "(no multi-worker nodes yet)"
-            )
+        _check_parallelism(t, role)
     if t.point.space.spec_decoding != "none":
-        raise Unsupported("spec-decoding is not rendered yet")
+        raise Unsupported("spec-decoding is not rendered yet", at=(*at, "spec-decoding"))
     for role in t.roles:
         for name, value in t.given(role).items():
             unread = reg.REGISTRY[name].unread
             if unread and value not in reg.REGISTRY[name].inert:
-                raise Unsupported(f"{role}: {name}={value} would reach no process: {unread}")
+                raise Unsupported(
+                    f"{role}: {name}={value} would reach no process: {unread}",
+                    at=(*t.role_path(role), "additional-settings"),
+                )
+
+
+def _check_parallelism(t: Target, role: str) -> None:
+    """The parallelism a worker states is rendered as stated, or refused: never smuggled in by flags."""
+    w, at = t.worker(role), t.role_path(role)
+    for key, value in (("dp-attn", w.dp_attn), ("pp", (w.pp or 1) > 1)):
+        if value:
+            raise Unsupported(f"{role}: {key} is not rendered yet", at=(*at, key))
+    ep = w.ep or 1
+    if ep > 1 and t.model.architecture.experts is None:
+        raise Unsupported(f"{role}: ep {ep} on model {t.entry.model}, which has no experts", at=(*at, "ep"))
+    if ep not in (1, w.tp):
+        raise Unsupported(
+            f"{role}: ep {ep} with tp {w.tp}: experts are rendered split over the worker's TP group "
+            "(ep = tp) or not split (ep 1); an EP group of another size needs data-parallel attention, "
+            "not rendered yet",
+            at=(*at, "ep"),
+        )
+    for key, value in (("dcp-size", w.dcp_size), ("pcp-size", w.pcp_size)):
+        if (value or 1) > 1:
+            raise Unsupported(
+                f"{role}: {key} (context parallelism) is not supported by this renderer yet", at=(*at, key)
+            )
+    if t.disagg and role_gpus(w) != t.hardware.gpus_per_node:
+        raise Unsupported(
+            f"{role}: only one tp={t.hardware.gpus_per_node} worker per node is rendered "
+            "(no multi-worker nodes yet)",
+            at=(*at, "tp"),
+        )
 
 
 def _address_args(t: Target) -> tuple:
@@ -222,7 +250,8 @@ def _node_setup(t: Target, setup) -> NodeSetup | None:
         if not lock.is_file():
             raise Unsupported(
                 f"node-setup: no lock {lock.relative_to(nodesetup.ROOT)} for Python {setup.python} on "
-                f"{setup.platform}: run `make lock-setup`"
+                f"{setup.platform}: run `make lock-setup`",
+                at=(t.key, "runner"),
             )
         digest = hashlib.sha256(lock.read_bytes()).hexdigest()
         sets.append(SetupSet(name, "leader", False, tuple(commands), digest, lock=lock.name))
@@ -233,7 +262,8 @@ def _node_setup(t: Target, setup) -> NodeSetup | None:
         if (name, version) != ("lmcache", want):
             raise Unsupported(
                 f"node-setup.site-wheels.lmcache is {name} {version} ({wheel.source}); the config pins "
-                f"lmcache {want}"
+                f"lmcache {want}",
+                at=(t.key, "runner"),
             )
         text = nodesetup.requirement(name, version, wheel.sha256)
         sets.append(

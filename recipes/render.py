@@ -67,9 +67,17 @@ class Loaded:
     runners: object
     launch: object
     issues: tuple
+    models: object = None  # configs/models.yaml as lint checked it (None: the repository's)
 
     def targets(self, key: str) -> list:
-        return targets(key, self.entries[key], runners=self.runners, launch=self.launch, issues=self.issues)
+        return targets(
+            key,
+            self.entries[key],
+            runners=self.runners,
+            launch=self.launch,
+            issues=self.issues,
+            models=self.models,
+        )
 
 
 class RenderError(Exception):
@@ -97,7 +105,7 @@ def load(key: str | None) -> Loaded:
     ]
     if relevant:
         raise RenderError(relevant)
-    return Loaded(report.entries, repo.runners, repo.launch, repo.issues)
+    return Loaded(report.entries, repo.runners, repo.launch, repo.issues, repo.models)
 
 
 def render_config(key: str, loaded: Loaded, *, soak_seconds: int | None = None) -> list[Rendered]:
@@ -106,7 +114,9 @@ def render_config(key: str, loaded: Loaded, *, soak_seconds: int | None = None) 
         try:
             out.append(render_plan(build_plan(target, soak_seconds=soak_seconds)))
         except Unsupported as exc:
-            raise RenderError([Finding("configs", 0, (key, target.variant), str(exc))]) from None
+            # lint (recipes/verdict.py) judged this very build; only an option of this command (a soak
+            # longer than the runner's time-limit) is new here
+            raise RenderError([Finding("render", 0, exc.at or (key, target.variant), str(exc))]) from None
     return out
 
 

@@ -1,23 +1,25 @@
 """SGLang engines: `python3 -m sglang.launch_server` per role, PD over Mooncake through SGLang's own
-disaggregation flags, and sglang-router in front of them (docs/upstream-facts.md#routers and
-#minicpm-sala)."""
+disaggregation flags, and sglang-router in front of them (docs/upstream-facts.md#routers)."""
 
 from __future__ import annotations
 
 from schemas import settings as reg
 
-from .models import architecture, model_recipe
 from .plan import Ports, Service, Timeouts
 from .target import NODE_ADDR, Target, Unsupported
-from .words import argv, word
+from .words import argv, model_words, word
 
 
 def check(t: Target) -> None:
     if t.disagg and t.kv_transfer != "mooncake":
-        raise Unsupported(f"kv-p2p-transfer {t.kv_transfer!r} is not rendered for SGLang (mooncake only)")
+        raise Unsupported(
+            f"kv-p2p-transfer {t.kv_transfer!r} is not rendered for SGLang (mooncake only)",
+            at=(t.key, "kv-p2p-transfer"),
+        )
     if t.point.space.kv_offload_backend is not None:
         raise Unsupported(
-            "kv-offload-backend is not rendered for SGLang (the LMCache MP connector is vLLM's)"
+            "kv-offload-backend is not rendered for SGLang (the LMCache MP connector is vLLM's)",
+            at=(*t.point.path, "kv-offload-backend"),
         )
 
 
@@ -41,8 +43,10 @@ def _sglang_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> S
         ports.vllm,
         "--tp-size",
         t.worker(role).tp,
-        *(["--trust-remote-code"] if architecture(t.entry.model).remote_code else []),
-        *model_recipe(t.entry.model, "sglang").args,
+        # EP over the TP group (lint refuses an ep other than 1 or tp)
+        *(["--ep-size", t.worker(role).ep] if (t.worker(role).ep or 1) > 1 else []),
+        *(["--trust-remote-code"] if t.model.remote_code else []),
+        *model_words(t.model_args(role)),
     ]
     for flag, name in (
         ("--mem-fraction-static", "MEM_FRACTION_STATIC"),
@@ -67,8 +71,8 @@ def _sglang_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> S
 
 
 def engine_env(t: Target, ports: Ports) -> dict:
-    """SGLang reads its PD settings from flags, not the environment."""
-    return {}
+    """SGLang reads its PD settings from flags, not the environment: only the model's own."""
+    return dict(t.recipe.env)
 
 
 def transport(t: Target) -> tuple:

@@ -3,20 +3,36 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from schemas import settings as reg
 from schemas.config import MasterEntry
 from schemas.entries import Point, kv_transfer, parsed_settings, server_worker
 from schemas.launch import LaunchProfile
+from schemas.models import (
+    EngineRecipe,
+    ModelFacts,
+    Models,
+    NoRecipe,
+    engine_recipe,
+    resolved_settings,
+    role_args,
+)
 from schemas.runners import Hardware
 
+from .models import facts
 from .words import Ref, word
 
 NODE_ADDR, LOCAL_ADDR = Ref("NODE_ADDR"), Ref("LOCAL_ADDR")
 
 
 class Unsupported(ValueError):
-    """A valid config this renderer cannot launch (yet); the message says what and why."""
+    """A valid config this renderer cannot launch (yet); the message says what and why, `at` where: a key
+    path in the master config (lint reports it at that line)."""
+
+    def __init__(self, message: str, at: tuple = ()):
+        super().__init__(message)
+        self.at = at
 
 
 @dataclass(frozen=True)
@@ -32,14 +48,37 @@ class Target:
     hardware: Hardware
     launch: LaunchProfile
     issues: tuple = ()  # the known-issue registry lint checked the entry against
+    models: Models | None = None  # the models file lint checked the entry against (None: the repository's)
 
     @property
     def engine(self) -> str:
         """vllm | sglang: the first word of the framework (lint's settings rules use the same)."""
         engine = reg.engine_of(self.entry.framework)
         if engine is None:
-            raise Unsupported(f"framework {self.entry.framework!r} is not rendered (vllm and sglang are)")
+            raise Unsupported(
+                f"framework {self.entry.framework!r} is not rendered (vllm and sglang are)",
+                at=(self.key, "framework"),
+            )
         return engine
+
+    @cached_property
+    def model(self) -> ModelFacts:
+        """The model's facts (configs/models.yaml)."""
+        try:
+            return facts(self.entry.model, self.models)
+        except NoRecipe as err:
+            raise Unsupported(str(err), at=(self.key, "model")) from None
+
+    @cached_property
+    def recipe(self) -> EngineRecipe:
+        """What the model needs on this engine and this runner's GPU vendor."""
+        try:
+            return engine_recipe(self.model, self.entry.model, self.engine, self.launch.gpu_vendor)
+        except NoRecipe as err:
+            raise Unsupported(str(err), at=(self.key, "model")) from None
+
+    def model_args(self, role: str) -> list:
+        return role_args(self.recipe, role)
 
     @property
     def disagg(self) -> bool:
@@ -52,13 +91,26 @@ class Target:
     def worker(self, role: str):
         return server_worker(self.point.space) if role == reg.SERVER else getattr(self.point.space, role)
 
+    def role_path(self, role: str) -> tuple:
+        """Where `role`'s worker sits in the master config (a single server's settings sit on the point)."""
+        return self.point.path if role == reg.SERVER else (*self.point.path, role)
+
     def given(self, role: str) -> dict:
-        """The settings the config itself sets for `role` (typed)."""
-        return parsed_settings(self.worker(role))
+        """The settings the config itself sets for `role` (typed, parsed once)."""
+        return self._settings[role][0]
 
     def settings(self, role: str) -> dict:
-        """Every setting of `role`: given, else its default."""
-        return reg.resolve(role, self.given(role))
+        """Every setting of `role`: given, else the model's default (configs/models.yaml), else the
+        registry's."""
+        return self._settings[role][1]
+
+    @cached_property
+    def _settings(self) -> dict:
+        out = {}
+        for role in self.roles:
+            given = parsed_settings(self.worker(role))
+            out[role] = (given, resolved_settings(self.recipe, role, given))
+        return out
 
     @property
     def router(self):

@@ -11,6 +11,11 @@ def _size(tokens: int) -> str:
     return f"{tokens // 1024}k" if tokens % 1024 == 0 else str(tokens)
 
 
+def _workers(w) -> str:
+    """<workers>x<tp>, and ep<n> when experts are split (ep 1 is left unsaid)."""
+    return f"{w.num_worker}x{w.tp}" + (f"ep{w.ep}" if (w.ep or 1) > 1 else "")
+
+
 def variant_name(t_point, params: dict, entry) -> str:
     sp = t_point.space
     head = (
@@ -19,7 +24,7 @@ def variant_name(t_point, params: dict, entry) -> str:
         else f"fsl{_size(params['isl'])}{_size(params['osl'])}"
     )
     if sp.prefill is not None and sp.decode is not None:
-        name = f"{head}_p{sp.prefill.num_worker}x{sp.prefill.tp}_d{sp.decode.num_worker}x{sp.decode.tp}"
+        name = f"{head}_p{_workers(sp.prefill)}_d{_workers(sp.decode)}"
     else:  # a single-node server
         name = f"{head}_tp{sp.tp}"
     if sp.spec_decoding != "none":
@@ -38,10 +43,10 @@ def _usual_router(entry) -> str | None:
     return first.space.router.name if first is not None and first.space.router is not None else None
 
 
-def targets(key: str, entry, *, runners, launch, issues: tuple) -> list[Target]:
-    """Every variant of a config, uniquely named in search-space order. runners, launch, issues: what lint
-    checked the entry against (node shape, launch profile, the known-issue registry whose workarounds and
-    log signatures go into each Plan)."""
+def targets(key: str, entry, *, runners, launch, issues: tuple, models=None) -> list[Target]:
+    """Every variant of a config, uniquely named in search-space order. runners, launch, issues, models:
+    what lint checked the entry against (node shape, launch profile, the known-issue registry whose
+    workarounds and log signatures go into each Plan, the models file; None: the repository's)."""
     out, seen = [], {}
     groups = entry.scenarios.fixed_seq_len or ()
     for pt in points(entry, (key,)):
@@ -53,5 +58,7 @@ def targets(key: str, entry, *, runners, launch, issues: tuple) -> list[Target]:
         if seen[name] > 1:
             name = f"{name}_{seen[name]}"
         hardware, profile = runners.hardware[entry.runner], launch.profiles[entry.runner]
-        out.append(Target(key, name, entry, pt, params, entry.runner, hardware, profile, tuple(issues)))
+        out.append(
+            Target(key, name, entry, pt, params, entry.runner, hardware, profile, tuple(issues), models)
+        )
     return out

@@ -7,10 +7,9 @@ from schemas import settings as reg
 from schemas.entries import dram_budget
 from schemas.kv_path import LMCACHE_MP, kv_connectors
 
-from .models import architecture, model_recipe
 from .plan import Ports, Service, Timeouts
 from .target import LOCAL_ADDR, NODE_ADDR, Target, Unsupported
-from .words import Ref, argv, json_word, word
+from .words import Ref, argv, json_word, model_words, word
 
 MOONCAKE_ABORT_TIMEOUT_S = 480
 
@@ -46,7 +45,10 @@ LMCACHE_HANG_SIGNATURES = (
 
 def check(t: Target) -> None:
     if t.disagg and t.kv_transfer != "mooncake":
-        raise Unsupported(f"kv-p2p-transfer {t.kv_transfer!r} is not rendered (mooncake only)")
+        raise Unsupported(
+            f"kv-p2p-transfer {t.kv_transfer!r} is not rendered (mooncake only)",
+            at=(t.key, "kv-p2p-transfer"),
+        )
     if (
         "rdma" in protocols(t).values()
         and t.launch.gpu_vendor == "amd"
@@ -55,7 +57,8 @@ def check(t: Target) -> None:
         raise Unsupported(
             "MC_PROTOCOL=rdma on an AMD runner whose launch profile states no mooncake-registration (dmabuf "
             "or ibv-reg-mr, configs/launch.yaml): how Mooncake registers GPU memory is the site's fact "
-            "(docs/upstream-facts.md#mi355x-clusters), never a guess"
+            "(docs/upstream-facts.md#mi355x-clusters), never a guess",
+            at=(*t.role_path("prefill"), "additional-settings"),
         )
 
 
@@ -205,7 +208,11 @@ def l1_budget(t: Target):
         return None
     budget = dram_budget(t.hardware, t.point.dram_utilization, t.worker("prefill"))
     if budget is None:  # lint's _dram_budget_tiles_node refuses such a config first
-        raise Unsupported("the prefill worker does not tile a node: its DRAM budget is undefined")
+        raise Unsupported(
+            "the prefill worker does not tile a node, or its runner states no DRAM: its DRAM budget is "
+            "undefined",
+            at=t.role_path("prefill"),
+        )
     return budget
 
 
@@ -234,7 +241,6 @@ def shell_env(t: Target) -> tuple:
 def _vllm_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> Service:
     w = t.worker(role)
     s = t.settings(role)
-    recipe = model_recipe(t.entry.model, "vllm")
     args = [
         "env",
         word("VLLM_HOST_IP=", NODE_ADDR),
@@ -250,8 +256,10 @@ def _vllm_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> Ser
         ports.vllm,
         "--tensor-parallel-size",
         w.tp,
-        *(["--trust-remote-code"] if architecture(t.entry.model).remote_code else []),
-        *recipe.args,
+        # EP over the TP group (vLLM: EP size = TP x DP; lint refuses any other ep)
+        *(["--enable-expert-parallel"] if (w.ep or 1) > 1 else []),
+        *(["--trust-remote-code"] if t.model.remote_code else []),
+        *model_words(t.model_args(role)),
         "--gpu-memory-utilization",
         s["GPU_MEMORY_UTILIZATION"],
         "--enable-prefix-caching" if s["ENABLE_PREFIX_CACHING"] else "--no-enable-prefix-caching",
@@ -328,7 +336,7 @@ def engine_env(t: Target, ports: Ports) -> dict:
     if t.disagg:
         env["VLLM_MOONCAKE_BOOTSTRAP_PORT"] = ports.mooncake_bootstrap
         env["VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT"] = MOONCAKE_ABORT_TIMEOUT_S
-    env.update(dict(model_recipe(t.entry.model, "vllm").env.get(t.launch.gpu_vendor, ())))
+    env.update(t.recipe.env)
     return env
 
 

@@ -9,6 +9,7 @@ from .config import MasterEntry
 from .findings import Finding, Problem, validation_problems
 from .known_issues import KnownIssue
 from .launch import LaunchProfiles
+from .models import Models
 from .rules import Context, check_entry
 from .runners import Runners
 from .yamlio import Document
@@ -44,6 +45,11 @@ def check_runners(doc: Document) -> tuple[Runners | None, list[Finding]]:
 def check_launch(doc: Document) -> tuple[LaunchProfiles | None, list[Finding]]:
     profiles, findings = validate(doc, LaunchProfiles, doc.data)
     return profiles, duplicate_findings(doc) + findings
+
+
+def check_models(doc: Document) -> tuple[Models | None, list[Finding]]:
+    models, findings = validate(doc, Models, doc.data)
+    return models, duplicate_findings(doc) + findings
 
 
 def check_known_issues(doc: Document) -> tuple[tuple[KnownIssue, ...], list[Finding]]:
@@ -84,6 +90,7 @@ def check_master(
     issues: tuple = (),
     launch: LaunchProfiles | None = None,
     builds: tuple | None = None,
+    models: Models | None = None,
 ) -> tuple[dict, list[Finding]]:
     """Valid entries by key, and every finding of the file (an invalid entry never hides another's);
     `issues` and `launch`: the known-issue registry and launch profiles strict rules check entries against."""
@@ -100,7 +107,8 @@ def check_master(
         if entry is None:
             continue
         findings += [
-            p.at(doc) for p in check_entry(Context(str(key), entry, runners, issues, launch, builds), profile)
+            p.at(doc)
+            for p in check_entry(Context(str(key), entry, runners, issues, launch, builds, models), profile)
         ]
         if not bad_key:  # a key of the wrong shape is never rendered (it names folders, files, jobs)
             entries[key] = entry

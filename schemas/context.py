@@ -6,9 +6,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .config import MasterEntry, Worker
-from .entries import Point, points, workers
+from .entries import Point, parsed_settings, points, workers
 from .launch import LaunchProfiles
+from .models import Models, NoRecipe, engine_recipe, model_facts, resolved_settings
 from .runners import Hardware, Runners
+from .settings import engine_of
 
 
 @dataclass(frozen=True)
@@ -19,6 +21,23 @@ class Context:
     issues: tuple = ()  # of known_issues.KnownIssue: the registry strict rules check against
     launch: LaunchProfiles | None = None  # configs/launch.yaml; None: launch facts are not checked
     builds: tuple | None = None  # of engine_builds.EngineBuild (engine-builds.yaml); None: not checked
+    models: Models | None = None  # configs/models.yaml; None: the model's setting defaults are not known
+
+    def settings(self, role: str, worker: Worker) -> dict:
+        """`role`'s resolved settings as the renderer resolves them: the config's, the model's defaults for
+        the engine and the runner's GPU vendor (when both are known), the registry's."""
+        return resolved_settings(self._recipe(), role, parsed_settings(worker))
+
+    def _recipe(self):
+        engine = engine_of(self.entry.framework)
+        profile = self.launch.profiles.get(self.entry.runner) if self.launch else None
+        if self.models is None or engine is None or profile is None:
+            return None
+        try:
+            facts = model_facts(self.models, self.entry.model)
+            return engine_recipe(facts, self.entry.model, engine, profile.gpu_vendor)
+        except NoRecipe:
+            return None  # the renderer's verdict says so at the model's line
 
     @property
     def path(self) -> tuple:

@@ -95,5 +95,7 @@ def offloading_worker(entry: MasterEntry, space: SearchSpace) -> Worker | None:
 
 def dram_budget(hw: Hardware, dram_utilization: float, worker: Worker) -> dram.DramBudget | None:
     """InferenceX's KV-offload DRAM budget of one server of `worker` (schemas/dram.py); None when the
-    worker does not tile a node."""
+    worker does not tile a node or the runner states no DRAM."""
+    if hw.available_cpu_dram_mib is None:
+        return None
     return dram.budget(hw.available_cpu_dram_mib, hw.gpus_per_node, dram_utilization, role_gpus(worker))

@@ -11,6 +11,7 @@ from .config import MasterConfig
 from .engine_builds import EngineBuilds
 from .known_issues import KnownIssues
 from .launch import LaunchProfiles
+from .models import Models
 from .runners import Runners
 
 OUT = Path(__file__).resolve().parent / "json"
@@ -18,6 +19,7 @@ SCHEMAS = {
     "master-config.schema.json": (MasterConfig, "Master config: config-key -> recipe entry"),
     "runners.schema.json": (Runners, "Runners: cluster labels and node hardware"),
     "launch.schema.json": (LaunchProfiles, "Launch profiles: how a job launches on each runner"),
+    "models.schema.json": (Models, "Models: per engine and GPU vendor flags, environment, setting defaults"),
     "perf-changelog.schema.json": (Changelog, "perf-changelog.yaml: append-only list of perf changes"),
     "known-issues.schema.json": (KnownIssues, "known-issues.yaml: engine bugs, triggers, fixes, workarounds"),
     "engine-builds.schema.json": (EngineBuilds, "engine-builds.yaml: each image's engine build, parser"),

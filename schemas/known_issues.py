@@ -11,7 +11,7 @@ How an issue is matched against a config entry, per engine instance (a prefill o
 - `trigger.env`: every KEY=VALUE is the worker's value of that registered setting (compared typed);
 - `affected.images` / `fixed-in.images`: fnmatch globs over the image reference, as written or with its
   registry spelled out (docker.io/...); an image that matches fixed-in.images is fixed.
-Flags that recipes/models.py adds on its own are invisible here: a trigger flag must come from a setting,
+Flags that configs/models.yaml adds on its own are invisible here: a trigger flag must come from a setting,
 and the registry model refuses a flag no setting stands for.
 """
 

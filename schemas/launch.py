@@ -519,16 +519,15 @@ class LaunchProfile(Model):
     def _engine_args_are_no_settings(self):
         """A flag a setting stands for is the config's to set, where lint and the known-issue registry see
         it."""
-        from .settings import REGISTRY
+        from .settings import RENDERED_FLAGS
 
-        owned = {s.flag: s.name for s in REGISTRY.values() if s.flag}
         for role, args in self.engine_args.items():
             for arg in args:
                 flag = str(arg).partition("=")[0]
-                if flag in owned:
+                if flag in RENDERED_FLAGS:
                     raise ValueError(
-                        f"engine-args.{role}: {flag} is setting {owned[flag]}'s: set it in the config's "
-                        "additional-settings"
+                        f"engine-args.{role}: {flag} is setting {RENDERED_FLAGS[flag]}'s: set it in the "
+                        "config's additional-settings"
                     )
         return self
 

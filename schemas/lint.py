@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .changelog import DEFAULT_REPO, check_changelog
-from .check import PROFILES, check_known_issues, check_launch, check_master, check_runners
+from .check import PROFILES, check_known_issues, check_launch, check_master, check_models, check_runners
 from .engine_builds import check_engine_builds
 from .findings import Finding, format_path, one_line, unreadable
 from .yamlio import Document, YamlSyntaxError, load_file, load_text
@@ -26,6 +26,7 @@ DEFAULT_LAUNCH = "configs/launch.yaml"
 DEFAULT_CHANGELOG = "perf-changelog.yaml"
 DEFAULT_KNOWN_ISSUES = "configs/known-issues.yaml"
 DEFAULT_ENGINE_BUILDS = "configs/engine-builds.yaml"
+DEFAULT_MODELS = "configs/models.yaml"
 
 
 class UsageError(Exception):
@@ -59,53 +60,62 @@ def lint_runners(path, report: Report):
     return runners
 
 
-def lint_launch(path, report: Report):
-    """The launch profiles, or None when the file is invalid (its findings say why)."""
+def _lint_file(path, report: Report, check, invalid=None):
+    """What `check` makes of the file (`invalid` when it is not YAML), its findings added to the report."""
     report.checked.append(str(path))
     try:
-        profiles, findings = check_launch(read(path))
+        value, findings = check(read(path))
     except YamlSyntaxError as exc:
-        profiles, findings = None, [unreadable(exc)]
+        value, findings = invalid, [unreadable(exc)]
     report.findings += findings
-    return profiles
+    return value
+
+
+def lint_launch(path, report: Report):
+    """The launch profiles, or None when the file is invalid (its findings say why)."""
+    return _lint_file(path, report, check_launch)
 
 
 def lint_known_issues(path, report: Report) -> tuple:
     """The registry's valid issues (a malformed one is reported and left out, never fatal to the others)."""
-    report.checked.append(str(path))
-    try:
-        issues, findings = check_known_issues(read(path))
-    except YamlSyntaxError as exc:
-        issues, findings = (), [unreadable(exc)]
-    report.findings += findings
-    return issues
+    return _lint_file(path, report, check_known_issues, ())
 
 
 def lint_engine_builds(path, report: Report) -> tuple:
     """The engine builds (schemas/engine_builds.py): which build, and parser, each image carries."""
-    report.checked.append(str(path))
-    try:
-        builds, findings = check_engine_builds(read(path))
-    except YamlSyntaxError as exc:
-        builds, findings = (), [unreadable(exc)]
-    report.findings += findings
-    return builds
+    return _lint_file(path, report, check_engine_builds, ())
+
+
+def lint_models(path, report: Report):
+    """configs/models.yaml (schemas/models.py), or None when the file is invalid (its findings say why)."""
+    return _lint_file(path, report, check_models)
 
 
 _SHIPPED = object()  # lint_configs' default: the repository's own file, loaded (and reported) under strict
 
 
 def lint_configs(
-    paths, runners, profile: str, report: Report, issues=_SHIPPED, launch=_SHIPPED, builds=_SHIPPED
+    paths,
+    runners,
+    profile: str,
+    report: Report,
+    issues=_SHIPPED,
+    launch=_SHIPPED,
+    builds=_SHIPPED,
+    models=_SHIPPED,
 ) -> None:
-    """issues, launch: the known-issue registry and launch profiles the strict rules check against (None:
-    not checked, an invalid file reported elsewhere); by default the repository's own."""
+    """issues, launch, models: the known-issue registry, launch profiles and models the strict rules check
+    against (None: not checked, an invalid file reported elsewhere); by default the repository's own. Under
+    strict, an entry every rule passes is then judged by the renderer (recipes/verdict.py): whatever `make
+    render` would refuse is a finding here, at its line."""
     if issues is _SHIPPED:
         issues = lint_known_issues(ROOT / DEFAULT_KNOWN_ISSUES, report) if profile == "strict" else ()
     if launch is _SHIPPED:
         launch = lint_launch(ROOT / DEFAULT_LAUNCH, report) if profile == "strict" else None
     if builds is _SHIPPED:  # configs/engine-builds.yaml, under strict
         builds = lint_engine_builds(ROOT / DEFAULT_ENGINE_BUILDS, report) if profile == "strict" else None
+    if models is _SHIPPED:
+        models = lint_models(ROOT / DEFAULT_MODELS, report) if profile == "strict" else None
     for path in paths:
         report.checked.append(str(path))
         try:
@@ -113,13 +123,29 @@ def lint_configs(
         except YamlSyntaxError as exc:
             report.findings.append(unreadable(exc))
             continue
-        entries, findings = check_master(doc, runners, profile, issues or (), launch, builds)
+        entries, findings = check_master(doc, runners, profile, issues or (), launch, builds, models)
+        if profile == "strict" and None not in (runners, launch, models):
+            findings += _render_refusals(doc, entries, findings, runners, launch, issues or (), models)
         for key in entries.keys() & report.entries.keys():
             findings.append(
                 Finding(str(path), doc.line_of((key,)), (key,), "config key defined in another file too")
             )
         report.entries.update(entries)
         report.findings += findings
+
+
+def _render_refusals(doc, entries: dict, findings: list, runners, launch, issues, models) -> list[Finding]:
+    """What the renderer refuses of each entry no rule found fault with (one verdict: render never refuses
+    what lint passed). Imported here, not at the top: the schemas stand without the renderer."""
+    from recipes.verdict import refusals
+
+    faulty = {f.path[0] for f in findings if f.path}
+    out = []
+    for key, entry in entries.items():
+        if key not in faulty:
+            problems = refusals(key, entry, runners=runners, launch=launch, issues=issues, models=models)
+            out += [p.at(doc) for p in problems]
+    return out
 
 
 @dataclass(frozen=True)
@@ -131,6 +157,7 @@ class Repository:
     runners: object  # Runners, None when runners.yaml is invalid
     launch: object  # LaunchProfiles, None when launch.yaml is invalid
     issues: tuple
+    models: object  # Models, None when models.yaml is invalid
 
 
 def lint_repository() -> Repository:
@@ -138,8 +165,9 @@ def lint_repository() -> Repository:
     runners = lint_runners(ROOT / DEFAULT_RUNNERS, report)
     launch = lint_launch(ROOT / DEFAULT_LAUNCH, report)
     issues = lint_known_issues(ROOT / DEFAULT_KNOWN_ISSUES, report)
-    lint_configs(default_configs(), runners, "strict", report, issues, launch)
-    return Repository(report, runners, launch, issues)
+    models = lint_models(ROOT / DEFAULT_MODELS, report)
+    lint_configs(default_configs(), runners, "strict", report, issues, launch, models=models)
+    return Repository(report, runners, launch, issues, models)
 
 
 def base_entries(path: Path, base: str) -> list:
@@ -183,6 +211,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--launch", help=f"launch profiles (default: {DEFAULT_LAUNCH})")
     p.add_argument("--changelog", help=f"changelog file (default: {DEFAULT_CHANGELOG})")
     p.add_argument("--known-issues", help=f"known-issue registry (default: {DEFAULT_KNOWN_ISSUES})")
+    p.add_argument("--models", help=f"models file (default: {DEFAULT_MODELS})")
     p.add_argument("--profile", choices=PROFILES, default="strict")
     p.add_argument("--base", help="git ref: only changelog entries appended since it get the strict checks")
     p.add_argument(
@@ -193,7 +222,9 @@ def parser() -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> Report:
     report = Report()
-    selected = bool(args.configs or args.runners or args.changelog or args.known_issues or args.launch)
+    selected = bool(
+        args.configs or args.runners or args.changelog or args.known_issues or args.launch or args.models
+    )
     check_configs = bool(args.configs) or not selected
     runners_path = args.runners or ROOT / DEFAULT_RUNNERS
     runners = None
@@ -207,8 +238,11 @@ def run(args: argparse.Namespace) -> Report:
     if strict_configs or args.launch:
         launch = lint_launch(args.launch or ROOT / DEFAULT_LAUNCH, report)
     builds = lint_engine_builds(ROOT / DEFAULT_ENGINE_BUILDS, report) if strict_configs else None
+    models = None
+    if strict_configs or args.models:
+        models = lint_models(args.models or ROOT / DEFAULT_MODELS, report)
     config_paths = [Path(c) for c in args.configs] or (default_configs() if check_configs else [])
-    lint_configs(config_paths, runners, args.profile, report, issues, launch, builds)
+    lint_configs(config_paths, runners, args.profile, report, issues, launch, builds, models)
     if args.changelog or not selected:
         keys = report.entries.keys() if args.configs or not selected else _keys_of(default_configs())
         lint_changelog(

@@ -11,7 +11,7 @@ from . import engine_builds as eb
 from . import known_issues as ki
 from . import settings as reg
 from .context import Context
-from .entries import dram_budget, kv_transfer, offloading_worker, parsed_settings, role_gpus
+from .entries import dram_budget, kv_transfer, offloading_worker, role_gpus
 from .findings import Problem, did_you_mean, one_of
 from .images import engine_version, image_problems
 from .kv_path import kv_connectors
@@ -80,7 +80,7 @@ def _shared_settings_agree(ctx: Context):
     for pt in ctx.points():
         if pt.space.prefill is None or pt.space.decode is None:
             continue
-        values = {r: reg.resolve(r, parsed_settings(getattr(pt.space, r))) for r in reg.ROLES}
+        values = {r: ctx.settings(r, getattr(pt.space, r)) for r in reg.ROLES}
         for name, setting in reg.REGISTRY.items():
             if setting.shared and values["prefill"].get(name) != values["decode"].get(name):
                 yield Problem(
@@ -213,7 +213,8 @@ def _runner_exists(ctx: Context):
             yield Problem(
                 path,
                 f"runner {label!r} has no hardware entry in runners.yaml",
-                "add hardware.<label> with gpus-per-node and available-cpu-dram-mib",
+                "add hardware.<label> with gpus-per-node (and available-cpu-dram-mib where KV offloads to "
+                "DRAM)",
             )
 
 
@@ -287,7 +288,15 @@ def _dram_budget_tiles_node(ctx: Context):
     fills whole nodes): its DRAM budget is its share of the node's GPUs (InferenceX's generator refuses
     other shapes)."""
     for path, worker, hw, pt in _offloads(ctx):
-        if dram_budget(hw, pt.dram_utilization, worker) is None:
+        if hw.available_cpu_dram_mib is None:
+            label = worker.hardware or ctx.entry.runner
+            yield Problem(
+                path,
+                f"KV offloads to host DRAM, and runner {label!r} states no available-cpu-dram-mib: the "
+                "offload tier is sized from it",
+                f"add hardware.{label}.available-cpu-dram-mib to runners.yaml",
+            )
+        elif dram_budget(hw, pt.dram_utilization, worker) is None:
             yield Problem(
                 path,
                 f"{role_gpus(worker)} GPUs per engine neither divide nor fill a {hw.gpus_per_node}-GPU node: "
@@ -303,13 +312,33 @@ def _lmcache_l1_fits(ctx: Context):
         budget = dram_budget(hw, pt.dram_utilization, worker)
         if backend is None or backend.name != "lmcache" or budget is None:
             continue
-        init = reg.resolve("prefill", parsed_settings(worker))["LMCACHE_L1_INIT_SIZE_GB"]
+        init = ctx.settings("prefill", worker)["LMCACHE_L1_INIT_SIZE_GB"]
         if budget.l1_gib < init:
             yield Problem(
                 path,
                 f"LMCache L1 of {budget.l1_gib} GiB (the server's DRAM budget of {budget.budget_gb} GB) is "
                 f"below its init size {init} GiB",
                 "raise dram-utilization or set LMCACHE_L1_INIT_SIZE_GB lower",
+            )
+
+
+def _offload_keeps_prefix_caching(ctx: Context):
+    """LMCache's L2 hits are found through vLLM's prefix cache: a worker that offloads with prefix caching
+    off (the config's setting, or its model's default in configs/models.yaml) stores and never reuses."""
+    for path, worker, _hw, pt in _offloads(ctx):
+        backend = pt.space.kv_offload_backend
+        role = "prefill" if ctx.entry.multinode else "server"
+        if (
+            backend is not None
+            and backend.name == "lmcache"
+            and ctx.settings(role, worker).get("ENABLE_PREFIX_CACHING") is False
+        ):
+            yield Problem(
+                path + ("additional-settings",),
+                "prefix caching is off on the engine that offloads to LMCache: its L2 would store KV and "
+                "never reuse it (the config's ENABLE_PREFIX_CACHING, else its model's default in "
+                "configs/models.yaml)",
+                "add ENABLE_PREFIX_CACHING=true to its additional-settings",
             )
 
 
@@ -343,7 +372,7 @@ def _known_issues_handled(ctx: Context):
     recorded, applied workaround (it changes performance, so results must say so); a record nothing needs
     is an error too."""
     launches = [
-        ki.Launch(path, reg.resolve(role, parsed_settings(w)), frozenset(kv_connectors(ctx.entry, role, pt)))
+        ki.Launch(path, ctx.settings(role, w), frozenset(kv_connectors(ctx.entry, role, pt)))
         for path, role, w, pt in ctx.workers()
     ]
     build = eb.build_of(ctx.entry.image, ctx.builds or ())
@@ -365,6 +394,7 @@ STRICT = (
     _topology_fits_runner,
     _dram_budget_tiles_node,
     _lmcache_l1_fits,
+    _offload_keeps_prefix_caching,
     _mooncake_needs_vllm_016,
     _image_has_engine_build,
     _known_issues_handled,

@@ -28,16 +28,20 @@ Nodes = Annotated[list[Ident], AfterValidator(_some_nodes)]
 class Hardware(Model):
     """One runner label's node shape."""
 
-    available_cpu_dram_mib: DramMib = Field(
-        description=f"Host DRAM per node usable for KV offload, MiB; 1 to {MAX_DRAM_MIB:,} (64 TiB)."
+    available_cpu_dram_mib: DramMib | None = Field(
+        None,
+        description=f"Host DRAM per node usable for KV offload, MiB; 1 to {MAX_DRAM_MIB:,} (64 TiB). Read "
+        "only to size a host-DRAM KV tier (LMCache's L1): needed where a config offloads KV to DRAM.",
     )
     gpus_per_node: GpusPerNode = Field(description=f"GPUs per node, 1 to {MAX_GPUS_PER_NODE}.")
 
 
 class Runners(Model):
     labels: dict[Label, Nodes] = Field(
+        default_factory=dict,
         description="Runner label (a lowercase name with at most one ':', as in h100 or cluster:mi355x-amds; "
-        "at most 64 characters) -> node names."
+        "at most 64 characters) -> node names. Optional here: SLURM places the job; read by lint's node "
+        "count, the node ledger and the recipe pages.",
     )
     hardware: dict[Label, Hardware] = Field(
         default_factory=dict,

@@ -23,6 +23,8 @@ _KEY = re.compile(r"[A-Z][A-Z0-9_]*", re.ASCII)
 # Plain ASCII numbers only: int()/float() also take ' 8', '1_0', Arabic-Indic digits, 'nan' and 'inf'; at
 # most 18 digits, so int() never meets a number too long to convert (Python refuses > 4300 digits).
 _INT = re.compile(r"-?[0-9]{1,18}", re.ASCII)
+_TOKENS = re.compile(r"([0-9]{1,18})([kKmMgG]?)", re.ASCII)
+_TOKEN_SUFFIX = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}
 _FLOAT = re.compile(r"-?([0-9]{1,18}(\.[0-9]{0,18})?|\.[0-9]{1,18})([eE][-+]?[0-9]{1,3})?", re.ASCII)
 
 
@@ -33,7 +35,7 @@ class SettingError(ValueError):
 @dataclass(frozen=True)
 class Setting:
     name: str
-    kind: str  # int | float | bool | choice | ident | path | derived
+    kind: str  # int | tokens | float | bool | choice | ident | path | derived
     help: str
     roles: tuple = ALL_ROLES
     engines: tuple = ENGINES  # engines it has a meaning for (a framework's first word)
@@ -45,6 +47,9 @@ class Setting:
     derived_from: str = ""  # kind == derived: where the value really comes from
     shared: bool = False  # prefill and decode must end up with the same value
     flag: str = ""  # engine flag it stands for: a true bool gives `--flag`, another value `--flag=value`
+    # Engine flags the engine's builder (recipes/vllm.py, recipes/sglang.py) writes from it: nothing else (a
+    # model's flags, a runner's engine-args) may set them behind the setting's back.
+    renders: tuple = ()
     # InferenceX's configs carry it and no process of our launch reads it: why. Render refuses a value that
     # would change something (any but `inert`), never drops it.
     unread: str = ""
@@ -59,6 +64,15 @@ class Setting:
         if not _INT.fullmatch(raw):
             raise SettingError(f"expected an integer of at most 18 digits, got {base.clip(raw)}")
         return self._bounded(int(raw))
+
+    def _parse_tokens(self, raw: str) -> int:
+        """An integer, or vLLM's human-readable count: 4k = 4,000 and 4K = 4,096 (k/m/g decimal, K/M/G
+        binary), as vLLM parses --max-num-batched-tokens and --max-model-len."""
+        found = _TOKENS.fullmatch(raw)
+        if found is None:
+            raise SettingError(f"expected a token count such as 8192, 8k or 8K, got {base.clip(raw)}")
+        number, suffix = found.groups()
+        return self._bounded(int(number) * _TOKEN_SUFFIX[suffix])
 
     def _parse_float(self, raw: str) -> float:
         if not _FLOAT.fullmatch(raw):
@@ -138,16 +152,18 @@ REGISTRY: dict[str, Setting] = {
         ),
         _s(
             "MAX_MODEL_LEN",
-            "int",
-            "vLLM --max-model-len; SGLang --context-length (tokens, up to 2^24).",
+            "tokens",
+            "vLLM --max-model-len; SGLang --context-length (tokens, up to 2^24; 32k = 32,000, 32K = 32,768).",
+            renders=("--max-model-len", "--context-length"),
             low=1,
             high=base.MAX_TOKENS,
             shared=True,
         ),
         _s(
             "MAX_NUM_BATCHED_TOKENS",
-            "int",
-            "vLLM --max-num-batched-tokens (up to 2^24).",
+            "tokens",
+            "vLLM --max-num-batched-tokens (up to 2^24; 4k = 4,000, 4K = 4,096).",
+            renders=("--max-num-batched-tokens",),
             low=1,
             high=base.MAX_TOKENS,
             engines=_VLLM,
@@ -156,6 +172,7 @@ REGISTRY: dict[str, Setting] = {
             "MAX_NUM_SEQS",
             "int",
             "vLLM --max-num-seqs (at most the largest concurrency).",
+            renders=("--max-num-seqs",),
             low=1,
             high=base.MAX_CONCURRENCY,
             engines=_VLLM,
@@ -164,6 +181,7 @@ REGISTRY: dict[str, Setting] = {
             "ENABLE_PREFIX_CACHING",
             "bool",
             "vLLM prefix caching; off defeats LMCache L2 reuse.",
+            renders=("--enable-prefix-caching", "--no-enable-prefix-caching"),
             default=True,
             engines=_VLLM,
         ),
@@ -171,6 +189,7 @@ REGISTRY: dict[str, Setting] = {
             "GPU_MEMORY_UTILIZATION",
             "float",
             "vLLM --gpu-memory-utilization.",
+            renders=("--gpu-memory-utilization",),
             low=0,
             low_open=True,
             high=1,
@@ -291,6 +310,7 @@ REGISTRY: dict[str, Setting] = {
             "MEM_FRACTION_STATIC",
             "float",
             "SGLang --mem-fraction-static (share of GPU memory for weights and KV cache).",
+            renders=("--mem-fraction-static",),
             low=0,
             low_open=True,
             high=1,
@@ -320,6 +340,10 @@ REGISTRY: dict[str, Setting] = {
         ),
     )
 }
+
+
+# engine flag -> the setting that renders it
+RENDERED_FLAGS = {f: s.name for s in REGISTRY.values() for f in (*s.renders, *((s.flag,) if s.flag else ()))}
 
 
 @dataclass(frozen=True)

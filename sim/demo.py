@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from recipes.engines.stubs import hf_config
-from recipes.models import architecture
+from recipes.models import facts
 from recipes.render import RenderError, add_soak_option, load, render_config
 from recipes.submit import Submission, SubmitError, pick, submit
 from scripts import promtext
@@ -139,10 +139,10 @@ def container_env(env: dict[str, str], profile) -> dict[str, str]:
 
 def simulated_weights(plan) -> None:
     """The simulator loads a model folder like vLLM does: it must exist and hold a config.json, the model's
-    real architecture (recipes/models.py), so the simulator's TP and context checks see its heads."""
+    real architecture (configs/models.yaml), so the simulator's TP and context checks see its heads."""
     model_dir = Path(plan.container.mounts[0]) / plan.model
     model_dir.mkdir(parents=True, exist_ok=True)
-    config = hf_config(architecture(plan.model))
+    config = hf_config(facts(plan.model).architecture)
     (model_dir / "config.json").write_text(json.dumps(config, indent=1, sort_keys=True) + "\n")
 
 

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from recipes.models import architecture
+from recipes.models import facts
 from schemas.engine_builds import EngineBuild, build_of
 
 from .stubs import stub_folder
@@ -80,7 +80,7 @@ def engine_lines(plan: dict, builds, stubs: Path) -> list[Line]:
     if build is None:
         raise PlanError(f"image {plan['image']} has no (single) engine build: see `make lint`")
     model_path = f"{plan['container']['mounts'][0]}/{plan['model']}"
-    stub = str(stub_folder(architecture(plan["model"]), stubs))
+    stub = str(stub_folder(facts(plan["model"]).architecture, stubs))
     out = []
     for role in plan["roles"]:
         rank = next(n["rank"] for n in plan["nodes"] if n["role"] == role["name"])

@@ -1,4 +1,4 @@
-"""Stub model folders: a config.json made from a model's architecture facts (recipes/models.py), so an
+"""Stub model folders: a config.json made from a model's architecture facts (configs/models.yaml), so an
 engine judges TP against the real heads, EP against the real experts, max-model-len against the real
 context, and never looks a model up on a hub. No weights, no tokenizer; written into the cache, never
 committed."""
@@ -9,18 +9,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from recipes.models import Architecture
-
-# Expert keys per model type (config.json names differ between model families).
-_EXPERT_KEYS = {
-    "deepseek_v3": (
-        "n_routed_experts",
-        "n_shared_experts",
-        "num_experts_per_tok",
-        "moe_intermediate_size",
-        "first_k_dense_replace",
-    ),
-}
+from schemas.models import Architecture
 
 
 def hf_config(arch: Architecture) -> dict:
@@ -43,33 +32,20 @@ def hf_config(arch: Architecture) -> dict:
     if arch.head_dim is not None:
         text["head_dim"] = arch.head_dim
     if arch.experts is not None:
-        text.update(_experts(arch))
+        e, keys = arch.experts, arch.experts.keys
+        for fact in ("routed", "shared", "per_token", "intermediate_size", "first_dense_layers"):
+            if getattr(keys, fact) is not None:
+                text[getattr(keys, fact)] = getattr(e, fact)
     if arch.mla is not None:
-        m = arch.mla
-        text.update(
-            q_lora_rank=m.q_lora_rank,
-            kv_lora_rank=m.kv_lora_rank,
-            qk_nope_head_dim=m.qk_nope_head_dim,
-            qk_rope_head_dim=m.qk_rope_head_dim,
-            v_head_dim=m.v_head_dim,
-        )
-    text.update(dict(arch.extra))
+        text.update(arch.mla.model_dump(by_alias=False))
+    text.update(arch.config)
     if arch.wrapper is None:
         return text
-    architecture, model_type = arch.wrapper
-    return {"architectures": [architecture], "model_type": model_type, "text_config": text}
-
-
-def _experts(arch: Architecture) -> dict:
-    keys = _EXPERT_KEYS.get(arch.model_type)
-    if keys is None:
-        raise ValueError(
-            f"no expert keys known for model type {arch.model_type!r} (recipes/engines/stubs.py)"
-        )
-    e = arch.experts
-    return dict(
-        zip(keys, (e.routed, e.shared, e.per_token, e.intermediate_size, e.first_dense_layers), strict=True)
-    )
+    return {
+        "architectures": [arch.wrapper.architecture],
+        "model_type": arch.wrapper.model_type,
+        "text_config": text,
+    }
 
 
 def stub_folder(arch: Architecture, root: Path) -> Path:

@@ -25,6 +25,7 @@ EXAMPLES = {
     "master-config.schema.json": "configs/*-master.yaml",
     "runners.schema.json": "configs/runners.yaml",
     "launch.schema.json": "configs/launch.yaml",
+    "models.schema.json": "configs/models.yaml",
     "perf-changelog.schema.json": "perf-changelog.yaml",
     "known-issues.schema.json": "configs/known-issues.yaml",
     "engine-builds.schema.json": "configs/engine-builds.yaml",
@@ -218,7 +219,8 @@ def _contained(schema: dict) -> tuple[str | None, str]:
     if schema.get("type") == "array" and isinstance(schema.get("items"), dict):
         return _ref(schema["items"]), "[]"
     if isinstance(schema.get("additionalProperties"), dict):
-        return _ref(schema["additionalProperties"]), ".<key>"
+        ref, suffix = _contained(schema["additionalProperties"])  # a map of maps: engine -> vendor -> ...
+        return ref, ".<key>" + suffix
     return _ref(schema), ""
 
 

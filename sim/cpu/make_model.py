@@ -6,7 +6,7 @@ folder goes and reuses it while its inputs are unchanged:
 
     .venv-vllm-cpu/bin/python sim/cpu/make_model.py --config CONFIG.json --text TRACES.jsonl OUT_DIR
 
-CONFIG.json is the model's architecture as recipes/models.py states it (recipes/engines/stubs.py's
+CONFIG.json is the model's architecture as configs/models.yaml states it (recipes/engines/stubs.py's
 hf_config): the weights take its shapes, and the written config.json is it plus the tokenizer's special
 token ids. The same inputs give byte-identical files: the weights come from one seeded generator, BPE
 training runs on one thread, and every JSON file is written with sorted keys.

@@ -2,7 +2,7 @@
 .cache/models/, reused while its inputs are unchanged, and linked where the job's engines look for it
 (model-root/model).
 
-Its inputs are the model's architecture (recipes/models.py), the generator, the text its tokenizer learns
+Its inputs are the model's architecture (configs/models.yaml), the generator, the text its tokenizer learns
 from (the shipped trace set) and the tool venv's lock (torch and tokenizers decide the bytes): the cache
 folder is named by their hash, so a changed input makes a new folder and never a stale model.
 """
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from recipes.engines.stubs import hf_config
-from recipes.models import architecture
+from recipes.models import facts
 
 ROOT = Path(__file__).resolve().parents[2]
 GENERATOR = ROOT / "sim" / "cpu" / "make_model.py"
@@ -42,7 +42,7 @@ class ModelFolder:
 
 
 def _config(model: str) -> str:
-    return json.dumps(hf_config(architecture(model)), indent=1, sort_keys=True) + "\n"
+    return json.dumps(hf_config(facts(model).architecture), indent=1, sort_keys=True) + "\n"
 
 
 def cache_folder(model: str, venv: str, root: Path = ROOT) -> Path:

@@ -9,7 +9,7 @@ import pytest
 
 from recipes.engines import lines as ln
 from recipes.engines.stubs import hf_config, stub_folder
-from recipes.models import ARCHITECTURES, MODELS, architecture
+from recipes.models import facts, shipped
 
 KIMI = ("kimik2.5-fp4-mi355x-vllm-disagg-agentic", "agentic_p1x8_d1x8")
 LOCAL_SGLANG = ("local-sim-sglang-disagg", "fsl1k64_p2x8_d1x8")
@@ -93,16 +93,15 @@ def test_an_image_without_a_build_is_refused(plans, builds, tmp_path):
         ln.engine_lines(plan, builds, tmp_path)
 
 
-def test_every_model_with_a_recipe_has_its_architecture():
-    assert set(MODELS) == set(ARCHITECTURES)
-    for model in MODELS:
-        config = hf_config(architecture(model))
+def test_every_models_stub_config_is_consistent():
+    for found in shipped().models.values():
+        config = hf_config(found.architecture)
         text = config.get("text_config", config)
         assert text["num_attention_heads"] % text["num_key_value_heads"] == 0
 
 
 def test_stub_folders_are_shared_and_rewritten_only_when_the_facts_change(tmp_path):
-    arch = architecture("openbmb/MiniCPM-SALA")
+    arch = facts("openbmb/MiniCPM-SALA").architecture
     first = stub_folder(arch, tmp_path)
     assert stub_folder(arch, tmp_path) == first
     assert json.loads((first / "config.json").read_text())["mixer_types"].count("minicpm4") == 8

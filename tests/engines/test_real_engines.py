@@ -14,9 +14,12 @@ import subprocess
 
 import pytest
 
+from recipes.build import build_plan
 from recipes.engines.judge import judge
 from recipes.engines.lines import Line, engine_lines
+from recipes.render import render_plan
 from scripts import causes
+from tests.recipes import test_one_verdict as one_verdict
 
 from .conftest import ROOT, need_tools
 
@@ -76,9 +79,26 @@ def refused(builds, plans, tmp_path_factory):
     """The verdicts of the mutated lines, and the folder the parsers were described into."""
     need_tools(builds)
     dumps = tmp_path_factory.mktemp("parsers")
-    lines = _mutations(plans, builds, tmp_path_factory.mktemp("stubs"))
-    verdicts = judge(list(lines.values()), dump_dir=dumps, say=lambda text: None)
-    return {v.line.name: v for v in verdicts}, dumps
+    stubs = tmp_path_factory.mktemp("stubs")
+    lines = [*_mutations(plans, builds, stubs).values(), *_yaml_only_model(builds, stubs, tmp_path_factory)]
+    verdicts = judge(lines, dump_dir=dumps, say=lambda text: None)
+    by_name = {v.line.name: v for v in verdicts}
+    ok = {name: by_name.pop(name) for name in list(by_name) if name.startswith(one_verdict.KEY)}
+    return by_name, dumps, ok
+
+
+def _yaml_only_model(builds, stubs, tmp_path_factory) -> list:
+    """The engine lines of tests/recipes/test_one_verdict.py's new model on a new cluster (YAML only)."""
+    _, loaded = one_verdict.lint_files(tmp_path_factory.mktemp("minimax"), one_verdict.MASTER)
+    (target,) = loaded.targets(one_verdict.KEY)
+    plan = json.loads(render_plan(build_plan(target)).files["plan.json"])
+    return engine_lines(plan, builds, stubs)
+
+
+def test_a_model_added_as_yaml_only_passes_the_real_engine(refused):
+    """MiniMax-M2.5 with InferenceX's MI355X flags, EP8 and 4K batched tokens: vLLM 0.33 takes both lines."""
+    ok = refused[2]
+    assert len(ok) == 2 and all(v.ok for v in ok.values()), [v.message for v in ok.values()]
 
 
 @pytest.mark.parametrize(

@@ -73,5 +73,7 @@ def test_the_command_exits_nonzero_and_prints_what_is_unexplained(monkeypatch, c
 def test_a_review_written_twice_is_refused_not_silently_replaced(tmp_path):
     twice = tmp_path / "reviewed.yaml"
     twice.write_text("differences: []\ndifferences: []\n")
-    with pytest.raises(parity.ParityError, match=r"reviewed.yaml:2: differences repeated \(first at line 1\)"):
+    with pytest.raises(
+        parity.ParityError, match=r"reviewed.yaml:2: differences repeated \(first at line 1\)"
+    ):
         parity._read_yaml(twice)

@@ -225,7 +225,7 @@ def test_sglang_pd_roles_run_sglang_with_its_mooncake_disaggregation_flags(rende
     for args in (prefill, decode):
         assert args[args.index("--disaggregation-transfer-backend") + 1] == "mooncake"
         assert args[args.index("--tp-size") + 1] == "8" and "--enable-metrics" in args
-        # MiniCPM-SALA launch flags from recipes/models.py, and the workaround's backend from the settings
+        # MiniCPM-SALA launch flags from configs/models.yaml, and the workaround's backend from the settings
         assert "--trust-remote-code" in args and "--dense-as-sparse" in args
         assert args[args.index("--attention-backend") + 1] == "minicpm_flashattn"
         assert "--kv-transfer-config" not in args  # a vLLM flag
@@ -414,6 +414,7 @@ def test_the_lock_names_mooncakes_protocol_and_for_rdma_the_sites_registration(r
             kv_transfer="mooncake",
             launch=launch,
             settings=lambda role: {"MC_PROTOCOL": protocol},
+            role_path=lambda role: ("key", role),
         )
 
     assert dict(transport(target("rdma", "amd", "ibv-reg-mr"))) == {

@@ -85,10 +85,10 @@ def test_the_seed_client_loads_kimis_tokenizer_code_and_reads_the_staged_trace_s
 
 
 def test_a_model_whose_folder_holds_code_gets_trust_remote_code_in_every_consumer(rendered):
-    from recipes.models import ARCHITECTURES
+    from recipes.models import facts
 
     for (key, variant), r in rendered.items():
-        remote = ARCHITECTURES[r.plan.model].remote_code
+        remote = facts(r.plan.model).remote_code
         engines = _services(r.plan, "vllm") + _services(r.plan, "sglang")
         assert engines and all(("--trust-remote-code" in e) is remote for e in engines), (key, variant)
         assert all(("--tokenizer-trust-remote-code" in flat(b.argv)) is remote for b in r.plan.benchmarks)

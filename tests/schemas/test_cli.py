@@ -26,7 +26,7 @@ def test_valid_config_exits_0_and_prints_nothing():
     assert run_lint("--runners", FIX_RUNNERS, "--launch", FIX_LAUNCH, GOOD) == (
         0,
         "",
-        "lint: ok, 5 files (strict)\n",
+        "lint: ok, 6 files (strict)\n",
     )
 
 
@@ -39,7 +39,7 @@ def test_three_errors_in_two_entries_all_reported_on_their_lines():
         (9, "fixture-a.router.version", "a release such as 0"),
         (41, "fixture-b.scenarios.fixed-seq-len[0].search-space[0].decode.tp", ""),
     ]
-    assert err == "lint: 4 findings in 5 files (strict)\n"
+    assert err == "lint: 4 findings in 6 files (strict)\n"
 
 
 # fmt: off
@@ -73,7 +73,7 @@ def test_duplicate_key_in_an_entry_names_the_first_line(tmp_path):
 def test_duplicate_key_in_runners(tmp_path):
     text = FIX_RUNNERS.read_text().replace("gpus-per-node: 8\n", "gpus-per-node: 8\n    gpus-per-node: 4\n")
     runners = write(tmp_path, "runners.yaml", text)
-    code, out, _ = run_lint("--runners", runners, "--launch", FIX_LAUNCH, GOOD)
+    code, out, _ = run_lint("--runners", runners)
     assert code == 1
     path = "hardware.cluster:test-mi355x.gpus-per-node"
     assert rows(out, runners) == [(8, path, "duplicate key 'gpus-per-node'", "first defined on line 7")]

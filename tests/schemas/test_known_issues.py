@@ -199,7 +199,7 @@ def test_rule_is_strict_only():
 
 def test_finding_is_one_line_at_the_image_line():
     code, out, err = run_lint("--runners", NVIDIA, "--launch", LAUNCH, "--known-issues", KNOWN_ISSUES, FIX)
-    assert (code, err) == (1, "lint: 1 finding in 5 files (strict)\n")
+    assert (code, err) == (1, "lint: 1 finding in 6 files (strict)\n")
     [(line, path, message, hint)] = rows(out, FIX)
     assert (line, path) == (6, f"{KEY}.image")
     assert FIX.read_text().splitlines()[line - 1] == "  image: lmsysorg/sglang:v0.5.9-minicpm-sala"
@@ -222,7 +222,13 @@ def test_render_path_loads_the_registry_itself():
     """lint_configs without a registry: strict loads (and reports) the shipped one."""
     report = lint.Report()
     lint.lint_configs([FIX], Runners.model_validate(load_file(NVIDIA).data), "strict", report, launch=None)
-    assert report.checked == [str(KNOWN_ISSUES), str(ROOT / "configs" / "engine-builds.yaml"), str(FIX)]
+    configs = ROOT / "configs"
+    assert report.checked == [
+        str(KNOWN_ISSUES),
+        str(configs / "engine-builds.yaml"),
+        str(configs / "models.yaml"),
+        str(FIX),
+    ]
     assert [rel(f) for f in report.findings] == ["image"]
 
 

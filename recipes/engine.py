@@ -1,0 +1,41 @@
+"""The one interface every engine's builder implements (recipes/vllm.py, recipes/sglang.py): what the plan
+asks of an engine, and nothing else. A new engine is a module with these functions, added to ENGINES in
+recipes/build.py; tests/recipes/test_engine_interface.py holds every module to this signature."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from .plan import Ports, Service, Timeouts
+from .target import Target
+
+
+class Engine(Protocol):
+    def check(self, t: Target) -> None:
+        """Raise Unsupported (with the config's key path) for what this engine's builder cannot launch."""
+
+    def services(self, t: Target, role: str, ports: Ports, timeouts: Timeouts) -> list[Service]:
+        """What a node of `role` starts, in order."""
+
+    def engine_env(self, t: Target, ports: Ports) -> dict:
+        """The environment the engine reads (its own and the model's)."""
+
+    def transport(self, t: Target) -> tuple:
+        """What lock.json records of how KV moves: (name, value) pairs."""
+
+    def watch_signatures(self, t: Target) -> tuple:
+        """Log lines of the engine's own components that fail the job (scripts/logwatch.py)."""
+
+    def l1_budget(self, t: Target):
+        """The host-DRAM KV tier's budget (schemas/dram.py), None without one."""
+
+    def shell_env(self, t: Target) -> tuple:
+        """env.sh's shell-only values: (name, text) pairs."""
+
+    def router_service(
+        self, t: Target, backends: list, ports: Ports, timeouts: Timeouts, counts: dict
+    ) -> Service:
+        """The router in front of this engine's prefill and decode nodes."""
+
+    def router_metrics_port(self, t: Target, ports: Ports) -> int:
+        """Where the router's metrics are read at the end of the run."""

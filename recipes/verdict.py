@@ -1,0 +1,23 @@
+"""One verdict: what `make render` would refuse in a config that passed every lint rule, as lint findings
+at the config's file and line. `make lint` (strict) asks this for every valid entry, so a refusal of the
+renderer is never first met at render time."""
+
+from __future__ import annotations
+
+from schemas.findings import Problem
+
+from .build import build_plan
+from .target import Unsupported
+from .variants import targets
+
+
+def refusals(key: str, entry, *, runners, launch, issues: tuple, models) -> list[Problem]:
+    """Each variant's refusal, once per place and message (variants of one point share most)."""
+    out = {}
+    for target in targets(key, entry, runners=runners, launch=launch, issues=issues, models=models):
+        try:
+            build_plan(target)
+        except Unsupported as exc:
+            where = exc.at or target.point.path
+            out.setdefault((where, str(exc)), Problem(where, f"not renderable: {exc}"))
+    return list(out.values())
