@@ -1,8 +1,9 @@
 """configs/models.yaml: what each model needs beyond a config's topology, as data. Per engine and GPU
-vendor the flags, environment and setting defaults a known-working launch used (the shape of InferenceX's
-models_vllm.yaml, so the two compare key by key); the facts of its architecture that engines and lint judge
-a launch by (heads vs TP, experts vs EP, context length); and what every consumer of the model folder needs
-(remote code). Adding a model is an edit of that file only (docs/add-a-model.md)."""
+vendor the flags, environment and setting defaults a known-working launch used (InferenceX's
+models_vllm.yaml keeps the same per model; `make parity` holds the rendered lines against its); the facts
+of its architecture that engines and lint judge a launch by (heads vs TP, experts vs EP, context length);
+and what every consumer of the model folder needs (remote code). Adding a model is an edit of that file
+only (docs/add-a-model.md)."""
 
 from __future__ import annotations
 

@@ -309,7 +309,9 @@ def _settings_part() -> list[str]:
         default = "–" if s.default is None else f"`{_flow(s.default)}`"
         meaning = s.help + (f" Derived from {s.derived_from}; never set it." if s.kind == "derived" else "")
         meaning += " Prefill and decode must agree." if s.shared else ""
-        flag = f"`{s.flag}`" if s.flag else "–"
+        flag = (
+            ", ".join(f"`{f}`" for f in (s.flag, *s.renders) if f) or "–"
+        )  # the flags it declares it renders
         engines = ", ".join(s.engines) if s.kind != "derived" else "–"
         rows.append((f"`{name}`", s.kind, default, engines, ", ".join(s.roles), _range(s), flag, meaning))
     return [
@@ -317,7 +319,8 @@ def _settings_part() -> list[str]:
         "",
         "Each item of a worker's `additional-settings` is `KEY=VALUE`, parsed against this registry",
         "([schemas/settings.py](../schemas/settings.py)) under the strict profile. An engine flag setting",
-        "gives `--flag` when a true switch, `--flag=value` otherwise.",
+        "gives `--flag` when a true switch, `--flag=value` otherwise. A setting's engine flags are its",
+        "alone: a model's flags (`configs/models.yaml`) and a runner's `engine-args` may not set them.",
         "",
         *_table(
             ("setting", "kind", "default", "engines", "roles", "range / choices", "engine flag", "meaning"),

@@ -46,7 +46,8 @@ def test_every_setting_is_listed_with_kind_default_and_flag(text):
     assert set(reg.REGISTRY) <= set(rows)
     for name, s in reg.REGISTRY.items():
         cells = [c.strip() for c in rows[name].strip("|").split("|")]
-        assert cells[1] == s.kind and (cells[6] == f"`{s.flag}`" if s.flag else cells[6] == "–"), name
+        flags = ", ".join(f"`{f}`" for f in (s.flag, *s.renders) if f) or "–"  # every flag it renders
+        assert cells[1] == s.kind and cells[6] == flags, name
         assert (cells[2] == "–") == (s.default is None), name
         assert cells[3] == (", ".join(s.engines) if s.kind != "derived" else "–"), name  # lint enforces it
 

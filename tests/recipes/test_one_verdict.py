@@ -233,6 +233,23 @@ REFUSALS = [
         id="node-setup-without-lock",
     ),
     pytest.param(
+        ("ep: 8\n", "ep: 8\n          dcp-size: 2\n"),
+        24,
+        "scenarios.fixed-seq-len[0].search-space[0].prefill.dcp-size",
+        "prefill: dcp-size (context parallelism) is not supported",
+        id="context-parallelism",
+    ),
+    pytest.param(
+        (
+            "    fixed-seq-len:\n    - isl: 8192\n      osl: 1024\n      search-space:\n",
+            "    agentic-coding:\n    - search-space:\n",
+        ),
+        16,
+        "scenarios.agentic-coding[0].search-space[0]",
+        "needs a staged trace set",
+        id="agentic-without-trace-set",
+    ),
+    pytest.param(
         ("num-worker: 2", "num-worker: 0"),
         27,
         "scenarios.fixed-seq-len[0].search-space[0].decode.num-worker",
