@@ -425,7 +425,7 @@ def _container_options(t: Target) -> tuple:
     words += [x for cap in o.cap_add for x in ("--cap-add", cap)]
     words += [x for opt in o.security_opt for x in ("--security-opt", opt)]
     words += ["--privileged"] if o.privileged else []
-    if t.engine == "vllm" and "rdma" in vllm.protocols(t).values():
+    if ENGINES[t.engine].uses_rdma(t):
         words += [x for device in o.rdma_devices for x in ("--device", device)]
     words += [x for path in o.host_mounts for x in ("-v", f"{path}:{path}")]
     return (*words, *o.extra)

@@ -20,6 +20,9 @@ class Engine(Protocol):
     def engine_env(self, t: Target, ports: Ports) -> dict:
         """The environment the engine reads (its own and the model's)."""
 
+    def uses_rdma(self, t: Target) -> bool:
+        """Whether KV moves over RDMA here: the container then needs the node's verbs devices."""
+
     def transport(self, t: Target) -> tuple:
         """What lock.json records of how KV moves: (name, value) pairs."""
 

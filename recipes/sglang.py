@@ -7,7 +7,7 @@ from schemas import settings as reg
 
 from .plan import Ports, Service, Timeouts
 from .target import NODE_ADDR, Target, Unsupported
-from .words import argv, model_words, word
+from .words import argv, word
 
 
 def check(t: Target) -> None:
@@ -46,7 +46,7 @@ def _sglang_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> S
         # EP over the TP group (lint refuses an ep other than 1 or tp)
         *(["--ep-size", t.worker(role).ep] if (t.worker(role).ep or 1) > 1 else []),
         *(["--trust-remote-code"] if t.model.remote_code else []),
-        *model_words(t.model_args(role)),
+        *t.model_args(role),
     ]
     for flag, name in (
         ("--mem-fraction-static", "MEM_FRACTION_STATIC"),
@@ -60,7 +60,7 @@ def _sglang_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> S
         args += ["--disaggregation-mode", role, "--disaggregation-transfer-backend", "mooncake"]
         if role == "prefill":
             args += ["--disaggregation-bootstrap-port", ports.mooncake_bootstrap]
-        if t.launch.nic_devices:
+        if uses_rdma(t):
             args += ["--disaggregation-ib-device", ",".join(t.launch.nic_devices)]
     return Service(
         name="sglang",
@@ -73,6 +73,11 @@ def _sglang_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> S
 def engine_env(t: Target, ports: Ports) -> dict:
     """SGLang reads its PD settings from flags, not the environment: only the model's own."""
     return dict(t.recipe.env)
+
+
+def uses_rdma(t: Target) -> bool:
+    """Its Mooncake backend moves KV over the runner's RDMA devices when it names them (the PD flags)."""
+    return t.disagg and bool(t.launch.nic_devices)
 
 
 def transport(t: Target) -> tuple:

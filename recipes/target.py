@@ -21,7 +21,7 @@ from schemas.models import (
 from schemas.runners import Hardware
 
 from .models import facts
-from .words import Ref, word
+from .words import Ref, json_word, word
 
 NODE_ADDR, LOCAL_ADDR = Ref("NODE_ADDR"), Ref("LOCAL_ADDR")
 
@@ -78,7 +78,8 @@ class Target:
             raise Unsupported(str(err), at=(self.key, "model")) from None
 
     def model_args(self, role: str) -> list:
-        return role_args(self.recipe, role)
+        """The model's flags on `role`'s engine line, argv-ready: a mapping is a JSON value, serialized."""
+        return [json_word(a) if isinstance(a, dict) else a for a in role_args(self.recipe, role)]
 
     @property
     def disagg(self) -> bool:

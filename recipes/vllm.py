@@ -9,7 +9,7 @@ from schemas.kv_path import LMCACHE_MP, kv_connectors
 
 from .plan import Ports, Service, Timeouts
 from .target import LOCAL_ADDR, NODE_ADDR, Target, Unsupported
-from .words import Ref, argv, json_word, model_words, word
+from .words import Ref, argv, json_word, word
 
 MOONCAKE_ABORT_TIMEOUT_S = 480
 
@@ -65,6 +65,10 @@ def check(t: Target) -> None:
 def protocols(t: Target) -> dict:
     """The Mooncake transport of each PD role ({} for a single server)."""
     return {role: t.settings(role)["MC_PROTOCOL"] for role in ("prefill", "decode")} if t.disagg else {}
+
+
+def uses_rdma(t: Target) -> bool:
+    return "rdma" in protocols(t).values()
 
 
 def transport(t: Target) -> tuple:
@@ -193,10 +197,9 @@ def watch_signatures(t: Target) -> tuple:
     (it logs its error and waits instead of exiting), Mooncake's silent fall back from rdma to TCP, and a
     stalled Mooncake transfer (which wedges the prefill)."""
     out = LMCACHE_HANG_SIGNATURES if t.uses_lmcache else ()
-    used = protocols(t).values()
-    if "rdma" in used:
+    if uses_rdma(t):
         out += (MOONCAKE_TCP_FALLBACK,)
-    if used:
+    if protocols(t):
         out += (MOONCAKE_TRANSFER_STALLED,)
     return out
 
@@ -259,7 +262,7 @@ def _vllm_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> Ser
         # EP over the TP group (vLLM: EP size = TP x DP; lint refuses any other ep)
         *(["--enable-expert-parallel"] if (w.ep or 1) > 1 else []),
         *(["--trust-remote-code"] if t.model.remote_code else []),
-        *model_words(t.model_args(role)),
+        *t.model_args(role),
         "--gpu-memory-utilization",
         s["GPU_MEMORY_UTILIZATION"],
         "--enable-prefix-caching" if s["ENABLE_PREFIX_CACHING"] else "--no-enable-prefix-caching",

@@ -146,8 +146,3 @@ def comment(text) -> Quoted:
     if _CONTROL.search(text):
         raise UnsafePlacement(f"a comment would carry a control character or line break: {text!r}")
     return Quoted(text)
-
-
-def model_words(args) -> list:
-    """A model's flags (configs/models.yaml) as argv items: a mapping is a JSON value, serialized."""
-    return [json_word(a) if isinstance(a, dict) else a for a in args]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 
 from .config import MasterEntry, Worker
 from .entries import Point, parsed_settings, points, workers
@@ -26,8 +27,9 @@ class Context:
     def settings(self, role: str, worker: Worker) -> dict:
         """`role`'s resolved settings as the renderer resolves them: the config's, the model's defaults for
         the engine and the runner's GPU vendor (when both are known), the registry's."""
-        return resolved_settings(self._recipe(), role, parsed_settings(worker))
+        return resolved_settings(self._recipe, role, parsed_settings(worker))
 
+    @cached_property
     def _recipe(self):
         engine = engine_of(self.entry.framework)
         profile = self.launch.profiles.get(self.entry.runner) if self.launch else None

@@ -518,17 +518,14 @@ class LaunchProfile(Model):
     @model_validator(mode="after")
     def _engine_args_are_no_settings(self):
         """A flag a setting stands for is the config's to set, where lint and the known-issue registry see
-        it."""
-        from .settings import RENDERED_FLAGS
+        it; parallelism is the config's, addresses the plan's (settings.flag_owner)."""
+        from .settings import flag_owner
 
         for role, args in self.engine_args.items():
             for arg in args:
-                flag = str(arg).partition("=")[0]
-                if flag in RENDERED_FLAGS:
-                    raise ValueError(
-                        f"engine-args.{role}: {flag} is setting {RENDERED_FLAGS[flag]}'s: set it in the "
-                        "config's additional-settings"
-                    )
+                owner = flag_owner(str(arg))
+                if owner is not None:
+                    raise ValueError(f"engine-args.{role}: {arg} comes from {owner}, not the runner")
         return self
 
     @model_validator(mode="after")

@@ -14,7 +14,7 @@ from pydantic import Field, model_validator
 from .base import EnvInt, EnvName, EnvValue, Model, ModelId, SettingText, bounded, prose, shape
 from .findings import did_you_mean
 from .launch import Arg, Engine
-from .settings import REGISTRY, RENDERED_FLAGS, SettingError, lookup, resolve, split_setting
+from .settings import REGISTRY, SettingError, flag_owner, lookup, resolve, split_setting
 
 # The GPU vendor a recipe block is for (a launch profile's gpu-vendor), or `any`: every vendor.
 Vendor = Literal["any", "amd", "nvidia", "none"]
@@ -97,25 +97,6 @@ class Architecture(Model):
     config: dict[ConfigName, Any] = Field(default_factory=dict)
 
 
-# Flags a launch gets from elsewhere: parallelism from the config's tp/ep (lint judges it, the plan and the
-# variant name show it), addresses and KV transfer from the plan, remote code from the model's own fact.
-OWNED_FLAGS = {
-    **{f: "the config's tp" for f in ("--tensor-parallel-size", "-tp", "--tp-size", "--tp")},
-    **{
-        f: "the config's ep"
-        for f in ("--enable-expert-parallel", "--expert-parallel-size", "--ep-size", "--ep")
-    },
-    **{
-        f: "the config's dp-attn"
-        for f in ("--data-parallel-size", "-dp", "--dp-size", "--enable-dp-attention")
-    },
-    **{f: "the config's pp" for f in ("--pipeline-parallel-size", "-pp", "--pp-size")},
-    **{f: "the plan" for f in ("--host", "--port", "--model", "--model-path", "--served-model-name")},
-    **{f: "the plan (kv-p2p-transfer)" for f in ("--kv-transfer-config", "--disaggregation-mode")},
-    "--trust-remote-code": "the model's remote-code",
-}
-
-
 class EngineRecipe(Model):
     """One engine's needs on one GPU vendor: flags for every role and per role, environment, and setting
     defaults (KEY=VALUE as in additional-settings; the config's own values win)."""
@@ -138,14 +119,9 @@ class EngineRecipe(Model):
     def _flags_are_this_files(self):
         for where in ("args", "prefill_args", "decode_args"):
             for arg in getattr(self, where):
-                if isinstance(arg, dict):
-                    continue
-                flag = str(arg).partition("=")[0]
-                owner = OWNED_FLAGS.get(flag)
-                if owner is None and flag in RENDERED_FLAGS:
-                    owner = f"setting {RENDERED_FLAGS[flag]} (put it in settings)"
+                owner = None if isinstance(arg, dict) else flag_owner(str(arg))
                 if owner is not None:
-                    raise ValueError(f"{where.replace('_', '-')}: {flag} comes from {owner}, not model flags")
+                    raise ValueError(f"{where.replace('_', '-')}: {arg} comes from {owner}, not model flags")
         for item in self.settings:
             try:
                 key, raw = split_setting(item)

@@ -284,9 +284,9 @@ def _offloads(ctx: Context):
 
 
 def _dram_budget_tiles_node(ctx: Context):
-    """The engine that offloads KV to DRAM tiles its node (tp x pp x pcp-size divides gpus-per-node, or
-    fills whole nodes): its DRAM budget is its share of the node's GPUs (InferenceX's generator refuses
-    other shapes)."""
+    """The runner states its DRAM where KV offloads to it, and the engine that offloads tiles its node (tp x
+    pp x pcp-size divides gpus-per-node, or fills whole nodes): its DRAM budget is its share of the node's
+    GPUs (InferenceX's generator refuses other shapes)."""
     for path, worker, hw, pt in _offloads(ctx):
         if hw.available_cpu_dram_mib is None:
             label = worker.hardware or ctx.entry.runner

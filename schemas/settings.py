@@ -345,6 +345,33 @@ REGISTRY: dict[str, Setting] = {
 # engine flag -> the setting that renders it
 RENDERED_FLAGS = {f: s.name for s in REGISTRY.values() for f in (*s.renders, *((s.flag,) if s.flag else ()))}
 
+# Flags a launch gets from elsewhere: parallelism from the config's tp/ep (lint judges it, the plan and the
+# variant name show it), addresses and KV transfer from the plan, remote code from the model's own fact.
+OWNED_FLAGS = {
+    **{f: "the config's tp" for f in ("--tensor-parallel-size", "-tp", "--tp-size", "--tp")},
+    **{
+        f: "the config's ep"
+        for f in ("--enable-expert-parallel", "--expert-parallel-size", "--ep-size", "--ep")
+    },
+    **{
+        f: "the config's dp-attn"
+        for f in ("--data-parallel-size", "-dp", "--dp-size", "--enable-dp-attention")
+    },
+    **{f: "the config's pp" for f in ("--pipeline-parallel-size", "-pp", "--pp-size")},
+    **{f: "the plan" for f in ("--host", "--port", "--model", "--model-path", "--served-model-name")},
+    **{f: "the plan (kv-p2p-transfer)" for f in ("--kv-transfer-config", "--disaggregation-mode")},
+    "--trust-remote-code": "the model's remote-code",
+}
+
+
+def flag_owner(arg: str) -> str | None:
+    """Who renders the engine flag `arg` (`--flag` or `--flag=value`), None when nobody does: a model's flags
+    (configs/models.yaml) and a runner's engine-args may add only such flags."""
+    flag = arg.partition("=")[0]
+    if flag in OWNED_FLAGS:
+        return OWNED_FLAGS[flag]
+    return f"setting {RENDERED_FLAGS[flag]} (set it there)" if flag in RENDERED_FLAGS else None
+
 
 @dataclass(frozen=True)
 class ParsedSetting:

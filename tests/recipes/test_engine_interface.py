@@ -24,6 +24,7 @@ def test_the_interface_is_what_the_plan_asks():
         "services",
         "shell_env",
         "transport",
+        "uses_rdma",
         "watch_signatures",
     ]
 

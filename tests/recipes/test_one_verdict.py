@@ -318,3 +318,24 @@ def test_lint_resolves_settings_as_render_does_the_models_defaults_included(tmp_
         '"WEKA_LOADER_OVERRIDE=traces"', '"WEKA_LOADER_OVERRIDE=traces", "ENABLE_PREFIX_CACHING=true"'
     )
     assert lint_files(tmp_path, fixed, runners=runners, launch=launch)[0] == []
+
+
+def test_flags_another_place_owns_are_refused_in_a_models_and_a_runners_flags(tmp_path):
+    """Parallelism is the config's, a setting's flag the setting's: neither a model's flags nor a runner's
+    engine-args may carry them (the config would say ep 1 while the engines ran EP)."""
+    models = (ROOT / "configs" / "models.yaml").read_text()
+    smuggled = models.replace(
+        "          - --all2all-backend\n",
+        "          - --enable-expert-parallel\n          - --all2all-backend\n",
+    )
+    report = lint.Report()
+    assert lint.lint_models(write(tmp_path, "models.yaml", smuggled), report) is None
+    assert [
+        "--enable-expert-parallel comes from the config's ep, not model flags" in f.message
+        for f in report.findings
+    ] == [True]
+    launch = LAUNCH + "    engine-args: { prefill: [--max-num-seqs=8] }\n"
+    findings, _ = lint_files(tmp_path, MASTER, launch=launch)
+    assert [f.message for f in findings if f.file.endswith("l.yaml")] == [
+        "engine-args.prefill: --max-num-seqs=8 comes from setting MAX_NUM_SEQS (set it there), not the runner"
+    ]

@@ -266,6 +266,9 @@ REJECT = [
         # 4 x tp6 fill 3 nodes, but a 6-GPU engine's share of an 8-GPU node's DRAM is undefined
         ("tp6-prefill", [s(f"{P}.tp", 6), s(f"{P}.ep", 6), s(f"{P}.num-worker", 4)], P,
          "6 GPUs per engine neither divide nor fill a 8-GPU node", "tp x pp x pcp-size dividing 8"),
+        ("runner-states-no-dram", [], P, f"runner '{AMDS}' states no available-cpu-dram-mib",
+         f"add hardware.{AMDS}.available-cpu-dram-mib to runners.yaml",
+         {"runner_ops": (d(f"hardware.{AMDS}.available-cpu-dram-mib"),)}),
     ),
     *cases("_lmcache_l1_fits",
         # The seed: min(3,095,781 MiB, the 3 TB cap) x 0.80 x 8/8 GPUs = 2399 GB = 2234 GiB.
