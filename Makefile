@@ -23,6 +23,7 @@ LINT_ARGS = $(if $(PROFILE),--profile $(PROFILE)) $(if $(RUNNERS),--runners $(RU
 
 help:
 	@echo "make render [CONFIG=<key>] [OUT=out]   render launch files for every variant"
+	@echo "              [CONFIGS=<master file>]: the config from that file (InferenceX's format, as it is)"
 	@echo "make submit CONFIG=<key> [VARIANT=<v>] [DRY_RUN=1]   sbatch one variant (DRY_RUN: the command and"
 	@echo "              the node setup's pinned wheels with their SHA-256)"
 	@echo "              [SOAK=2h]: soak instead of the sweep (render too): varied load, engines watched"
@@ -32,7 +33,8 @@ help:
 	@echo "make lint       validate configs/*-master.yaml, runners.yaml, launch.yaml, models.yaml, known-issues.yaml, engine-builds.yaml,"
 	@echo "                perf-changelog.yaml; every entry judged by the renderer too (one verdict)"
 	@echo "make parity CONFIG=<key> [VARIANT=<v>] [INFERENCEX=<dir>]   our launch against InferenceX's known-working one"
-	@echo "make check-engines [CONFIG=<key>] [DIR=<rendered dir>]   every rendered engine command line through the real vLLM/SGLang parsers"
+	@echo "make check-engines [CONFIG=<key>] [CONFIGS=<master file>] [DIR=<rendered dir>]   every rendered engine"
+	@echo "              command line through the real vLLM/SGLang parsers"
 	@echo "make test       the whole test suite"
 	@echo "make schema     regenerate the JSON Schemas under schemas/json/"
 	@echo "make docs [RUN=<run folder>]   docs/recipes/<key>.md + docs/config-reference.md (RUN: record its result first)"
@@ -60,7 +62,8 @@ lint: $(STAMP)
 	@$(PY) -m schemas.lint $(LINT_ARGS)
 
 render: $(STAMP)
-	@$(PY) -m recipes.render $(CONFIG) $(if $(OUT),--out $(OUT)) $(if $(SOAK),--soak $(SOAK))
+	@$(PY) -m recipes.render $(CONFIG) $(if $(OUT),--out $(OUT)) $(if $(SOAK),--soak $(SOAK)) \
+		$(if $(CONFIGS),--configs $(CONFIGS))
 
 # make parity CONFIG=<key> [VARIANT=<v>] [INFERENCEX=<dir>] [CONFIGS=<InferenceX master file>]: our launch held
 # against InferenceX's known-working one; exits 1 on a difference configs/parity/reviewed.yaml does not explain.
@@ -103,7 +106,8 @@ docs: $(STAMP)
 # Every engine command line of every config (or of the rendered plan.json files under DIR) judged by the real
 # engine its image carries (configs/engine-builds.yaml): one process per engine, 1-3 minutes the first time.
 check-engines: $(STAMP) $(ENGINE_TOOLS:%=.venv-%/.installed)
-	@$(PY) -m recipes.engines $(if $(CONFIG),--config $(CONFIG)) $(if $(DIR),--dir $(DIR))
+	@$(PY) -m recipes.engines $(if $(CONFIG),--config $(CONFIG)) $(if $(DIR),--dir $(DIR)) \
+		$(if $(CONFIGS),--configs $(CONFIGS))
 
 bench-lint: $(STAMP)
 	$(PY) tests/bench/bench_lint.py

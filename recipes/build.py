@@ -11,7 +11,7 @@ import hashlib
 from schemas import known_issues as ki
 from schemas import settings as reg
 from schemas.entries import role_gpus
-from schemas.images import engine_version
+from schemas.images import engine_version, spelled_for
 from schemas.pins import pinned_version, requirements
 from schemas.routers import PD_PROXY
 
@@ -192,10 +192,10 @@ def _check_parallelism(t: Target, role: str) -> None:
             raise Unsupported(
                 f"{role}: {key} (context parallelism) is not supported by this renderer yet", at=(*at, key)
             )
-    if t.disagg and role_gpus(w) != t.hardware.gpus_per_node:
+    if t.disagg and role_gpus(w) > t.hardware.gpus_per_node:
         raise Unsupported(
-            f"{role}: only one tp={t.hardware.gpus_per_node} worker per node is rendered "
-            "(no multi-worker nodes yet)",
+            f"{role}: a worker of {role_gpus(w)} GPUs spans nodes, not rendered yet (one worker per node, "
+            f"at most {t.hardware.gpus_per_node} GPUs; a smaller one leaves the rest of its node idle)",
             at=(*at, "tp"),
         )
 
@@ -440,7 +440,7 @@ def _launch(c: Container, n: int, engine: str) -> tuple:
         mounts = word(*[p for i, w in enumerate(same) for p in (("," if i else ""), *w)])
         return argv(
             *srun,
-            f"--container-image={c.image}",
+            f"--container-image={spelled_for(c.image, 'pyxis')}",
             word("--container-mounts=", *mounts),
             "--no-container-mount-home",
             "bash",
@@ -470,7 +470,7 @@ def _launch(c: Container, n: int, engine: str) -> tuple:
             *c.options,
             *env,
             *volumes,
-            c.image,
+            spelled_for(c.image, "docker"),
             "bash",
             script,
         )

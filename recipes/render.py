@@ -86,11 +86,16 @@ class RenderError(Exception):
         self.findings = findings
 
 
-def load(key: str | None) -> Loaded:
+def load(key: str | None, configs: list[Path] | None = None) -> Loaded:
     """Lint every config (strict) against the runners, launch profiles and the known-issue registry; return
-    what passed, or raise RenderError with what is wrong."""
-    repo = lint.lint_repository()
+    what passed, or raise RenderError with what is wrong. configs: master files to take the entries from
+    instead of configs/*-master.yaml (an InferenceX master file as it is); only KEY's findings then count."""
+    for path in configs or ():
+        if not path.is_file():
+            raise RenderError([Finding(str(path), 0, (), "no such master file")])
+    repo = lint.lint_repository(configs)
     report = repo.report
+    masters = {str(p) for p in (configs if configs is not None else lint.default_configs())}
     if (
         key is not None
         and key not in report.entries
@@ -98,11 +103,7 @@ def load(key: str | None) -> Loaded:
     ):
         hint = did_you_mean(key, report.entries) or "see `make lint` for the config keys"
         raise RenderError([Finding("configs", 0, (key,), "unknown config key", hint)])
-    relevant = [
-        f
-        for f in report.findings
-        if key is None or f.path[:1] == (key,) or not f.file.endswith("-master.yaml")
-    ]
+    relevant = [f for f in report.findings if key is None or f.path[:1] == (key,) or f.file not in masters]
     if relevant:
         raise RenderError(relevant)
     return Loaded(report.entries, repo.runners, repo.launch, repo.issues, repo.models)
@@ -149,10 +150,11 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="render", description=__doc__.splitlines()[0])
     p.add_argument("config", nargs="?", help="config key (default: every config)")
     p.add_argument("--out", default="out", help="output folder (default: out)")
+    add_configs_option(p)
     add_soak_option(p)
     args = p.parse_args(argv)
     try:
-        loaded = load(args.config)
+        loaded = load(args.config, args.configs)
         keys = [args.config] if args.config else sorted(loaded.entries)
         rendered = [r for key in keys for r in render_config(key, loaded, soak_seconds=args.soak)]
     except RenderError as exc:
@@ -174,6 +176,17 @@ def describe(plan: Plan) -> str:
         phases = len(plan.benchmarks)
         return f"{plan.slurm.nodes} nodes, soak: {phases} phases, {seconds} s, concurrencies {concs}"
     return f"{plan.slurm.nodes} nodes, {len(plan.benchmarks)} concurrencies: {concs}"
+
+
+def add_configs_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--configs",
+        type=Path,
+        nargs="+",
+        metavar="FILE",
+        help="master files to take the config from instead of configs/*-master.yaml (InferenceX's format, "
+        "e.g. its amd-master.yaml as it is)",
+    )
 
 
 def add_soak_option(p: argparse.ArgumentParser) -> None:

@@ -57,8 +57,7 @@ def targets(key: str, entry, *, runners, launch, issues: tuple, models=None) -> 
         seen[name] = seen.get(name, 0) + 1
         if seen[name] > 1:
             name = f"{name}_{seen[name]}"
-        hardware, profile = runners.hardware[entry.runner], launch.profiles[entry.runner]
-        out.append(
-            Target(key, name, entry, pt, params, entry.runner, hardware, profile, tuple(issues), models)
-        )
+        runner = launch.label_of(entry.runner)  # an alias: the profile it names
+        hardware, profile = runners.hardware[runner], launch.profiles[runner]
+        out.append(Target(key, name, entry, pt, params, runner, hardware, profile, tuple(issues), models))
     return out

@@ -170,12 +170,13 @@ _SAFE_WORDS = "printable ASCII without quotes, backslash, '$' or '`'"
 # A value exported to an engine: quoted when rendered, and nothing in it a shell would read anyway.
 EnvValue = shape(f"{_SAFE_PRINTABLE}*", "an environment value", max_length=4096, allowed=_SAFE_WORDS)
 # An additional-settings item as written, before the strict profile parses it: whatever the profile, never
-# whitespace, a glob or shell syntax (InferenceX exports these unquoted); every real value fits.
+# whitespace, quotes, '*', '?' or shell syntax (InferenceX exports these unquoted); every real value fits.
+# Brackets are InferenceX's: its NVIDIA recipes name a section of a file as CONFIG_FILE=<file>:override[0].
 SettingText = shape(
-    r"[A-Za-z0-9._/:,+=@%-]*",
+    r"[A-Za-z0-9._/:,+=@%\[\]-]*",
     "a setting",
     max_length=1024,
-    allowed="KEY=VALUE of ASCII letters, digits and '._/:,+=@%-'",
+    allowed="KEY=VALUE of ASCII letters, digits and '._/:,+=@%[]-'",
 )
 # Prose (titles, descriptions): any text on one line. Quotes are fine (only a JSON serializer or a report
 # ever writes it); control characters, line breaks and bidi overrides would forge or hide output.

@@ -32,7 +32,7 @@ class Context:
     @cached_property
     def _recipe(self):
         engine = engine_of(self.entry.framework)
-        profile = self.launch.profiles.get(self.entry.runner) if self.launch else None
+        profile = self.launch.profiles.get(self.runner) if self.launch else None
         if self.models is None or engine is None or profile is None:
             return None
         try:
@@ -45,8 +45,17 @@ class Context:
     def path(self) -> tuple:
         return (self.key,)
 
+    @property
+    def runner(self) -> str:
+        """The runner label the entry's runner names: an alias of a launch profile resolved (no launch
+        profiles: the label as written)."""
+        return self.label(self.entry.runner)
+
+    def label(self, runner: str) -> str:
+        return self.launch.label_of(runner) if self.launch else runner
+
     def hardware(self, label: str) -> Hardware | None:
-        return self.runners.hardware.get(label) if self.runners else None
+        return self.runners.hardware.get(self.label(label)) if self.runners else None
 
     def points(self) -> Iterator[Point]:
         return points(self.entry, self.path)

@@ -81,6 +81,12 @@ def role_gpus(worker: Worker) -> int:
     return dram.footprint(worker.tp, worker.pp, worker.pcp_size)
 
 
+def role_nodes(worker: Worker, gpus_per_node: int) -> int:
+    """Nodes a role's workers take: each worker whole nodes of its own (one smaller than a node has one to
+    itself, its other GPUs idle, as InferenceX runs a TP4 prefill on an 8-GPU node)."""
+    return worker.num_worker * -(-role_gpus(worker) // gpus_per_node)
+
+
 def kv_transfer(entry: MasterEntry, space: SearchSpace) -> str | None:
     """The KV transfer of a point: its own kv-p2p-transfer, else the entry's (InferenceX allows either)."""
     return space.kv_p2p_transfer or entry.kv_p2p_transfer

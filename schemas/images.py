@@ -19,13 +19,18 @@ _REGISTRY = r"[a-z0-9.-]+(?::[0-9]+)?|localhost(?::[0-9]+)?"
 _REPO = r"[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*"
 _TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
 _DIGEST = r"sha256:[0-9a-f]{64}"
+# The registry ends at '/' (Docker's spelling) or '#' (enroot's, as pyxis takes it: nvcr.io#nvidia/x:tag).
 _REF = re.compile(
-    rf"(?:(?P<registry>{_REGISTRY})/)?(?P<repo>{_REPO})(?::(?P<tag>{_TAG}))?(?:@(?P<digest>{_DIGEST}))?",
+    rf"(?:(?P<registry>{_REGISTRY})(?P<sep>[/#]))?(?P<repo>{_REPO})(?::(?P<tag>{_TAG}))?"
+    rf"(?:@(?P<digest>{_DIGEST}))?",
     re.ASCII,
 )
 # The same shape without group names, for the schema (JSON Schema patterns are ECMAScript regexes).
-REFERENCE = rf"(?:(?:{_REGISTRY})/)?{_REPO}(?::{_TAG})?(?:@{_DIGEST})?"
-REFERENCE_WORDS = "[registry/]org/name[:tag][@sha256:<digest>] in ASCII, as in vllm/vllm-openai-rocm:v0.33.0"
+REFERENCE = rf"(?:(?:{_REGISTRY})[/#])?{_REPO}(?::{_TAG})?(?:@{_DIGEST})?"
+REFERENCE_WORDS = (
+    "[registry/]org/name[:tag][@sha256:<digest>] in ASCII, as in vllm/vllm-openai-rocm:v0.33.0 (or pyxis's "
+    "registry#org/name:tag)"
+)
 
 
 @dataclass(frozen=True)
@@ -47,12 +52,24 @@ def parse_image(ref: str) -> ImageRef | None:
     if not match:
         return None
     registry, repo = match["registry"], match["repo"]
-    if registry and "." not in registry and ":" not in registry and not registry.startswith("localhost"):
+    hostless = registry and not ("." in registry or ":" in registry or registry.startswith("localhost"))
+    if hostless and match["sep"] == "/":
         repo, registry = f"{registry}/{repo}", None  # "vllm/x": the first part is an org, not a host
     registry = registry or "docker.io"
     if "/" not in repo:
         repo = f"library/{repo}"
     return ImageRef(registry, repo.split("/")[0], repo, match["tag"], match["digest"])
+
+
+def spelled_for(ref: str, runtime: str) -> str:
+    """The reference as a container runtime takes it: pyxis (enroot) ends a registry other than Docker
+    Hub's with '#', docker with '/'. Otherwise the reference as written."""
+    parsed = parse_image(ref)
+    if parsed is None or parsed.registry == "docker.io" and "#" not in ref:
+        return ref
+    if runtime == "pyxis":
+        return ref if "#" in ref else ref.replace("/", "#", 1)
+    return ref.replace("#", "/", 1)
 
 
 def image_problems(ref: str) -> list[tuple[str, str]]:

@@ -354,6 +354,12 @@ NO_CONTAINER_OPTIONS = Container.model_validate(
 class LaunchProfile(Model):
     """One runner label's launch facts."""
 
+    aliases: list[Label] = Field(
+        [],
+        description="Other runner labels that name this same cluster in master configs (InferenceX names its "
+        "MI355X cluster mi355x, mi355x-disagg and cluster:mi355x-amds): an entry on an alias runs with this "
+        "profile and this label's hardware in runners.yaml.",
+    )
     gpu_vendor: Literal["amd", "nvidia", "none"] = Field(
         description="Device mapping of the container: amd -> /dev/kfd, /dev/dri; nvidia -> --gpus all; none."
     )
@@ -608,3 +614,21 @@ class LaunchProfiles(Model):
     profiles: dict[Label, LaunchProfile] = Field(
         description="Runner label (as in runners.yaml, same shape) -> launch facts."
     )
+
+    @model_validator(mode="after")
+    def _aliases_name_one_profile(self):
+        owner = {}
+        for label, profile in self.profiles.items():
+            for alias in profile.aliases:
+                if alias in self.profiles:
+                    raise ValueError(f"alias {alias!r} of {label!r} is a profile of its own")
+                if alias in owner:
+                    raise ValueError(f"alias {alias!r} is claimed by {owner[alias]!r} and {label!r}")
+                owner[alias] = label
+        return self
+
+    def label_of(self, runner: str) -> str:
+        """The profile label a config's runner names: itself, or the profile it is an alias of."""
+        if runner in self.profiles:
+            return runner
+        return next((label for label, p in self.profiles.items() if runner in p.aliases), runner)

@@ -160,13 +160,16 @@ class Repository:
     models: object  # Models, None when models.yaml is invalid
 
 
-def lint_repository() -> Repository:
+def lint_repository(configs: list[Path] | None = None) -> Repository:
+    """configs: master files to build from instead of the repository's own (an InferenceX master file as it
+    is), checked against the repository's runners, launch profiles, registry and models all the same."""
     report = Report()
     runners = lint_runners(ROOT / DEFAULT_RUNNERS, report)
     launch = lint_launch(ROOT / DEFAULT_LAUNCH, report)
     issues = lint_known_issues(ROOT / DEFAULT_KNOWN_ISSUES, report)
     models = lint_models(ROOT / DEFAULT_MODELS, report)
-    lint_configs(default_configs(), runners, "strict", report, issues, launch, models=models)
+    paths = configs if configs is not None else default_configs()
+    lint_configs(paths, runners, "strict", report, issues, launch, models=models)
     return Repository(report, runners, launch, issues, models)
 
 

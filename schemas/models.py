@@ -114,6 +114,12 @@ class EngineRecipe(Model):
         default_factory=list,
         description="Setting defaults for this model (MAX_NUM_BATCHED_TOKENS=4K): the config's own win.",
     )
+    prefill_settings: list[SettingText] = Field(
+        default_factory=list, description="Setting defaults on prefill's engine only (over `settings`)."
+    )
+    decode_settings: list[SettingText] = Field(
+        default_factory=list, description="Setting defaults on decode's engine only (over `settings`)."
+    )
 
     @model_validator(mode="after")
     def _flags_are_this_files(self):
@@ -122,7 +128,7 @@ class EngineRecipe(Model):
                 owner = None if isinstance(arg, dict) else flag_owner(str(arg))
                 if owner is not None:
                     raise ValueError(f"{where.replace('_', '-')}: {arg} comes from {owner}, not model flags")
-        for item in self.settings:
+        for item in [*self.settings, *self.prefill_settings, *self.decode_settings]:
             try:
                 key, raw = split_setting(item)
                 setting = lookup(key)
@@ -133,9 +139,10 @@ class EngineRecipe(Model):
                 raise ValueError(f"settings: {key} is not a model's to set ({setting.help})")
         return self
 
-    def defaults(self) -> dict:
-        """The settings as typed values."""
-        return {k: REGISTRY[k].parse(v) for k, v in map(split_setting, self.settings)}
+    def defaults(self, role: str | None = None) -> dict:
+        """The settings as typed values: every role's, then `role`'s own over them."""
+        own = {"prefill": self.prefill_settings, "decode": self.decode_settings}.get(role, [])
+        return {k: REGISTRY[k].parse(v) for k, v in map(split_setting, [*self.settings, *own])}
 
 
 class ModelFacts(Model):
@@ -184,13 +191,17 @@ def engine_recipe(facts: ModelFacts, model: str, engine: str, vendor: str) -> En
             f"model {model!r} has no {engine} recipe for gpu-vendor {vendor} in configs/models.yaml "
             f"(it has: {', '.join(sorted(blocks))}): its flags for another vendor's GPUs are not guessed"
         )
-    merged: dict = {"args": [], "prefill_args": [], "decode_args": [], "env": {}, "settings": {}}
+    lists = ("args", "prefill_args", "decode_args")
+    settings = ("settings", "prefill_settings", "decode_settings")
+    merged: dict = {**{name: [] for name in lists}, "env": {}, **{name: {} for name in settings}}
     for block in found:
-        for name in ("args", "prefill_args", "decode_args"):
+        for name in lists:
             merged[name] += getattr(block, name)
         merged["env"].update(block.env)
-        merged["settings"].update(split_setting(item) for item in block.settings)
-    merged["settings"] = [f"{k}={v}" for k, v in merged["settings"].items()]
+        for name in settings:
+            merged[name].update(split_setting(item) for item in getattr(block, name))
+    for name in settings:
+        merged[name] = [f"{k}={v}" for k, v in merged[name].items()]
     return EngineRecipe.model_validate({k.replace("_", "-"): v for k, v in merged.items()})
 
 
@@ -202,5 +213,5 @@ def role_args(recipe: EngineRecipe, role: str) -> list:
 def resolved_settings(recipe: EngineRecipe | None, role: str, given: dict) -> dict:
     """`role`'s settings: the config's (`given`, typed), else the model's defaults valid for the role, else
     the registry's. Render and lint resolve through this one function."""
-    defaults = recipe.defaults() if recipe is not None else {}
+    defaults = recipe.defaults(role) if recipe is not None else {}
     return resolve(role, {**{k: v for k, v in defaults.items() if role in REGISTRY[k].roles}, **given})

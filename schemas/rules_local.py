@@ -22,7 +22,7 @@ BUILDS = eb.BUILDS_FILE
 def _profile(ctx: Context):
     if ctx.launch is None:
         return None
-    return ctx.launch.profiles.get(ctx.entry.runner)
+    return ctx.launch.profiles.get(ctx.runner)
 
 
 def venv_engine(venv: str) -> tuple[str, str] | None:

@@ -11,7 +11,7 @@ from . import engine_builds as eb
 from . import known_issues as ki
 from . import settings as reg
 from .context import Context
-from .entries import dram_budget, kv_transfer, offloading_worker, role_gpus
+from .entries import dram_budget, kv_transfer, offloading_worker, parsed_settings, role_gpus, role_nodes
 from .findings import Problem, did_you_mean, one_of
 from .images import engine_version, image_problems
 from .kv_path import kv_connectors
@@ -207,7 +207,7 @@ def _runner_exists(ctx: Context):
     labels = [(ctx.path + ("runner",), ctx.entry.runner)]
     labels += [(path + ("hardware",), w.hardware) for path, _, w, _ in ctx.workers() if w.hardware]
     for path, label in labels:
-        if label not in known:
+        if ctx.label(label) not in known:
             yield Problem(path, f"runner {label!r} is not in runners.yaml", did_you_mean(label, known))
         elif ctx.hardware(label) is None:
             yield Problem(
@@ -221,7 +221,7 @@ def _runner_exists(ctx: Context):
 def _runner_launchable(ctx: Context):
     """A runner a config uses needs its launch facts (configs/launch.yaml): nothing else says how a job
     starts there."""
-    label = ctx.entry.runner
+    label = ctx.runner
     if ctx.launch is None or ctx.hardware(label) is None or label in ctx.launch.profiles:
         return
     yield Problem(
@@ -246,14 +246,21 @@ def _topology_fits_runner(ctx: Context):
                     f"tp x pp x pcp-size <= {hw.gpus_per_node}, or a multinode entry",
                 )
             continue
-        gpus = worker.num_worker * role_gpus(worker)
         per_worker = role_gpus(worker)
-        if gpus % hw.gpus_per_node or (per_worker > hw.gpus_per_node and per_worker % hw.gpus_per_node):
+        if per_worker > hw.gpus_per_node and per_worker % hw.gpus_per_node:
             yield Problem(
                 path,
-                f"{role}: {worker.num_worker} worker(s) x {per_worker} GPUs = {gpus} GPUs does not "
-                f"fill whole {hw.gpus_per_node}-GPU nodes",
-                "nodes x gpus-per-node = workers x tp x pp x pcp-size",
+                f"{role}: a worker of {per_worker} GPUs does not fill whole {hw.gpus_per_node}-GPU nodes",
+                "a worker spans whole nodes (tp x pp x pcp-size a multiple of gpus-per-node) or fits in one",
+            )
+        nodes = role_nodes(worker, hw.gpus_per_node)
+        stated = parsed_settings(worker).get(f"{role.upper()}_NODES")
+        if stated is not None and stated != nodes:
+            yield Problem(
+                path + ("additional-settings",),
+                f"{role.upper()}_NODES={stated}, but {worker.num_worker} worker(s) of {per_worker} GPUs take "
+                f"{nodes} {hw.gpus_per_node}-GPU node(s)",
+                f"{role.upper()}_NODES={nodes}, or leave it out (it is derived)",
             )
         if worker.ep is not None and worker.ep > per_worker:
             yield Problem(
@@ -261,11 +268,12 @@ def _topology_fits_runner(ctx: Context):
                 f"ep {worker.ep} exceeds the {per_worker} GPUs of one {role} worker",
                 f"ep <= tp x pp x pcp-size = {per_worker}",
             )
-        nodes_labels = ctx.runners.labels.get(worker.hardware or ctx.entry.runner) if ctx.runners else None
-        if nodes_labels is not None and gpus // hw.gpus_per_node > len(nodes_labels):
+        label = ctx.label(worker.hardware or ctx.entry.runner)
+        nodes_labels = ctx.runners.labels.get(label) if ctx.runners else None
+        if nodes_labels is not None and nodes > len(nodes_labels):
             yield Problem(
                 path,
-                f"{role} needs {gpus // hw.gpus_per_node} nodes, the runner lists {len(nodes_labels)}",
+                f"{role} needs {nodes} nodes, the runner lists {len(nodes_labels)}",
                 "fewer workers or a larger runner",
             )
 

@@ -45,6 +45,9 @@ class Setting:
     low_open: bool = False
     choices: tuple = ()
     derived_from: str = ""  # kind == derived: where the value really comes from
+    # kind == derived, and InferenceX's configs state it (PREFILL_NODES=1): a stated whole number is taken
+    # and must equal what is derived (a strict rule), never used instead of it.
+    stated: bool = False
     shared: bool = False  # prefill and decode must end up with the same value
     flag: str = ""  # engine flag it stands for: a true bool gives `--flag`, another value `--flag=value`
     # Engine flags the engine's builder (recipes/vllm.py, recipes/sglang.py) writes from it: nothing else (a
@@ -107,7 +110,11 @@ class Setting:
         return raw
 
     def _parse_derived(self, raw: str):
-        raise SettingError(f"is derived from {self.derived_from}; remove it")
+        if not self.stated:
+            raise SettingError(f"is derived from {self.derived_from}; remove it")
+        if not _INT.fullmatch(raw) or int(raw) < 1:
+            raise SettingError(f"is derived from {self.derived_from}; stated, it is a whole number: {raw!r}")
+        return int(raw)
 
     def _bounded(self, value):
         low_bad = self.low is not None and (value <= self.low if self.low_open else value < self.low)
@@ -289,14 +296,18 @@ REGISTRY: dict[str, Setting] = {
         _s(
             "PREFILL_NODES",
             "derived",
-            "Prefill node count.",
-            derived_from="prefill num-worker x tp x pp x pcp-size / the runner's gpus-per-node",
+            "Prefill node count (InferenceX's configs state it; a stated count must be the derived one).",
+            derived_from="prefill num-worker x the nodes one worker spans (tp x pp x pcp-size / the runner's "
+            "gpus-per-node, rounded up: a worker smaller than a node has one to itself)",
+            stated=True,
         ),
         _s(
             "DECODE_NODES",
             "derived",
-            "Decode node count.",
-            derived_from="decode num-worker x tp x pp x pcp-size / the runner's gpus-per-node",
+            "Decode node count (InferenceX's configs state it; a stated count must be the derived one).",
+            derived_from="decode num-worker x the nodes one worker spans (tp x pp x pcp-size / the runner's "
+            "gpus-per-node, rounded up: a worker smaller than a node has one to itself)",
+            stated=True,
         ),
         _s("ROUTER_TYPE", "derived", "Router implementation.", derived_from="the entry's router.name"),
         _s(

@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from recipes.render import RenderError, load, render_config
+from recipes.render import RenderError, add_configs_option, load, render_config
 from schemas.engine_builds import BUILDS_FILE, check_engine_builds
 from schemas.yamlio import YamlSyntaxError, load_file
 
@@ -38,10 +38,11 @@ def engine_builds() -> tuple:
     return builds
 
 
-def rendered_plans(key: str | None) -> list[dict]:
-    """plan.json of every variant of `key` (every config when None), rendered as `make render` does."""
+def rendered_plans(key: str | None, configs: list[Path] | None = None) -> list[dict]:
+    """plan.json of every variant of `key` (every config when None), rendered as `make render` does (from
+    `configs`, master files, instead of the repository's when given)."""
     try:
-        loaded = load(key)
+        loaded = load(key, configs)
         keys = [key] if key else sorted(loaded.entries)
         return [json.loads(r.files["plan.json"]) for k in keys for r in render_config(k, loaded)]
     except RenderError as exc:
@@ -83,6 +84,7 @@ def summary(verdicts: list[Verdict]) -> str:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="check-engines", description=__doc__.splitlines()[0])
     p.add_argument("--config", help="one config key (default: every config)")
+    add_configs_option(p)
     p.add_argument(
         "--dir", type=Path, help="judge the plan.json files below this folder instead of rendering"
     )
@@ -98,7 +100,7 @@ def parser() -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     builds = engine_builds()
-    plans = plans_in(args.dir, args.config) if args.dir else rendered_plans(args.config)
+    plans = plans_in(args.dir, args.config) if args.dir else rendered_plans(args.config, args.configs)
     try:
         lines = [line for plan in plans for line in engine_lines(plan, builds, args.cache / "stubs")]
     except PlanError as exc:

@@ -211,12 +211,12 @@ REFUSALS = [
     pytest.param(
         (
             "num-worker: 1\n          tp: 8\n          ep: 8",
-            "num-worker: 2\n          tp: 4\n          ep: 4",
+            "num-worker: 1\n          tp: 16\n          ep: 16",
         ),
         22,
         "scenarios.fixed-seq-len[0].search-space[0].prefill.tp",
-        "prefill: only one tp=8 worker per node is rendered",
-        id="multi-worker-node",
+        "prefill: a worker of 16 GPUs spans nodes, not rendered yet",
+        id="multi-node-worker",
     ),
     pytest.param(
         ("model: MiniMaxAI/MiniMax-M2.5", "model: disagg-recipes/tiny-llama"),

@@ -211,7 +211,11 @@ if [[ $RANK == 0 ]]; then
     --decode http://"${PEER_ADDR[2]}":8000 \
     --host "${NODE_ADDR}" \
     --port 30000 \
-    --policy cache_aware \
+    --policy random \
+    --prefill-policy random \
+    --decode-policy random \
+    --cb-timeout-duration-secs 15 \
+    --retry-max-retries 3 \
     --prometheus-host "${NODE_ADDR}" \
     --prometheus-port 29000 \
     --request-timeout-secs 1800
