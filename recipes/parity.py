@@ -120,7 +120,8 @@ def ours(plan) -> dict:
         for service in role.services:
             words = [_expand(w, values) for w in service.argv]
             if service.name in ("vllm", "sglang"):
-                start = words.index("serve") + 1 if "serve" in words else 0
+                # the engine's own words follow its program; before it, `env NAME=VALUE` of this role only
+                start = next((words.index(w) + 1 for w in ("serve", "sglang.launch_server") if w in words), 0)
                 prefix = {w.partition("=")[0]: w.partition("=")[2] for w in words[:start] if "=" in w}
                 side["engine-args"][role.name] = _flatten(flag_map(words[start:]))
                 side["engine-env"][role.name] = {**exported, **prefix}

@@ -93,9 +93,10 @@ def load(key: str | None, configs: list[Path] | None = None) -> Loaded:
     for path in configs or ():
         if not path.is_file():
             raise RenderError([Finding(str(path), 0, (), "no such master file")])
-    repo = lint.lint_repository(configs)
+    paths = configs or lint.default_configs()
+    repo = lint.lint_repository(paths)
     report = repo.report
-    masters = {str(p) for p in (configs if configs is not None else lint.default_configs())}
+    masters = {str(p) for p in paths}
     if (
         key is not None
         and key not in report.entries

@@ -56,13 +56,17 @@ MORI_ROLE_ENV = {
 }
 
 
+def _over_mori(t: Target) -> bool:
+    return t.disagg and t.kv_transfer == "mori"
+
+
 def check(t: Target) -> None:
     if t.disagg and t.kv_transfer not in TRANSFERS:
         raise Unsupported(
             f"kv-p2p-transfer {t.kv_transfer!r} is not rendered for SGLang ({' or '.join(TRANSFERS)})",
             at=(t.key, "kv-p2p-transfer"),
         )
-    if t.disagg and t.kv_transfer == "mori" and not uses_rdma(t):
+    if _over_mori(t) and not uses_rdma(t):
         raise Unsupported(
             f"kv-p2p-transfer mori moves KV over RDMA only, and runner {t.runner_label} names no nic-devices",
             at=(t.key, "kv-p2p-transfer"),
@@ -80,7 +84,7 @@ def services(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> list[Ser
 
 def _sglang_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> Service:
     s = t.settings(role)
-    role_env = MORI_ROLE_ENV.get(role, {}) if t.disagg and t.kv_transfer == "mori" else {}
+    role_env = MORI_ROLE_ENV.get(role, {}) if _over_mori(t) else {}
     args = [
         *(["env", *(word(f"{k}={v}") for k, v in role_env.items())] if role_env else []),
         "python3",
@@ -127,7 +131,7 @@ def engine_env(t: Target, ports: Ports) -> dict:
     """SGLang reads its PD settings from flags; MoRI's knobs, and where its collectives and RDMA go, from the
     environment; then the model's own."""
     env = {}
-    if t.disagg and t.kv_transfer == "mori":
+    if _over_mori(t):
         env.update(MORI_ENV)
         env["GLOO_SOCKET_IFNAME"] = env["NCCL_SOCKET_IFNAME"] = t.launch.data_plane_interface
         env["NCCL_IB_HCA"] = ",".join(t.launch.nic_devices)

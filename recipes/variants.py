@@ -49,6 +49,8 @@ def targets(key: str, entry, *, runners, launch, issues: tuple, models=None) -> 
     workarounds and log signatures go into each Plan, the models file; None: the repository's)."""
     out, seen = [], {}
     groups = entry.scenarios.fixed_seq_len or ()
+    runner = launch.label_of(entry.runner)  # an alias: the profile it names
+    hardware, profile = runners.hardware[runner], launch.profiles[runner]
     for pt in points(entry, (key,)):
         params = {}
         if pt.scenario == "fixed-seq-len":
@@ -57,7 +59,5 @@ def targets(key: str, entry, *, runners, launch, issues: tuple, models=None) -> 
         seen[name] = seen.get(name, 0) + 1
         if seen[name] > 1:
             name = f"{name}_{seen[name]}"
-        runner = launch.label_of(entry.runner)  # an alias: the profile it names
-        hardware, profile = runners.hardware[runner], launch.profiles[runner]
         out.append(Target(key, name, entry, pt, params, runner, hardware, profile, tuple(issues), models))
     return out

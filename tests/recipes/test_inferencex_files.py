@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from recipes import render
+from recipes import parity, render
 from recipes.engines.__main__ import engine_builds
 from recipes.engines.__main__ import main as check_engines
 from schemas import lint, yamlio
@@ -32,39 +32,24 @@ def rendered() -> dict:
     return out
 
 
-def _service(plan: dict, role: str) -> list:
-    role_ = next(r for r in plan["roles"] if r["name"] == role)
-    return next(s for s in role_["services"] if s["name"] == "sglang")["argv"]
-
-
-def _words(argv: list) -> list[str]:
-    return ["".join(p if isinstance(p, str) else "${" + p["var"] + "}" for p in w) for w in argv]
-
-
 def test_the_sglang_mori_tp_entries_render_from_inferencex_s_own_file(rendered):
-    fp8 = json.loads(rendered[MORI_TP[0]].files["plan.json"])
-    assert rendered[MORI_TP[0]].plan.variant == "fsl8k1k_p1x4_d1x8"
-    assert fp8["runner"] == "cluster:mi355x-amds"  # InferenceX's mi355x-disagg, an alias of the profile
-    assert fp8["slurm"]["nodes"] == 2  # the TP4 prefill alone on its node, as PREFILL_NODES=1 states
-    prefill, decode = (_words(_service(fp8, role)) for role in ("prefill", "decode"))
-    assert prefill[prefill.index("--tp-size") + 1] == "4"
-    assert decode[decode.index("--tp-size") + 1] == "8"
-    for words, tokens, budget in ((prefill, "8192", "0.8"), (decode, "512", "0.85")):
-        assert words[words.index("--disaggregation-transfer-backend") + 1] == "mori"
-        assert f"SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK={tokens}" in words  # per role, on its line
-        assert words[words.index("--mem-fraction-static") + 1] == budget  # the model's per-role default
-    assert "--disable-radix-cache" in prefill and "--prefill-round-robin-balance" in decode
-    env = dict(fp8["env_exported"])
-    assert env["MORI_SHMEM_MODE"] == "ISOLATION" and env["NCCL_IB_HCA"].startswith("rdma0,")
-    router = _words(fp8["router"]["argv"])
-    assert router[router.index("--policy") :][:6] == [
-        "--policy",
-        "random",
-        "--prefill-policy",
-        "random",
-        "--decode-policy",
-        "random",
-    ]
+    plan = rendered[MORI_TP[0]].plan
+    assert plan.variant == "fsl8k1k_p1x4_d1x8"
+    assert plan.runner == "cluster:mi355x-amds"  # InferenceX's mi355x-disagg, an alias of the profile
+    assert plan.slurm.nodes == 2  # the TP4 prefill alone on its node, as PREFILL_NODES=1 states
+    side = parity.ours(plan)  # flags and environment per role, as make parity reads them
+    prefill, decode = (side["engine-args"][role] for role in ("prefill", "decode"))
+    assert (prefill["--tp-size"], decode["--tp-size"]) == ("4", "8")
+    for role, tokens, budget in (("prefill", "8192", "0.8"), ("decode", "512", "0.85")):
+        flags, env = side["engine-args"][role], side["engine-env"][role]
+        assert flags["--disaggregation-transfer-backend"] == "mori"
+        assert env["SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK"] == tokens  # per role, on its line
+        assert flags["--mem-fraction-static"] == budget  # the model's per-role default
+        assert env["MORI_SHMEM_MODE"] == "ISOLATION" and env["NCCL_IB_HCA"].startswith("rdma0,")
+    assert prefill["--disable-radix-cache"] is True and decode["--prefill-round-robin-balance"] is True
+    router = json.loads(rendered[MORI_TP[0]].files["plan.json"])["router"]["argv"]
+    policies = parity.flag_map(["".join(part for part in word if isinstance(part, str)) for word in router])
+    assert [policies[f"--{p}policy"] for p in ("", "prefill-", "decode-")] == ["random"] * 3
 
 
 def test_their_lines_pass_the_parser_that_judges_their_sglang_build(rendered, capsys):
