@@ -33,6 +33,7 @@ help:
 	@echo "make lint       validate configs/*-master.yaml, runners.yaml, launch.yaml, models.yaml, known-issues.yaml, engine-builds.yaml,"
 	@echo "                perf-changelog.yaml; every entry judged by the renderer too (one verdict)"
 	@echo "make parity CONFIG=<key> [VARIANT=<v>] [INFERENCEX=<dir>]   our launch against InferenceX's known-working one"
+	@echo "              [CONFIGS=<master file>]: both sides from that file; every variant unless VARIANT="
 	@echo "make check-engines [CONFIG=<key>] [CONFIGS=<master file>] [DIR=<rendered dir>]   every rendered engine"
 	@echo "              command line through the real vLLM/SGLang parsers"
 	@echo "make test       the whole test suite"
@@ -65,11 +66,13 @@ render: $(STAMP)
 	@$(PY) -m recipes.render $(CONFIG) $(if $(OUT),--out $(OUT)) $(if $(SOAK),--soak $(SOAK)) \
 		$(if $(CONFIGS),--configs $(CONFIGS))
 
-# make parity CONFIG=<key> [VARIANT=<v>] [INFERENCEX=<dir>] [CONFIGS=<InferenceX master file>]: our launch held
-# against InferenceX's known-working one; exits 1 on a difference configs/parity/reviewed.yaml does not explain.
+# make parity CONFIG=<key> [VARIANT=<v>] [INFERENCEX=<dir>] [CONFIGS=<master file>]: our launch held against
+# InferenceX's known-working one, every variant unless VARIANT names one; CONFIGS: both sides from that master
+# file (ours rendered as make render CONFIGS= does); exits 1 on a difference configs/parity/reviewed.yaml does
+# not explain, 2 when the comparison cannot be made (a config that does not render yet says why).
 parity: $(STAMP)
 	@$(PY) -m recipes.parity $(CONFIG) $(if $(VARIANT),--variant $(VARIANT)) \
-		$(if $(INFERENCEX),--inferencex $(INFERENCEX)) $(if $(CONFIGS),--entry $(CONFIGS))
+		$(if $(INFERENCEX),--inferencex $(INFERENCEX)) $(if $(CONFIGS),--configs $(CONFIGS))
 
 submit: $(STAMP)
 	@$(PY) -m recipes.submit $(CONFIG) $(if $(VARIANT),--variant $(VARIANT)) $(if $(DRY_RUN),--dry-run) \

@@ -115,6 +115,7 @@ def build_plan(
         node_local_addr=_private_addr(t) if t.uses_lmcache else None,
         env_exported=tuple(sorted((k, str(v)) for k, v in _engine_env(t, engine, ports).items())),
         env_shell=engine.shell_env(t),
+        shell_notes=engine.shell_notes(t),
         dram_budget=engine.l1_budget(t),
         nodes=nodes,
         roles=_roles(t, engine, ports, timeouts, signatures),
@@ -159,8 +160,7 @@ def _check_supported(t: Target) -> None:
     engine.check(t)
     for role in t.roles:
         _check_parallelism(t, role)
-    if t.point.space.spec_decoding != "none":
-        raise Unsupported("spec-decoding is not rendered yet", at=(*at, "spec-decoding"))
+    _check_spec_decoding(t)
     for role in t.roles:
         for name, value in t.given(role).items():
             unread = reg.REGISTRY[name].unread
@@ -171,20 +171,34 @@ def _check_supported(t: Target) -> None:
                 )
 
 
+def _check_spec_decoding(t: Target) -> None:
+    """MTP is asked for twice in InferenceX's format (spec-decoding, DECODE_MTP_SIZE): both must agree, or
+    one would be silently dropped (its launch runs no MTP when the size is 0, whatever spec-decoding says)."""
+    spec = t.point.space.spec_decoding
+    size = t.settings("decode").get("DECODE_MTP_SIZE") if t.disagg else None
+    if spec == "none" and size:
+        raise Unsupported(
+            f"decode: DECODE_MTP_SIZE={size} with spec-decoding none: say spec-decoding mtp, or set 0",
+            at=(*t.role_path("decode"), "additional-settings"),
+        )
+    if spec == "draft_model":
+        raise Unsupported(
+            "spec-decoding draft_model is not rendered yet", at=(*t.point.path, "spec-decoding")
+        )
+
+
 def _check_parallelism(t: Target, role: str) -> None:
     """The parallelism a worker states is rendered as stated, or refused: never smuggled in by flags."""
     w, at = t.worker(role), t.role_path(role)
-    for key, value in (("dp-attn", w.dp_attn), ("pp", (w.pp or 1) > 1)):
-        if value:
-            raise Unsupported(f"{role}: {key} is not rendered yet", at=(*at, key))
+    if (w.pp or 1) > 1:
+        raise Unsupported(f"{role}: pp is not rendered yet", at=(*at, "pp"))
     ep = w.ep or 1
     if ep > 1 and t.model.architecture.experts is None:
         raise Unsupported(f"{role}: ep {ep} on model {t.entry.model}, which has no experts", at=(*at, "ep"))
     if ep not in (1, w.tp):
         raise Unsupported(
-            f"{role}: ep {ep} with tp {w.tp}: experts are rendered split over the worker's TP group "
-            "(ep = tp) or not split (ep 1); an EP group of another size needs data-parallel attention, "
-            "not rendered yet",
+            f"{role}: ep {ep} with tp {w.tp}: experts are rendered split over the worker's GPUs (ep = tp) or "
+            "not split (ep 1)",
             at=(*at, "ep"),
         )
     for key, value in (("dcp-size", w.dcp_size), ("pcp-size", w.pcp_size)):

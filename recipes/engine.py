@@ -35,6 +35,9 @@ class Engine(Protocol):
     def shell_env(self, t: Target) -> tuple:
         """env.sh's shell-only values: (name, text) pairs."""
 
+    def shell_notes(self, t: Target) -> tuple:
+        """The comment lines env.sh shows above them: where each derived value comes from."""
+
     def router_service(
         self, t: Target, backends: list, ports: Ports, timeouts: Timeouts, counts: dict
     ) -> Service:

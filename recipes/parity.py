@@ -5,7 +5,12 @@ master entry, models_vllm.yaml) and what lives only in its bash from configs/par
 with its file and line. Every difference must be listed, with its reason and evidence, in
 configs/parity/reviewed.yaml; anything else is unexplained and the command exits 1.
 
-    python -m recipes.parity CONFIG [--variant V] [--inferencex DIR] [--entry FILE]
+    python -m recipes.parity CONFIG [--variant V] [--inferencex DIR] [--configs FILE]
+
+Every variant of CONFIG is compared unless --variant names one. --configs: the master file both sides are read
+from (ours rendered from it as `make render CONFIGS=` does, InferenceX's entry read from it); without it ours
+comes from configs/*-master.yaml and theirs from the launch's own `entry` file (a launch whose configs are
+InferenceX's own entries, `ours-from-entry`, renders ours from that file too).
 """
 
 from __future__ import annotations
@@ -14,15 +19,17 @@ import argparse
 import fnmatch
 import json
 import os
+import re
 import shlex
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from schemas import yamlio
 
 from .build import build_plan
 from .render import ROOT_DIR, RenderError, load
+from .target import Unsupported
 
 FACTS_FILE = ROOT_DIR / "configs" / "parity" / "inferencex.yaml"
 REVIEWED_FILE = ROOT_DIR / "configs" / "parity" / "reviewed.yaml"
@@ -58,19 +65,28 @@ def _shown(value) -> str:
 
 def flag_map(words: list[str]) -> dict:
     """`--flag value`, `--flag=value` and bare `--flag` as {flag: value or True}; JSON values parsed, so two
-    spellings of one object compare equal. Positional words are skipped (the model path, a subcommand)."""
+    spellings of one object compare equal. Every value of a flag is kept: `--cuda-graph-bs 1 2 3` is
+    "1 2 3", and a repeated flag's values are joined in order, so a difference anywhere in the list shows.
+    Positional words before any flag are skipped (the model path, a subcommand)."""
     out, i = {}, 0
     while i < len(words):
         word = words[i]
-        if word.startswith("-") and len(word) > 1:
+        if _is_flag(word):
             flag, eq, value = word.partition("=")
-            if not eq:
-                value = True
-                if i + 1 < len(words) and not (words[i + 1].startswith("-") and len(words[i + 1]) > 1):
-                    value, i = words[i + 1], i + 1
-            out[flag] = _json_or(value)
+            values = [value] if eq else []
+            while not eq and i + 1 < len(words) and not _is_flag(words[i + 1]):
+                values.append(words[i + 1])
+                i += 1
+            value = True if not values else _json_or(values[0]) if len(values) == 1 else " ".join(values)
+            if isinstance(out.get(flag), str) and isinstance(value, str):
+                value = f"{out[flag]} {value}"
+            out[flag] = value
         i += 1
     return out
+
+
+def _is_flag(word: str) -> bool:
+    return word.startswith("-") and len(word) > 1
 
 
 def _json_or(value):
@@ -128,7 +144,10 @@ def ours(plan) -> dict:
             elif service.name == "lmcache":
                 side["lmcache"]["prefill"] = flag_map(words[2:])
     if plan.router is not None:
+        words = [_expand(w, values) for w in plan.router.argv]
         side["router"]["all"] = {"program": _program(plan.router.argv, values)}
+        if ROUTER_MODULE in words:  # SGLang's router: its flags are launch facts on both sides
+            side["router"]["all"].update(flag_map(words[words.index(ROUTER_MODULE) + 1 :]))
     if plan.benchmarks:
         words = [_expand(w, values) for w in plan.benchmarks[0].argv]
         client = flag_map(words[words.index("profile") + 1 :])
@@ -140,7 +159,10 @@ def ours(plan) -> dict:
 
 def _program(argv, values) -> str:
     words = [_expand(w, values) for w in argv]
-    return "python3 -m proxy" if "proxy" in words else words[0]
+    return "python3 -m proxy" if "proxy" in words else ROUTER_MODULE if ROUTER_MODULE in words else words[0]
+
+
+ROUTER_MODULE = "sglang_router.launch_router"
 
 
 def _container_words(plan, values) -> dict:
@@ -167,18 +189,20 @@ REPEATED = ("--device", "--ulimit", "--cap-add", "--security-opt", "-v", "--grou
 # ---- InferenceX's side -----------------------------------------------------------------------------------
 
 
-def theirs(launch: dict, inferencex: Path, entry_file: Path | None, model: str) -> dict:
+def theirs(launch: dict, inferencex: Path, entry_file: Path, key: str, point_path: tuple = ()) -> dict:
     """category -> role -> {item: value}: the models file and master entry read as data, the bash facts as
-    recorded."""
+    recorded. point_path: where the compared variant's search-space item sits in the entry (its key first)."""
+    if launch.get("engine") == "sglang":
+        return _theirs_sglang(launch, inferencex, entry_file, key, point_path)
     side = {c: {} for c in CATEGORIES}
-    models = _read_yaml(inferencex / launch["models"])
-    name = model.split("/")[-1]
+    entry = _entry_settings(entry_file, launch.get("entry-key") or key)
+    models = _read_yaml(inferencex / _field(launch, "models"))
+    name = _field(_entry(entry_file, launch.get("entry-key") or key), "model", entry_file).split("/")[-1]
     if name not in models:
         raise ParityError(f"{launch['models']} has no entry {name!r} (it has: {', '.join(sorted(models))})")
     recipe = models[name]
-    entry = _entry_settings(entry_file or inferencex / launch["entry"], launch["entry-key"])
     for role in ROLES:
-        flags = flag_map(shlex.split(recipe[f"{role}_flags"]))
+        flags = flag_map(shlex.split(str(_field(recipe, f"{role}_flags", launch["models"]))))
         recorded = launch.get("engine-args", {})
         for fact in recorded.get(role, []) + recorded.get("all", []):
             when = fact.get("when-setting")
@@ -187,19 +211,24 @@ def theirs(launch: dict, inferencex: Path, entry_file: Path | None, model: str) 
             if fact.get("remove"):
                 flags.pop(fact["flag"], None)
             else:
-                flags[fact["flag"]] = _setting_value(fact.get("value", True), entry)
+                flags[fact["flag"]] = _subst(fact.get("value", True), entry, fact)
         side["engine-args"][role] = _flatten(flags)
-        env = dict(pair.split("=", 1) for pair in recipe.get("env", "").split())
+        env = dict(pair.split("=", 1) for pair in str(recipe.get("env", "")).split() if "=" in pair)
         for fact in launch.get("engine-env", []):
-            env[fact["name"]] = _setting_value(str(fact["value"]), entry)
+            env[fact["name"]] = _subst(str(fact["value"]), entry, fact)
         side["engine-env"][role] = env
     side["lmcache"]["prefill"] = {
-        f["flag"]: _setting_value(str(f["value"]), entry) for f in launch.get("lmcache", [])
+        f["flag"]: _subst(str(f["value"]), entry, f) for f in launch.get("lmcache", [])
     }
-    side["router"]["all"] = {"program": launch["router"]["program"]}
-    side["client"]["all"] = {
-        f["flag"]: _setting_value(f.get("value", True), entry) for f in launch.get("client", [])
-    }
+    return _recorded(launch, side, entry, {})
+
+
+def _recorded(launch: dict, side: dict, names: dict, conditions: dict) -> dict:
+    """The router, client, container and derived facts of a launch (those whose `when` holds)."""
+    router = launch.get("router", {})
+    side["router"]["all"] = {"program": router.get("program")}
+    side["router"]["all"].update(_facts(router.get("flags", []), names, conditions))
+    side["client"]["all"] = _facts(launch.get("client", []), names, conditions)
     side["container"]["all"] = dict(
         _option(f["flag"], f.get("value", True)) for f in launch.get("container", [])
     )
@@ -207,28 +236,338 @@ def theirs(launch: dict, inferencex: Path, entry_file: Path | None, model: str) 
     return side
 
 
-def _setting_value(value, entry: dict):
-    """A recorded value that is one of the entry's settings (`${NAME}`): the entry's value of it."""
-    if isinstance(value, str) and value.startswith("${") and value.endswith("}"):
-        return entry.get(value[2:-1], ABSENT)
-    return _json_or(value) if isinstance(value, str) else value
+def _facts(facts: list, names: dict, conditions: dict) -> dict:
+    return {f["flag"]: _subst(f.get("value", True), names, f) for f in facts if _holds(f, conditions)}
+
+
+def _holds(fact: dict, conditions: dict) -> bool:
+    """Whether a recorded fact's `when: {condition: value}` holds for this variant (no `when`: always)."""
+    when = fact.get("when") or {}
+    unknown = sorted(set(when) - set(conditions))
+    if unknown:
+        raise ParityError(f"{FACTS_FILE.name}: {fact.get('at')}: unknown condition {unknown[0]!r}")
+    return all(conditions[k] == v for k, v in when.items())
+
+
+_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _subst(value, names: dict, fact: dict | None = None):
+    """A recorded value with `${NAME}` filled in from `names` (the entry's settings, and for SGLang the
+    variables its bash has set). A value that is one reference to a name not set is absent."""
+    if not isinstance(value, str):
+        return value
+    whole = _REF.fullmatch(value)
+    if whole:
+        return _json_or(names[whole[1]]) if whole[1] in names else ABSENT
+
+    def one(m):
+        if m[1] not in names:
+            raise ParityError(f"{FACTS_FILE.name}: {(fact or {}).get('at')}: {m[1]} is not set")
+        return str(names[m[1]])
+
+    return _json_or(_REF.sub(one, value))
+
+
+def _entry(path: Path, key: str) -> dict:
+    data = _read_yaml(path)
+    if not isinstance(data.get(key), dict):
+        raise ParityError(f"{path}: no entry {key!r}")
+    return data[key]
 
 
 def _entry_settings(path: Path, key: str) -> dict:
     """Every additional setting of the entry's first search-space item (prefill's, then decode's)."""
-    data = _read_yaml(path)
-    if key not in data:
-        raise ParityError(f"{path}: no entry {key!r}")
-    scenarios = data[key].get("scenarios", {})
-    for group in (g for groups in scenarios.values() for g in groups):
+    scenarios = _entry(path, key).get("scenarios") or {}
+    for group in (g for groups in scenarios.values() for g in groups or ()):
         for item in group.get("search-space", []):
-            out = {}
-            for role in ("decode", "prefill"):
-                for pair in (item.get(role) or {}).get("additional-settings") or []:
-                    name, _, value = str(pair).partition("=")
-                    out[name] = value
-            return out
+            return _additional_settings(item)
     return {}
+
+
+def _additional_settings(item: dict) -> dict:
+    out = {}
+    for role in ("decode", "prefill"):
+        for pair in (item.get(role) or {}).get("additional-settings") or []:
+            name, _, value = str(pair).partition("=")
+            out[name] = value
+    return out
+
+
+def _field(data, key: str, where: object = FACTS_FILE.name):
+    """data[key], or a ParityError naming the file and the key (a file of InferenceX's is hostile input)."""
+    if not isinstance(data, dict) or key not in data:
+        raise ParityError(f"{where}: no {key!r}")
+    return data[key]
+
+
+# ---- InferenceX's SGLang + MoRI launch (amd_utils/server_sglang.sh) ---------------------------------------
+
+
+@dataclass(frozen=True)
+class Worker:
+    """One role's worker as server_sglang.sh is given it: TP size, EP on (--ep-size = tp), DP attention on
+    (--dp-size = tp), and the nodes it spans (its (tp + 7) / 8)."""
+
+    tp: int
+    ep: bool = False
+    dp: bool = False
+
+    @property
+    def nodes(self) -> int:
+        return (self.tp + 7) // 8
+
+
+@dataclass(frozen=True)
+class Run:
+    """What InferenceX's SGLang launch reads of one search-space item of its entry."""
+
+    prefill: Worker
+    decode: Worker
+    max_conc: int  # BENCH_MAX_CONC_VALUE: the item's largest concurrency
+    mtp: int = 0  # DECODE_MTP_SIZE
+    agentic: bool = False
+    kv_transfer: str | None = None  # KV_P2P_TRANSFER: the entry's kv-p2p-transfer
+    names: dict = field(default_factory=dict)  # the item's additional settings, MODEL_NAME, ISL, OSL
+
+    def worker(self, role: str) -> Worker:
+        return self.prefill if role == "prefill" else self.decode
+
+
+def sglang_flags(block: dict, role: str, run: Run, names: dict, where: str = "models.yaml") -> list[str]:
+    """One role's engine flags as server_sglang.sh composes them from its models file's block for the model
+    (build_server_config, PREFILL_MODE_FLAGS, DECODE_MODE_FLAGS): parallelism, base flags (the entry's
+    kv-p2p-transfer replacing their transfer backend), EP flags, MTP flags on both roles, DP flags, then the
+    role's own. `names`: the integers its formulas may name (env.sh's MoRI budgets, the TP sizes)."""
+    w = run.worker(role)
+    words = ["--tp-size", str(w.tp)] + (["--ep-size", str(w.tp)] if w.ep else [])
+    words += ["--dp-size", str(w.tp)] if w.dp else []
+    base = shlex.split(str(block.get("base_flags", "")))
+    if run.kv_transfer:
+        base = _without(base, "--disaggregation-transfer-backend") + [
+            "--disaggregation-transfer-backend",
+            run.kv_transfer,
+        ]
+    words += base + (shlex.split(str(block.get("ep_flags", ""))) if w.ep else [])
+    if run.mtp > 0:
+        words += shlex.split(str(block.get("mtp_flags", "")))
+        words += ["--speculative-num-steps", str(run.mtp), "--speculative-num-draft-tokens", str(run.mtp + 1)]
+    words += shlex.split(str(block.get("dp_flags", ""))) if w.dp else []
+    prefill = _table(block, "prefill", where)
+    arm = _table(prefill, "dp" if run.prefill.dp else "no_dp", f"{where} prefill")
+    context = str(arm.get("context_length", ""))  # decode falls back to prefill's
+    if role == "prefill":
+        if w.dp:
+            graphs = str(arm.get("cuda_graph_bs", "1 2 3")).split()
+            running = run.max_conc if w.ep else arm.get("max_running_requests", 24)
+        else:
+            graphs = _seq(arm.get("cuda_graph_bs_range", "1-128"), (1, 128), where)
+            running = arm.get("max_running_requests", 128)
+        chunk = product(arm.get("chunked_prefill_size", 262144), names, where)
+        words += ["--mem-fraction-static", str(prefill.get("mem_fraction_static", 0.8))]
+        words += ["--max-running-requests", str(running), "--chunked-prefill-size", str(chunk)]
+        words += ["--disable-cuda-graph"] if _true(prefill.get("disable_cuda_graph", False)) else []
+        words += [] if _true(prefill.get("disable_cuda_graph", False)) else ["--cuda-graph-bs", *graphs]
+        if _true(prefill.get("disable_radix_cache", True)) and not run.agentic:
+            words += ["--disable-radix-cache"]
+        words += ["--context-length", context] if context else []
+        total = str(arm.get("max_total_tokens", ""))
+        words += ["--max-total-tokens", total] if total else []
+        words += ["--enable-two-batch-overlap"] if w.dp and _true(arm.get("enable_two_batch_overlap")) else []
+        return words
+    decode = _table(block, "decode", where)
+    name, default = ("dp", "1-160") if w.dp else ("ep_only", "1-256") if w.ep else ("no_dp", "1-128")
+    arm = _table(decode, name, f"{where} decode")
+    end = int(default.split("-")[1])
+    graphs = _seq(arm.get("cuda_graph_bs_range", default), (1, end), where)
+    if w.dp:
+        running = run.max_conc if w.ep else int(graphs[-1]) * w.tp
+    else:
+        running = arm.get("max_running_requests", 256 if w.ep else 128)
+    words += ["--mem-fraction-static", str(decode.get("mem_fraction_static", 0.85))]
+    words += ["--max-running-requests", str(running), "--cuda-graph-bs", *graphs]
+    words += (
+        ["--prefill-round-robin-balance"] if _true(decode.get("prefill_round_robin_balance", True)) else []
+    )
+    context = str(arm.get("context_length", "")) or context
+    words += ["--context-length", context] if context else []
+    if _true(decode.get("disagg_decode_enable_radix_cache", False)):
+        words += ["--disaggregation-decode-enable-radix-cache"]
+    return words
+
+
+def sglang_variables(env: dict, run: Run) -> dict:
+    """env.sh's variables as server_sglang.sh updates them for the run: with DP attention and EP on decode,
+    the decode dispatch budget is the largest concurrency per rank and the inter-kernel switch twice that;
+    with MTP the decode budget grows by the draft tokens (amd_utils/server_sglang.sh:241-249, 292-294)."""
+    env, d = dict(env), run.decode
+    if d.dp and d.ep:
+        tokens = run.max_conc // d.tp
+        env["MORI_MAX_DISPATCH_TOKENS_DECODE"] = str(tokens)
+        env["SGLANG_MORI_DISPATCH_INTER_KERNEL_SWITCH_THRESHOLD"] = str(tokens * 2)
+    if run.mtp > 0:
+        tokens = product("MORI_MAX_DISPATCH_TOKENS_DECODE", env, "env.sh")
+        env["MORI_MAX_DISPATCH_TOKENS_DECODE"] = str(tokens * (run.mtp + 1))
+    return env
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_INTEGER = re.compile(r"[0-9]{1,12}")
+
+
+def product(formula, names: dict, where: str = "models.yaml") -> int:
+    """A models-file size: an integer, or names and integers joined by `*` ("MORI_MAX_DISPATCH_TOKENS_PREFILL
+    * PREFILL_TP_SIZE"), each name an integer of `names`. Nothing else is read (never eval)."""
+    if isinstance(formula, bool) or not isinstance(formula, int | float | str):
+        raise ParityError(f"{where}: {formula!r} is not a size")
+    if not isinstance(formula, str):
+        return int(formula)
+    terms = [t.strip() for t in formula.split("*")]
+    if len(formula) > 200 or len(terms) > 8:
+        raise ParityError(f"{where}: {formula[:60]!r}... is too long for a size")
+    out = 1
+    for term in terms:
+        if _INTEGER.fullmatch(term):
+            out *= int(term)
+        elif _NAME.fullmatch(term) and term in names and _INTEGER.fullmatch(str(names[term])):
+            out *= int(str(names[term]))
+        elif _NAME.fullmatch(term):
+            raise ParityError(f"{where}: {formula!r}: {term} is not an integer setting")
+        else:
+            raise ParityError(f"{where}: {formula!r}: only names and integers joined by * are read")
+    return out
+
+
+def _seq(spec, default: tuple, where: str) -> list[str]:
+    """cuda_graph_bs_range "1-128" as `seq 1 128` expands it (no dash: the default range)."""
+    text = str(spec)
+    start, end = text.split("-", 1) if "-" in text else map(str, default)
+    if not (_INTEGER.fullmatch(start.strip()) and _INTEGER.fullmatch(end.strip())):
+        raise ParityError(f"{where}: cuda_graph_bs_range {text!r} is not <start>-<end>")
+    first, last = int(start), int(end)
+    if last - first > 4096:
+        raise ParityError(f"{where}: cuda_graph_bs_range {text!r} spans more than 4096 sizes")
+    return [str(n) for n in range(first, last + 1)]
+
+
+def _table(data: dict, key: str, where: str) -> dict:
+    value = data.get(key) or {}
+    if not isinstance(value, dict):
+        raise ParityError(f"{where}: {key} is not a mapping")
+    return value
+
+
+def _true(value) -> bool:
+    return str(value) in ("True", "true")
+
+
+def _without(words: list[str], flag: str) -> list[str]:
+    out, skip = [], False
+    for word in words:
+        if skip:
+            skip = False
+        elif word == flag:
+            skip = True
+        else:
+            out.append(word)
+    return out
+
+
+def _their_run(path: Path, key: str, point_path: tuple) -> tuple[dict, Run]:
+    """InferenceX's entry and the search-space item at point_path (the compared variant's), as data."""
+    entry = _entry(path, key)
+    item: object = entry
+    for i, step in enumerate(point_path[1:]):
+        ok = isinstance(item, dict) and step in item or isinstance(item, list) and 0 <= step < len(item)
+        if not ok:
+            raise ParityError(f"{path}: {key} has no {'.'.join(map(str, point_path[1 : i + 2]))}")
+        item = item[step]
+    if not isinstance(item, dict):
+        raise ParityError(f"{path}: {'.'.join(map(str, point_path))} is not a search-space item")
+
+    def worker(role):
+        spec = _field(item, role, f"{path}: {key}")
+        tp, ep = _integer(spec.get("tp"), f"{role}.tp", path), _integer(spec.get("ep", 1), f"{role}.ep", path)
+        return Worker(tp, ep > 1, spec.get("dp-attn") is True)
+
+    concs = item.get("conc-list") or [item.get("conc-end")]
+    settings = _additional_settings(item)
+    group = entry["scenarios"][point_path[2]][point_path[3]] if len(point_path) > 3 else {}
+    names = {**settings, "MODEL_NAME": str(_field(entry, "model", path)).split("/")[-1]}
+    names.update({k.upper(): str(group[k]) for k in ("isl", "osl") if isinstance(group, dict) and k in group})
+    run = Run(
+        prefill=worker("prefill"),
+        decode=worker("decode"),
+        max_conc=max(_integer(c, "conc-list", path) for c in concs),
+        mtp=_integer(_number(settings.get("DECODE_MTP_SIZE") or "0"), "DECODE_MTP_SIZE", path),
+        agentic=point_path[2:3] == ("agentic-coding",),
+        kv_transfer=item.get("kv-p2p-transfer") or entry.get("kv-p2p-transfer"),
+        names=names,
+    )
+    return entry, run
+
+
+def _number(text: str):
+    return int(text) if _INTEGER.fullmatch(text) else text
+
+
+def _integer(value, what: str, path: Path) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ParityError(f"{path}: {what} is {value!r}, not an integer")
+    return value
+
+
+def _theirs_sglang(launch: dict, inferencex: Path, entry_file: Path, key: str, point_path: tuple) -> dict:
+    side = {c: {} for c in CATEGORIES}
+    entry, run = _their_run(entry_file, launch.get("entry-key") or key, point_path)
+    models_file = _field(launch, "models")
+    models = _read_yaml(inferencex / models_file)
+    name = run.names["MODEL_NAME"]
+    chosen = f"{name}-AgentX" if run.agentic else f"{name}-DI"
+    # its fallback to the bare name (amd_utils/server_sglang.sh:85-96)
+    chosen = chosen if chosen in models else name
+    if not isinstance(models.get(chosen), dict):
+        raise ParityError(f"{models_file} has no entry {chosen!r} (it has: {', '.join(sorted(models))})")
+    shape = {
+        "PREFILL_TP_SIZE": run.prefill.tp,
+        "DECODE_TP_SIZE": run.decode.tp,
+        "xP": 1,
+        "yD": 1,
+    }
+    conditions = {"model": name, "agentic": run.agentic, "mtp": run.mtp > 0}
+    env: dict = {}
+    for fact in launch.get("engine-env", []):  # env.sh, in its order: a later line overrides an earlier one
+        if not _holds(fact, conditions):
+            continue
+        if fact.get("unset"):
+            env.pop(fact["name"], None)
+        elif "formula" in fact:
+            env[fact["name"]] = str(
+                product(fact["formula"], {**shape, **env}, f"{FACTS_FILE.name} {fact['at']}")
+            )
+        else:
+            env[fact["name"]] = str(_subst(str(fact.get("value", "")), {**run.names, **env}, fact))
+    formulas = {**{k: str(v) for k, v in shape.items()}, **env}  # its inline Python reads the environment
+    env = sglang_variables(env, run)
+    names = {**run.names, **env}
+    for role in ROLES:
+        where = f"{models_file} {chosen}"
+        words = sglang_flags(models[chosen], role, run, formulas, where)
+        flags = flag_map(words)
+        role_conditions = {**conditions, "multi-node-worker": run.worker(role).nodes > 1}
+        role_names = {**names, "NODES_PER_WORKER": str(run.worker(role).nodes)}
+        recorded = launch.get("engine-args", {})
+        flags.update(_facts(recorded.get("all", []) + recorded.get(role, []), role_names, role_conditions))
+        side["engine-args"][role] = _flatten(flags)
+        prefix = {}
+        for fact in launch.get("engine-env-prefix", {}).get(role, []):
+            value = next((env[n] for n in fact.get("from", []) if env.get(n)), "")
+            if value or not fact.get("when-set"):
+                prefix[fact["name"]] = value
+        if "--enable-two-batch-overlap" in flags and role == "prefill":
+            prefix["MORI_ENABLE_SDMA"] = "true"  # PREFILL_SDMA_ENV (amd_utils/server_sglang.sh:274-277)
+        side["engine-env"][role] = {**env, **prefix}
+    return _recorded(launch, side, names, {**conditions, "multi-node-worker": False})
 
 
 def _read_yaml(path: Path) -> dict:
@@ -309,22 +648,44 @@ def explain(found: list[Difference], reviewed: list[dict], key: str) -> tuple[li
     return out, stale
 
 
-def compare(key: str, variant: str | None, inferencex: Path, entry_file: Path | None = None):
-    """(plan, differences, stale reviewed entries) for one config variant."""
-    facts = _read_yaml(FACTS_FILE)["launches"]
-    launch = next((f for f in facts.values() if key in f["configs"]), None)
+@dataclass(frozen=True)
+class Comparison:
+    plan: object
+    found: list
+    stale: list
+
+
+class NotRendered(ParityError):
+    """Our side of the comparison does not render (yet): the render's findings say why."""
+
+
+def compare(key: str, variant: str | None, inferencex: Path, configs: Path | None = None) -> list[Comparison]:
+    """One comparison per variant of KEY (or only VARIANT's). configs: the master file both sides are read
+    from, as `make render CONFIGS=` reads it; else ours from our configs (or, for a launch whose configs are
+    InferenceX's own entries, from its entry file) and theirs from the launch's entry file."""
+    facts = _read_yaml(FACTS_FILE).get("launches") or {}
+    launch = next((f for f in facts.values() if key in f.get("configs", [])), None)
     if launch is None:
-        known = sorted(k for f in facts.values() for k in f["configs"])
+        known = sorted(k for f in facts.values() for k in f.get("configs", []))
         raise ParityError(f"no InferenceX launch recorded for {key} in {FACTS_FILE.name} (known: {known})")
-    loaded = load(key)
-    targets = [t for t in loaded.targets(key) if variant in (None, t.variant)]
-    if not targets:
-        raise ParityError(f"{key} has no variant {variant!r}")
-    plan = build_plan(targets[0])
-    found = differences(ours(plan), theirs(launch, inferencex, entry_file, plan.model))
+    entry_file = configs or inferencex / _field(launch, "entry")
+    try:
+        loaded = load(key, [entry_file] if configs or launch.get("ours-from-entry") else None)
+        targets = [t for t in loaded.targets(key) if variant in (None, t.variant)]
+        if not targets:
+            raise ParityError(f"{key} has no variant {variant!r}")
+        plans = [(t, build_plan(t)) for t in targets]
+    except RenderError as exc:
+        said = "; ".join(f.format() for f in exc.findings)
+        raise NotRendered(f"{key} does not render yet: {said}") from None
+    except Unsupported as exc:
+        raise NotRendered(f"{key} does not render yet: {exc}") from None
     reviewed = _read_yaml(REVIEWED_FILE).get("differences", [])
-    explained, stale = explain(found, reviewed, key)
-    return plan, explained, stale
+    out = []
+    for target, plan in plans:
+        found = differences(ours(plan), theirs(launch, inferencex, entry_file, key, target.point.path))
+        out.append(Comparison(plan, *explain(found, reviewed, key)))
+    return out
 
 
 def report(plan, found: list[Difference], stale: list[dict]) -> str:
@@ -351,23 +712,29 @@ def default_inferencex() -> Path:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="make parity", description=__doc__.splitlines()[0])
     p.add_argument("config")
-    p.add_argument("--variant")
+    p.add_argument("--variant", help="compare this variant only (default: every variant of the config)")
     p.add_argument("--inferencex", type=Path, help="InferenceX's files (amd_utils/, pr1924/, its entries)")
-    p.add_argument("--entry", type=Path, help="InferenceX's master file holding the same entry")
+    p.add_argument(
+        "--configs",
+        type=Path,
+        help="the master file both sides are read from (ours rendered from it, InferenceX's entry from it)",
+    )
     args = p.parse_args(argv)
     inferencex = args.inferencex or default_inferencex()
     try:
         if not inferencex.is_dir():
             raise ParityError(f"{inferencex} is not a folder: point INFERENCEX= at InferenceX's files")
-        plan, found, stale = compare(args.config, args.variant, inferencex, args.entry)
-    except RenderError as exc:
-        print("\n".join(f.format() for f in exc.findings), file=sys.stderr)
-        return 1
+        compared = compare(args.config, args.variant, inferencex, args.configs)
     except ParityError as exc:
         print(f"parity: {exc}", file=sys.stderr)
         return 2
-    print(report(plan, found, stale))
-    return 1 if stale or any(d.explained_by is None for d in found) else 0
+    print("\n\n".join(report(c.plan, c.found, c.stale) for c in compared))
+    bad = [c for c in compared if c.stale or any(d.explained_by is None for d in c.found)]
+    if len(compared) > 1:
+        print(
+            f"\n{len(compared)} variants compared, {len(bad)} with unexplained differences or stale reviews"
+        )
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

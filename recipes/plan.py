@@ -163,6 +163,7 @@ class Plan:
     node_local_addr: tuple | None = _word()  # where node-private services (LMCache) bind; None: none
     env_exported: tuple = _pairs()  # (NAME, value): read by engines
     env_shell: tuple = _pairs()  # (NAME, value): knobs the node script expands
+    shell_notes: tuple  # env.sh's comment lines above them: how the derived ones are derived
     dram_budget: object  # schemas.dram.DramBudget: what LMCACHE_L1_SIZE_GB is derived from; None: no LMCache
     nodes: tuple  # of Node, by rank
     roles: tuple  # of Role

@@ -3,11 +3,14 @@ disaggregation flags, and sglang-router in front of them (docs/upstream-facts.md
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from schemas import settings as reg
 
+from .benchmark import concurrencies
 from .plan import Ports, Service, Timeouts
 from .target import NODE_ADDR, Target, Unsupported
-from .words import argv, word
+from .words import Ref, argv, word
 
 # KV transfers this renderer launches SGLang PD over: its --disaggregation-transfer-backend values.
 TRANSFERS = ("mooncake", "mori")
@@ -27,7 +30,6 @@ MORI_ENV = {
     "SGLANG_ENABLE_SPEC_V2": 1,
     "SGLANG_ENABLE_OVERLAP_PLAN_STREAM": 0,
     "SGLANG_LOG_MS": "true",
-    "SGLANG_MORI_DISPATCH_INTER_KERNEL_SWITCH_THRESHOLD": 1024,
     "MORI_SHMEM_MODE": "ISOLATION",
     "MORI_EP_LAUNCH_CONFIG_MODE": "AUTO",
     "MORI_APP_LOG_LEVEL": "WARNING",
@@ -40,20 +42,94 @@ MORI_ENV = {
     "TORCH_NCCL_BLOCKING_WAIT": 1,
     "NCCL_BLOCKING_WAIT": 1,
 }
-# Per role, on the engine's own line: MoRI's dispatch and MoE input budgets (tokens per rank), and its
-# combine dtype left to SGLang (set empty, as the known-working launch does).
+# Per role, on the engine's own line: MoRI's MoE input budget (tokens per rank), and its combine dtype left
+# to SGLang (set empty, as the known-working launch does); the dispatch budget is derived (MoriBudget).
 MORI_ROLE_ENV = {
-    "prefill": {
-        "SGLANG_MORI_COMBINE_DTYPE": "",
-        "SGLANG_MORI_MOE_MAX_INPUT_TOKENS": 32768,
-        "SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK": 8192,
-    },
-    "decode": {
-        "SGLANG_MORI_COMBINE_DTYPE": "",
-        "SGLANG_MORI_MOE_MAX_INPUT_TOKENS": 2703,
-        "SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK": 512,
-    },
+    "prefill": {"SGLANG_MORI_COMBINE_DTYPE": "", "SGLANG_MORI_MOE_MAX_INPUT_TOKENS": 32768},
+    "decode": {"SGLANG_MORI_COMBINE_DTYPE": "", "SGLANG_MORI_MOE_MAX_INPUT_TOKENS": 2703},
 }
+# MoRI's dispatch budgets (tokens per rank) where the sweep does not derive them.
+MORI_DISPATCH_TOKENS = {"prefill": 8192, "decode": 512}
+DISPATCH_TOKENS_VAR = {"prefill": "MORI_DISPATCH_TOKENS_PREFILL", "decode": "MORI_DISPATCH_TOKENS_DECODE"}
+MAX_RUNNING_VAR = "MAX_RUNNING_REQUESTS"
+# SGLang flags this builder knows the meaning of, whichever model sets them: the admission limit it derives
+# on a DEP worker (a model sets it for TP workers), and two-batch overlap, whose MoRI all-to-all runs on SDMA.
+FLAGS_READ = ("--max-running-requests", "--enable-two-batch-overlap")
+
+
+@dataclass(frozen=True)
+class MoriBudget:
+    """What the known-working launch derives from the sweep for MoRI (env.sh shows it): a worker running DP
+    attention with split experts (DEP) admits the largest concurrency at once, and decode's dispatch budget
+    per rank is that spread over its DP ranks; MTP multiplies decode's by the tokens a step verifies."""
+
+    max_concurrency: int
+    dep: dict  # role -> True when its worker runs DP attention with split experts
+    decode_ranks: int  # decode's DP ranks (its TP size)
+    mtp: int  # DECODE_MTP_SIZE (0: none)
+
+    def dispatch(self, role: str) -> int:
+        base = self.max_concurrency // self.decode_ranks if role == "decode" and self.dep[role] else None
+        tokens = MORI_DISPATCH_TOKENS[role] if base is None else base
+        return tokens * (self.mtp + 1) if role == "decode" else tokens
+
+    @property
+    def switch_threshold(self) -> int:
+        """SGLANG_MORI_DISPATCH_INTER_KERNEL_SWITCH_THRESHOLD: twice decode's budget before MTP."""
+        return 2 * (self.dispatch("decode") // (self.mtp + 1))
+
+    def notes(self) -> tuple:
+        out = [
+            "MoRI's dispatch budgets (tokens per rank) and the admission limit, as the known-working",
+            f"launch derives them from this variant: largest concurrency {self.max_concurrency}.",
+        ]
+        dep_roles = [r for r in reg.ROLES if self.dep[r]]
+        if dep_roles:
+            out.append(
+                f"  {MAX_RUNNING_VAR} (--max-running-requests of {' and '.join(dep_roles)}: DP attention, "
+                f"experts split) = {self.max_concurrency}"
+            )
+        pre = self.dispatch("prefill")
+        out.append(f"  {DISPATCH_TOKENS_VAR['prefill']} = {pre} (MoRI's prefill default)")
+        if self.dep["decode"]:
+            base = f"{self.max_concurrency} / {self.decode_ranks} DP ranks"
+        else:
+            base = f"{MORI_DISPATCH_TOKENS['decode']} (MoRI's decode default)"
+        if self.mtp or self.dep["decode"]:
+            mtp = f" x (MTP {self.mtp} + 1)" if self.mtp else ""
+            base += f"{mtp} = {self.dispatch('decode')}"
+        out.append(f"  {DISPATCH_TOKENS_VAR['decode']} = {base}")
+        out.append(
+            f"  SGLANG_MORI_DISPATCH_INTER_KERNEL_SWITCH_THRESHOLD (exported above) = 2 x "
+            f"{self.dispatch('decode') // (self.mtp + 1)} = {self.switch_threshold}"
+        )
+        return tuple(out)
+
+    def values(self) -> dict:
+        out = {DISPATCH_TOKENS_VAR[r]: self.dispatch(r) for r in reg.ROLES}
+        if any(self.dep.values()):
+            out[MAX_RUNNING_VAR] = self.max_concurrency
+        return out
+
+
+def _dep(t: Target, role: str) -> bool:
+    w = t.worker(role)
+    return bool(w.dp_attn) and (w.ep or 1) > 1
+
+
+def _mtp_size(t: Target) -> int:
+    return (t.settings("decode")["DECODE_MTP_SIZE"] or 0) if t.disagg else 0
+
+
+def mori_budget(t: Target) -> MoriBudget | None:
+    if not _over_mori(t):
+        return None
+    return MoriBudget(
+        max_concurrency=max(concurrencies(t)),
+        dep={role: _dep(t, role) for role in reg.ROLES},
+        decode_ranks=t.worker("decode").tp,
+        mtp=_mtp_size(t),
+    )
 
 
 def _over_mori(t: Target) -> bool:
@@ -76,17 +152,82 @@ def check(t: Target) -> None:
             "kv-offload-backend is not rendered for SGLang (the LMCache MP connector is vLLM's)",
             at=(*t.point.path, "kv-offload-backend"),
         )
+    for role in t.roles:
+        if t.worker(role).dp_attn and t.recipe.dp_attention is None:
+            raise Unsupported(
+                f"{role}: dp-attn on model {t.entry.model}, whose sglang recipe in configs/models.yaml has "
+                "no dp-attention block (the flags a known-working DP-attention launch used)",
+                at=(*t.role_path(role), "dp-attn"),
+            )
+        if _dep(t, role) and FLAGS_READ[0] in map(str, t.model_args(role)):
+            raise Unsupported(
+                f"{role}: the model's flags set --max-running-requests, which a DP-attention worker with "
+                "split experts derives from the sweep (its largest concurrency): set it per role for TP "
+                "workers only (prefill-args, decode-args in configs/models.yaml)",
+                at=(t.key, "model"),
+            )
+        if _dep(t, role) and not _over_mori(t):
+            raise Unsupported(
+                f"{role}: DP attention with split experts is rendered over MoRI's all-to-all only "
+                "(kv-p2p-transfer mori), as the known-working launch runs it",
+                at=(*t.role_path(role), "dp-attn"),
+            )
+    if t.point.space.spec_decoding == "mtp":
+        if not t.recipe.mtp_args:
+            raise Unsupported(
+                f"spec-decoding mtp on model {t.entry.model}, whose sglang recipe in configs/models.yaml "
+                "has no mtp-args (the draft algorithm a known-working MTP launch used)",
+                at=(*t.point.path, "spec-decoding"),
+            )
+        if not _mtp_size(t):
+            raise Unsupported(
+                "spec-decoding mtp needs its draft steps: DECODE_MTP_SIZE=N (N >= 1) in decode's "
+                "additional-settings",
+                at=(*t.role_path("decode"), "additional-settings"),
+            )
 
 
 def services(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> list[Service]:
     return [_sglang_service(t, role, ports, timeouts)]
 
 
+def _role_env(t: Target, role: str) -> list:
+    """`env NAME=VALUE ...` of a role over MoRI: its budgets on its own line (dispatch's from env.sh)."""
+    if not (_over_mori(t) and role in reg.ROLES):
+        return []
+    env = dict(MORI_ROLE_ENV[role])
+    if FLAGS_READ[1] in map(str, t.model_args(role)):
+        env["MORI_ENABLE_SDMA"] = "true"  # two-batch overlap's all-to-all on the SDMA engines, as it ran
+    fixed = [word(f"{k}={v}") for k, v in env.items()]
+    dispatch = word("SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK=", Ref(DISPATCH_TOKENS_VAR[role]))
+    return ["env", *fixed, dispatch]
+
+
+def _parallel_args(t: Target, role: str) -> list:
+    """TP; EP over the worker's GPUs (lint refuses an ep other than 1 or tp); DP attention, a rank a GPU."""
+    w = t.worker(role)
+    return [
+        *("--tp-size", w.tp),
+        *(("--ep-size", w.ep) if (w.ep or 1) > 1 else ()),
+        *(("--dp-size", w.tp, "--enable-dp-attention") if w.dp_attn else ()),
+    ]
+
+
+def _mtp_args(t: Target) -> list:
+    """MTP's draft steps on both roles: the draft layers take part in prefill's KV as well as decode's
+    verification, so the two must match (SGLang refuses a mismatch since 0.5.15)."""
+    n = _mtp_size(t) if t.point.space.spec_decoding == "mtp" else 0
+    if not n:
+        return []
+    draft = t.recipe.mtp_draft_model
+    path = ["--speculative-draft-model-path", f"{t.launch.model_root}/{draft}"] if draft else []
+    return [*path, "--speculative-num-steps", n, "--speculative-num-draft-tokens", n + 1]
+
+
 def _sglang_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> Service:
     s = t.settings(role)
-    role_env = MORI_ROLE_ENV.get(role, {}) if _over_mori(t) else {}
     args = [
-        *(["env", *(word(f"{k}={v}") for k, v in role_env.items())] if role_env else []),
+        *_role_env(t, role),
         "python3",
         "-m",
         "sglang.launch_server",
@@ -98,13 +239,13 @@ def _sglang_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> S
         NODE_ADDR,
         "--port",
         ports.vllm,
-        "--tp-size",
-        t.worker(role).tp,
-        # EP over the TP group (lint refuses an ep other than 1 or tp)
-        *(["--ep-size", t.worker(role).ep] if (t.worker(role).ep or 1) > 1 else []),
+        *_parallel_args(t, role),
         *(["--trust-remote-code"] if t.model.remote_code else []),
         *t.model_args(role),
+        *_mtp_args(t),
     ]
+    if role in reg.ROLES and _dep(t, role) and _over_mori(t):
+        args += [FLAGS_READ[0], Ref(MAX_RUNNING_VAR)]
     for flag, name in (
         ("--mem-fraction-static", "MEM_FRACTION_STATIC"),
         ("--context-length", "MAX_MODEL_LEN"),
@@ -133,6 +274,7 @@ def engine_env(t: Target, ports: Ports) -> dict:
     env = {}
     if _over_mori(t):
         env.update(MORI_ENV)
+        env["SGLANG_MORI_DISPATCH_INTER_KERNEL_SWITCH_THRESHOLD"] = mori_budget(t).switch_threshold
         env["GLOO_SOCKET_IFNAME"] = env["NCCL_SOCKET_IFNAME"] = t.launch.data_plane_interface
         env["NCCL_IB_HCA"] = ",".join(t.launch.nic_devices)
     env.update(t.recipe.env)
@@ -161,8 +303,14 @@ def l1_budget(t: Target) -> None:
 
 
 def shell_env(t: Target) -> tuple:
-    """No LMCache on SGLang (check() refuses an offload backend): nothing for env.sh's shell section."""
-    return ()
+    """MoRI's derived budgets (MoriBudget), which the engine lines expand; nothing without MoRI."""
+    budget = mori_budget(t)
+    return () if budget is None else tuple(sorted((k, str(v)) for k, v in budget.values().items()))
+
+
+def shell_notes(t: Target) -> tuple:
+    budget = mori_budget(t)
+    return () if budget is None else budget.notes()
 
 
 def router_service(t: Target, backends: list, ports: Ports, timeouts: Timeouts, counts: dict) -> Service:

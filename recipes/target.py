@@ -78,8 +78,17 @@ class Target:
             raise Unsupported(str(err), at=(self.key, "model")) from None
 
     def model_args(self, role: str) -> list:
-        """The model's flags on `role`'s engine line, argv-ready: a mapping is a JSON value, serialized."""
-        return [json_word(a) if isinstance(a, dict) else a for a in role_args(self.recipe, role)]
+        """The model's flags on `role`'s engine line for its worker's shape and the point's speculative
+        decoding, argv-ready: a mapping is a JSON value, serialized."""
+        w = self.worker(role)
+        args = role_args(
+            self.recipe,
+            role,
+            dp_attention=bool(w.dp_attn),
+            split_experts=(w.ep or 1) > 1,
+            mtp=self.point.space.spec_decoding == "mtp",
+        )
+        return [json_word(a) if isinstance(a, dict) else a for a in args]
 
     @property
     def disagg(self) -> bool:
@@ -110,7 +119,8 @@ class Target:
         out = {}
         for role in self.roles:
             given = parsed_settings(self.worker(role))
-            out[role] = (given, resolved_settings(self.recipe, role, given))
+            dp_attention = bool(self.worker(role).dp_attn)
+            out[role] = (given, resolved_settings(self.recipe, role, given, dp_attention))
         return out
 
     @property

@@ -12,8 +12,12 @@ def _size(tokens: int) -> str:
 
 
 def _workers(w) -> str:
-    """<workers>x<tp>, and ep<n> when experts are split (ep 1 is left unsaid)."""
-    return f"{w.num_worker}x{w.tp}" + (f"ep{w.ep}" if (w.ep or 1) > 1 else "")
+    """<workers>x<tp>, and ep<n> when experts are split (ep 1 is left unsaid); a worker running DP attention
+    <workers>xdep<n> (split experts) or <workers>xdp<n>, as the field names them (DEP8)."""
+    split = (w.ep or 1) > 1
+    if w.dp_attn:
+        return f"{w.num_worker}x{'dep' if split else 'dp'}{w.tp}"
+    return f"{w.num_worker}x{w.tp}" + (f"ep{w.ep}" if split else "")
 
 
 def variant_name(t_point, params: dict, entry) -> str:

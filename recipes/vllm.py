@@ -60,6 +60,15 @@ def check(t: Target) -> None:
             "(docs/upstream-facts.md#mi355x-clusters), never a guess",
             at=(*t.role_path("prefill"), "additional-settings"),
         )
+    if t.point.space.spec_decoding == "mtp":
+        raise Unsupported(
+            "spec-decoding mtp is not rendered for vLLM yet", at=(*t.point.path, "spec-decoding")
+        )
+    for role in t.roles:
+        if t.worker(role).dp_attn:
+            raise Unsupported(
+                f"{role}: dp-attn is not rendered for vLLM yet", at=(*t.role_path(role), "dp-attn")
+            )
 
 
 def protocols(t: Target) -> dict:
@@ -217,6 +226,22 @@ def l1_budget(t: Target):
             at=t.role_path("prefill"),
         )
     return budget
+
+
+def shell_notes(t: Target) -> tuple:
+    """What env.sh says above the LMCache values: where L1's size comes from."""
+    b = l1_budget(t)
+    if b is None:
+        return ()
+    return (
+        "LMCache MP server on prefill nodes (one L1 pool per node).",
+        "L1 is the prefill server's KV-offload DRAM budget as InferenceX states it: per server, proportional",
+        f"to the GPUs its engine uses, in GB, at most {b.cap_gb} GB a server; lmcache --l1-size-gb counts "
+        "GiB.",
+        f"  min({b.available_mib} MiB available, {b.cap_mib} MiB cap) x 2^20 B x dram-utilization "
+        f"{b.utilization}",
+        f"  x {b.gpus_used}/{b.gpus_per_node} GPUs = {b.budget_gb} GB = {b.l1_gib} GiB",
+    )
 
 
 def shell_env(t: Target) -> tuple:

@@ -27,7 +27,7 @@ class Context:
     def settings(self, role: str, worker: Worker) -> dict:
         """`role`'s resolved settings as the renderer resolves them: the config's, the model's defaults for
         the engine and the runner's GPU vendor (when both are known), the registry's."""
-        return resolved_settings(self._recipe, role, parsed_settings(worker))
+        return resolved_settings(self._recipe, role, parsed_settings(worker), bool(worker.dp_attn))
 
     @cached_property
     def _recipe(self):

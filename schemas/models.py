@@ -7,7 +7,7 @@ only (docs/add-a-model.md)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -26,8 +26,28 @@ ConfigName = shape(
 )
 # A flag's value that is JSON (--compilation-config): written as a YAML mapping, serialized on render.
 JsonArg = dict[ConfigName, Any]
-EngineArg = Arg | EnvInt | JsonArg
 Count = bounded(1, 2**20)
+MAX_SEQ_WORDS = 4096
+
+
+class Seq(Model):
+    """The whole numbers first..last, each its own word: a flag's list value (--cuda-graph-bs 1 2 ... 160)."""
+
+    seq: list[Count] = Field(min_length=2, max_length=2, description="[first, last], both included.")
+
+    @model_validator(mode="after")
+    def _ordered_and_short(self):
+        first, last = self.seq
+        if not first <= last < first + MAX_SEQ_WORDS:
+            raise ValueError(f"seq [{first}, {last}]: first <= last, at most {MAX_SEQ_WORDS} words")
+        return self
+
+    def words(self) -> list[int]:
+        return list(range(self.seq[0], self.seq[1] + 1))
+
+
+# Tried in order: a word, a number, a number range, then a JSON mapping.
+EngineArg = Annotated[Arg | EnvInt | Seq | JsonArg, Field(union_mode="left_to_right")]
 Size = bounded(0, 2**24)
 Source = prose("a source", 400)
 
@@ -97,9 +117,27 @@ class Architecture(Model):
     config: dict[ConfigName, Any] = Field(default_factory=dict)
 
 
+class DpAttentionArgs(Model):
+    """Flags of a worker running data-parallel attention (dp-attn): `args` added on every role, and each
+    role's own in place of the recipe's (a known-working launch tunes DP workers apart: its dp blocks)."""
+
+    args: list[EngineArg] = Field(default_factory=list, description="Flags on every DP-attention worker.")
+    prefill_args: list[EngineArg] = Field(
+        default_factory=list, description="In place of the recipe's prefill-args on a DP-attention prefill."
+    )
+    decode_args: list[EngineArg] = Field(
+        default_factory=list, description="In place of the recipe's decode-args on a DP-attention decode."
+    )
+    settings: list[SettingText] = Field(
+        default_factory=list,
+        description="Setting defaults of a DP-attention worker, over the recipe's (the config's own win).",
+    )
+
+
 class EngineRecipe(Model):
     """One engine's needs on one GPU vendor: flags for every role and per role, environment, and setting
-    defaults (KEY=VALUE as in additional-settings; the config's own values win)."""
+    defaults (KEY=VALUE as in additional-settings; the config's own values win); flags for the worker shapes
+    and speculative decoding a config may ask for."""
 
     args: list[EngineArg] = Field(
         default_factory=list,
@@ -120,15 +158,46 @@ class EngineRecipe(Model):
     decode_settings: list[SettingText] = Field(
         default_factory=list, description="Setting defaults on decode's engine only (over `settings`)."
     )
+    dp_attention: DpAttentionArgs | None = Field(
+        None,
+        description="A worker running data-parallel attention (dp-attn: true); without it none is rendered.",
+    )
+    expert_parallel_args: list[EngineArg] = Field(
+        default_factory=list, description="Flags on a worker splitting experts (ep > 1): its all-to-all."
+    )
+    mtp_args: list[EngineArg] = Field(
+        default_factory=list,
+        description="Flags on both roles with spec-decoding mtp (the draft's algorithm; its step and token "
+        "counts come from DECODE_MTP_SIZE); empty: the model has no MTP recipe, and none is rendered.",
+    )
+    mtp_draft_model: ModelId | None = Field(
+        None,
+        description="MTP's draft model when it is not the model's own layers: staged under the runner's "
+        "model-root like the model (--speculative-draft-model-path).",
+    )
 
     @model_validator(mode="after")
     def _flags_are_this_files(self):
-        for where in ("args", "prefill_args", "decode_args"):
-            for arg in getattr(self, where):
-                owner = None if isinstance(arg, dict) else flag_owner(str(arg))
+        dp = self.dp_attention or DpAttentionArgs()
+        lists = {
+            "args": self.args,
+            "prefill-args": self.prefill_args,
+            "decode-args": self.decode_args,
+            "dp-attention.args": dp.args,
+            "dp-attention.prefill-args": dp.prefill_args,
+            "dp-attention.decode-args": dp.decode_args,
+            "expert-parallel-args": self.expert_parallel_args,
+            "mtp-args": self.mtp_args,
+        }
+        for where, args in lists.items():
+            for arg in args:
+                if isinstance(arg, dict) and "seq" in arg:  # a range that failed as one: its own error
+                    Seq.model_validate(arg)
+                owner = None if isinstance(arg, dict | Seq) else flag_owner(str(arg))
                 if owner is not None:
-                    raise ValueError(f"{where.replace('_', '-')}: {arg} comes from {owner}, not model flags")
-        for item in [*self.settings, *self.prefill_settings, *self.decode_settings]:
+                    raise ValueError(f"{where}: {arg} comes from {owner}, not model flags")
+        dp_settings = self.dp_attention.settings if self.dp_attention else []
+        for item in [*self.settings, *self.prefill_settings, *self.decode_settings, *dp_settings]:
             try:
                 key, raw = split_setting(item)
                 setting = lookup(key)
@@ -139,10 +208,12 @@ class EngineRecipe(Model):
                 raise ValueError(f"settings: {key} is not a model's to set ({setting.help})")
         return self
 
-    def defaults(self, role: str | None = None) -> dict:
-        """The settings as typed values: every role's, then `role`'s own over them."""
+    def defaults(self, role: str | None = None, dp_attention: bool = False) -> dict:
+        """The settings as typed values: every role's, then `role`'s own over them, then a DP-attention
+        worker's."""
         own = {"prefill": self.prefill_settings, "decode": self.decode_settings}.get(role, [])
-        return {k: REGISTRY[k].parse(v) for k, v in map(split_setting, [*self.settings, *own])}
+        dp = self.dp_attention.settings if dp_attention and self.dp_attention else []
+        return {k: REGISTRY[k].parse(v) for k, v in map(split_setting, [*self.settings, *own, *dp])}
 
 
 class ModelFacts(Model):
@@ -191,27 +262,54 @@ def engine_recipe(facts: ModelFacts, model: str, engine: str, vendor: str) -> En
             f"model {model!r} has no {engine} recipe for gpu-vendor {vendor} in configs/models.yaml "
             f"(it has: {', '.join(sorted(blocks))}): its flags for another vendor's GPUs are not guessed"
         )
-    lists = ("args", "prefill_args", "decode_args")
+    lists = ("args", "prefill_args", "decode_args", "expert_parallel_args", "mtp_args")
     settings = ("settings", "prefill_settings", "decode_settings")
     merged: dict = {**{name: [] for name in lists}, "env": {}, **{name: {} for name in settings}}
+    dp: dict | None = None
     for block in found:
         for name in lists:
             merged[name] += getattr(block, name)
+        if block.dp_attention is not None:
+            dp = dp or {"args": [], "prefill_args": [], "decode_args": [], "settings": []}
+            for name in dp:
+                dp[name] += getattr(block.dp_attention, name)
+        merged["mtp_draft_model"] = block.mtp_draft_model or merged.get("mtp_draft_model")
         merged["env"].update(block.env)
         for name in settings:
             merged[name].update(split_setting(item) for item in getattr(block, name))
     for name in settings:
         merged[name] = [f"{k}={v}" for k, v in merged[name].items()]
+    if dp is not None:
+        merged["dp_attention"] = {k.replace("_", "-"): v for k, v in dp.items()}
     return EngineRecipe.model_validate({k.replace("_", "-"): v for k, v in merged.items()})
 
 
-def role_args(recipe: EngineRecipe, role: str) -> list:
-    """The model's flags on `role`'s engine line: every role's, then the role's own."""
-    return [*recipe.args, *{"prefill": recipe.prefill_args, "decode": recipe.decode_args}.get(role, [])]
+def role_args(
+    recipe: EngineRecipe,
+    role: str,
+    *,
+    dp_attention: bool = False,
+    split_experts: bool = False,
+    mtp: bool = False,
+) -> list:
+    """The model's flags on `role`'s engine line: every role's, the worker shape's (DP attention: its role
+    flags in place of the recipe's own; split experts: the all-to-all's), MTP's, then the role's own."""
+    dp = recipe.dp_attention if dp_attention else None
+    own = dp if dp is not None else recipe
+    args = [
+        *recipe.args,
+        *(dp.args if dp is not None else ()),
+        *(recipe.expert_parallel_args if split_experts else ()),
+        *(recipe.mtp_args if mtp else ()),
+        *{"prefill": own.prefill_args, "decode": own.decode_args}.get(role, []),
+    ]
+    return [word for a in args for word in (a.words() if isinstance(a, Seq) else (a,))]
 
 
-def resolved_settings(recipe: EngineRecipe | None, role: str, given: dict) -> dict:
-    """`role`'s settings: the config's (`given`, typed), else the model's defaults valid for the role, else
-    the registry's. Render and lint resolve through this one function."""
-    defaults = recipe.defaults(role) if recipe is not None else {}
+def resolved_settings(
+    recipe: EngineRecipe | None, role: str, given: dict, dp_attention: bool = False
+) -> dict:
+    """`role`'s settings: the config's (`given`, typed), else the model's defaults valid for the role (and
+    its worker's shape), else the registry's. Render and lint resolve through this one function."""
+    defaults = recipe.defaults(role, dp_attention) if recipe is not None else {}
     return resolve(role, {**{k: v for k, v in defaults.items() if role in REGISTRY[k].roles}, **given})

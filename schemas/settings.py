@@ -220,12 +220,12 @@ REGISTRY: dict[str, Setting] = {
         _s(
             "DECODE_MTP_SIZE",
             "int",
-            "Speculative (MTP) tokens on decode (0 only: MTP is not rendered yet).",
+            "MTP draft steps with spec-decoding mtp (SGLang --speculative-num-steps N and "
+            "--speculative-num-draft-tokens N+1 on both roles: the draft layers make prefill's KV too); 0 "
+            "without.",
             roles=("decode",),
             low=0,
             high=8,
-            unread="speculative decoding (spec-decoding mtp) is not rendered yet",
-            inert=(0,),
         ),
         _s(
             "LMCACHE_L1_INIT_SIZE_GB",
@@ -369,6 +369,11 @@ OWNED_FLAGS = {
         for f in ("--data-parallel-size", "-dp", "--dp-size", "--enable-dp-attention")
     },
     **{f: "the config's pp" for f in ("--pipeline-parallel-size", "-pp", "--pp-size")},
+    **{
+        f: "the config's spec-decoding (DECODE_MTP_SIZE)"
+        for f in ("--speculative-num-steps", "--speculative-num-draft-tokens", "--speculative-config")
+    },
+    "--speculative-draft-model-path": "the model's mtp-draft-model (staged under the runner's model-root)",
     **{f: "the plan" for f in ("--host", "--port", "--model", "--model-path", "--served-model-name")},
     **{f: "the plan (kv-p2p-transfer)" for f in ("--kv-transfer-config", "--disaggregation-mode")},
     "--trust-remote-code": "the model's remote-code",

@@ -152,7 +152,7 @@ def _made_up(schema: dict) -> object:
         return True
     if kind == "array" and isinstance(schema.get("items"), dict):
         item = _made_up(schema["items"])
-        return None if item is None else [item]
+        return None if item is None else [item] * max(1, schema.get("minItems", 1))
     return None
 
 
@@ -217,7 +217,8 @@ def _objects(schema: dict, owner: str) -> list[tuple[str, dict, str]]:
 def _contained(schema: dict) -> tuple[str | None, str]:
     """The object a key holds, directly, as list items or as map values, and how its path goes on."""
     if schema.get("type") == "array" and isinstance(schema.get("items"), dict):
-        return _ref(schema["items"]), "[]"
+        items = schema["items"]  # an object, or one among a union's branches (a flag word or a range)
+        return _ref(items) or next((r for b in items.get("anyOf", ()) if (r := _ref(b))), None), "[]"
     if isinstance(schema.get("additionalProperties"), dict):
         ref, suffix = _contained(schema["additionalProperties"])  # a map of maps: engine -> vendor -> ...
         return ref, ".<key>" + suffix

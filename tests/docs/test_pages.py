@@ -226,5 +226,5 @@ def test_a_valid_config_the_renderer_refuses_gets_a_page_saying_why(src):
                 space["spec-decoding"] = "mtp"
     entries = {**src.entries, key: MasterEntry.model_validate(data)}
     page = pages.page(key, pages.Sources(**{**src.__dict__, "entries": entries}), {})
-    assert "**Not launchable yet.**" in page and "spec-decoding is not rendered yet" in page
+    assert "**Not launchable yet.**" in page and "has no mtp-args" in page
     assert f"[{src.origin[key][0]}]" in page and "## What each node runs" not in page

@@ -23,6 +23,7 @@ def test_the_interface_is_what_the_plan_asks():
         "router_service",
         "services",
         "shell_env",
+        "shell_notes",
         "transport",
         "uses_rdma",
         "watch_signatures",

@@ -64,10 +64,10 @@ def test_their_lines_pass_the_parser_that_judges_their_sglang_build(rendered, ca
 def test_an_entry_that_does_not_render_yet_says_why_at_its_line():
     master = reference("amd-master.yaml")
     with pytest.raises(render.RenderError) as exc:
-        render.load("dsr1-fp8-mi355x-sglang-disagg-mtp", [master])
+        render.load("dsv4-fp4-mi355x-sglang-disagg-mtp", [master])
     lines = [f.format() for f in exc.value.findings]
-    # DeepSeek-R1 has no recipe here yet: said at the entry's model line, with what the file has
-    assert any("amd-master.yaml:552:" in line and "not in configs/models.yaml" in line for line in lines), (
+    # DeepSeek-V4 has no recipe here yet: said at the entry's model line, with what the file has
+    assert any("amd-master.yaml:1055:" in line and "not in configs/models.yaml" in line for line in lines), (
         lines
     )
 
@@ -139,3 +139,115 @@ def test_inferencex_profile_accepts_what_its_validator_accepts(tmp_path):
     assert [f.format() for f in report.findings if f.file == str(path)] == []
     strict = lint.run(lint.parser().parse_args(["--runners", str(runners), str(path)]))
     assert any("unknown setting 'CONFIG_FILE'" in f.message for f in strict.findings)  # ours stays strict
+
+
+DEP_MTP = "dsr1-fp8-mi355x-sglang-disagg-mtp"
+
+
+@pytest.fixture(scope="module")
+def dep_mtp() -> dict:
+    loaded = render.load(DEP_MTP, [reference("amd-master.yaml")])
+    return {r.plan.variant: r for r in render.render_config(DEP_MTP, loaded)}
+
+
+def test_dep8_with_mtp_renders_as_the_known_working_launch_derives_it(dep_mtp):
+    """2 prefill and 1 decode DEP8 workers, MTP 1, concurrencies 1024 and 2048: both roles admit the largest
+    concurrency at once, decode's MoRI dispatch budget is it spread over 8 DP ranks times the 2 tokens an MTP
+    step verifies, and its switch threshold twice the budget before MTP; env.sh says how."""
+    r = dep_mtp["fsl8k1k_p2xdep8_d1xdep8_mtp"]
+    assert r.plan.slurm.nodes == 3
+    side = parity.ours(r.plan)
+    for role in ("prefill", "decode"):
+        flags = side["engine-args"][role]
+        assert (flags["--tp-size"], flags["--ep-size"], flags["--dp-size"]) == ("8", "8", "8")
+        assert flags["--enable-dp-attention"] is True and flags["--moe-a2a-backend"] == "mori"
+        assert flags["--max-running-requests"] == "2048"
+        assert (flags["--speculative-num-steps"], flags["--speculative-num-draft-tokens"]) == ("1", "2")
+        assert flags["--speculative-algorithm"] == "NEXTN"  # the model's MTP, on both roles
+    env = side["engine-env"]
+    assert env["prefill"]["SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK"] == "8192"
+    assert env["decode"]["SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK"] == "512"  # 2048 / 8 x (1 + 1)
+    assert env["decode"]["SGLANG_MORI_DISPATCH_INTER_KERNEL_SWITCH_THRESHOLD"] == "512"  # 2 x 256
+    assert side["engine-args"]["prefill"]["--chunked-prefill-size"] == "65536"  # the DP block's
+    text = r.files["env.sh"]
+    assert "MORI_DISPATCH_TOKENS_DECODE = 2048 / 8 DP ranks x (MTP 1 + 1) = 512" in text
+    assert "\nMAX_RUNNING_REQUESTS=2048\n" in text
+
+
+def test_tp_workers_keep_the_models_tp_tuning_and_moris_defaults(dep_mtp):
+    r = dep_mtp["fsl8k1k_p1x8_d2x8_mtp"]
+    side = parity.ours(r.plan)
+    prefill, decode = side["engine-args"]["prefill"], side["engine-args"]["decode"]
+    assert "--dp-size" not in prefill and "--ep-size" not in decode and "--moe-a2a-backend" not in decode
+    assert prefill["--max-running-requests"] == decode["--max-running-requests"] == "128"
+    assert decode["--speculative-num-steps"] == "2"  # DECODE_MTP_SIZE=2, on prefill too
+    assert prefill["--speculative-num-draft-tokens"] == "3"
+    assert side["engine-env"]["decode"]["SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK"] == "1536"  # 512 x 3
+    assert "MAX_RUNNING_REQUESTS" not in r.files["env.sh"]
+
+
+def test_every_active_deepseek_r1_entry_renders_every_variant():
+    master = reference("amd-master.yaml")
+    keys = [k for k in yamlio.load_file(master).data if k.startswith("dsr1-") and "-sglang-disagg" in k]
+    assert len(keys) == 5
+    for key in keys:
+        variants = [r.plan.variant for r in render.render_config(key, render.load(key, [master]))]
+        assert variants and len(set(variants)) == len(variants), key
+
+
+def test_deepseek_dep_and_mtp_lines_pass_the_parser_of_their_build(capsys):
+    need_tools(engine_builds())
+    code = check_engines(["--config", DEP_MTP, "--configs", str(reference("amd-master.yaml"))])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "6 command lines checked, 0 rejected" in out
+
+
+def _entry_file(tmp_path, key: str, change) -> list:
+    """InferenceX's entry KEY alone in a master file, its first search-space point changed by `change`."""
+    import yaml
+
+    entry = yamlio.load_file(reference("amd-master.yaml")).data[key]
+    change(entry["scenarios"]["fixed-seq-len"][0]["search-space"][0])
+    path = tmp_path / "amd-master.yaml"
+    path.write_text(yaml.safe_dump({key: entry}, sort_keys=False))
+    return [path]
+
+
+@pytest.mark.parametrize(
+    ("key", "change", "said"),
+    [
+        (
+            MORI_TP[0],
+            lambda p: p["prefill"].update({"dp-attn": True, "ep": 4}),
+            "prefill: dp-attn on model Qwen/Qwen3.5-397B-A17B-FP8, whose sglang recipe in "
+            "configs/models.yaml has no dp-attention block",
+        ),
+        (
+            DEP_MTP,
+            lambda p: p["decode"]["additional-settings"].remove("DECODE_MTP_SIZE=1"),
+            "spec-decoding mtp needs its draft steps: DECODE_MTP_SIZE=N",
+        ),
+        (
+            MORI_TP[0],
+            lambda p: p.update({"spec-decoding": "mtp"}),
+            "has no mtp-args",
+        ),
+    ],
+    ids=["dp-attn-without-the-models-dp-block", "mtp-without-steps", "mtp-without-the-models-mtp"],
+)
+def test_a_shape_the_model_has_no_known_working_flags_for_is_refused(tmp_path, key, change, said):
+    with pytest.raises(render.RenderError) as exc:
+        render.load(key, _entry_file(tmp_path, key, change))
+    assert any(said in f.message for f in exc.value.findings), [f.format() for f in exc.value.findings]
+
+
+def test_a_flag_range_is_its_words_and_a_bad_one_is_refused_by_its_own_rule():
+    from schemas.models import EngineRecipe, role_args
+
+    recipe = EngineRecipe.model_validate({"decode-args": ["--cuda-graph-bs", {"seq": [1, 4]}, "--x", 2]})
+    assert role_args(recipe, "decode") == ["--cuda-graph-bs", 1, 2, 3, 4, "--x", 2]
+    with pytest.raises(ValueError, match=r"seq \[4, 1\]: first <= last"):
+        EngineRecipe.model_validate({"args": [{"seq": [4, 1]}]})
+    with pytest.raises(ValueError, match="--speculative-num-steps comes from the config's spec-decoding"):
+        EngineRecipe.model_validate({"mtp-args": ["--speculative-num-steps", 2]})

@@ -415,6 +415,8 @@ def test_the_lock_names_mooncakes_protocol_and_for_rdma_the_sites_registration(r
             launch=launch,
             settings=lambda role: {"MC_PROTOCOL": protocol},
             role_path=lambda role: ("key", role),
+            point=SimpleNamespace(space=SimpleNamespace(spec_decoding="none")),
+            roles=(),
         )
 
     assert dict(transport(target("rdma", "amd", "ibv-reg-mr"))) == {

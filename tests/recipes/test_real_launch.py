@@ -226,10 +226,16 @@ def test_every_lmcache_variable_of_env_sh_is_expanded_into_its_consumer(rendered
     ("name", "value", "said"),
     [
         ("HF_HUB_CACHE", "/hf", "nothing is fetched on a compute node"),
-        ("DECODE_MTP_SIZE", "2", "not rendered"),
     ],
 )
 def test_a_setting_no_process_would_read_is_refused_not_dropped(configs, name, value, said):
     with pytest.raises(Unsupported, match=f"{name}={value} would reach no process: .*{said}"):
         build_plan(_target(configs, SEED, settings={name: value}))
     build_plan(_target(configs, XPYD, settings={"DECODE_MTP_SIZE": "0"}))  # a value that changes nothing
+
+
+def test_mtp_steps_without_mtp_are_refused_not_dropped(configs):
+    """InferenceX's launch runs MTP when DECODE_MTP_SIZE > 0, whatever spec-decoding says: one would be
+    silently dropped, so the two must agree."""
+    with pytest.raises(Unsupported, match="DECODE_MTP_SIZE=2 with spec-decoding none"):
+        build_plan(_target(configs, XPYD, settings={"DECODE_MTP_SIZE": "2"}))

@@ -1,6 +1,6 @@
 # shellcheck shell=bash disable=SC2034
 # Rendered from config local-cpu-vllm-disagg-agentic, variant agentic_p1x1_d1x1; do not edit: change the config and run `make render`.
-# The single home of this variant's Mooncake, ROCm and LMCache values. Sourcing it only sets
+# The single home of this variant's Mooncake, ROCm and LMCache (or MoRI) values. Sourcing it only sets
 # variables: engines read the exported ones; server_vllm.sh expands the others into commands.
 
 # Read by the engines: vllm, Mooncake and ROCm libraries, and what the runner's launch

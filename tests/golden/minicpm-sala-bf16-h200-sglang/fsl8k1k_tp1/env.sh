@@ -1,6 +1,6 @@
 # shellcheck shell=bash disable=SC2034
 # Rendered from config minicpm-sala-bf16-h200-sglang, variant fsl8k1k_tp1; do not edit: change the config and run `make render`.
-# The single home of this variant's Mooncake, ROCm and LMCache values. Sourcing it only sets
+# The single home of this variant's Mooncake, ROCm and LMCache (or MoRI) values. Sourcing it only sets
 # variables: engines read the exported ones; server_sglang.sh expands the others into commands.
 
 # Read by the engines: sglang, Mooncake and ROCm libraries, and what the runner's launch
