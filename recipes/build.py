@@ -175,10 +175,9 @@ def _check_spec_decoding(t: Target) -> None:
     """MTP is asked for twice in InferenceX's format (spec-decoding, DECODE_MTP_SIZE): both must agree, or
     one would be silently dropped (its launch runs no MTP when the size is 0, whatever spec-decoding says)."""
     spec = t.point.space.spec_decoding
-    size = t.settings("decode").get("DECODE_MTP_SIZE") if t.disagg else None
-    if spec == "none" and size:
+    if spec == "none" and t.mtp_steps:
         raise Unsupported(
-            f"decode: DECODE_MTP_SIZE={size} with spec-decoding none: say spec-decoding mtp, or set 0",
+            f"decode: DECODE_MTP_SIZE={t.mtp_steps} with spec-decoding none: say spec-decoding mtp, or set 0",
             at=(*t.role_path("decode"), "additional-settings"),
         )
     if spec == "draft_model":

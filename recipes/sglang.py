@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from schemas import settings as reg
+from schemas.entries import splits_experts
 
 from .benchmark import concurrencies
 from .plan import Ports, Service, Timeouts
@@ -54,7 +55,8 @@ DISPATCH_TOKENS_VAR = {"prefill": "MORI_DISPATCH_TOKENS_PREFILL", "decode": "MOR
 MAX_RUNNING_VAR = "MAX_RUNNING_REQUESTS"
 # SGLang flags this builder knows the meaning of, whichever model sets them: the admission limit it derives
 # on a DEP worker (a model sets it for TP workers), and two-batch overlap, whose MoRI all-to-all runs on SDMA.
-FLAGS_READ = ("--max-running-requests", "--enable-two-batch-overlap")
+MAX_RUNNING_FLAG, TWO_BATCH_OVERLAP_FLAG = "--max-running-requests", "--enable-two-batch-overlap"
+FLAGS_READ = (MAX_RUNNING_FLAG, TWO_BATCH_OVERLAP_FLAG)
 
 
 @dataclass(frozen=True)
@@ -68,15 +70,21 @@ class MoriBudget:
     decode_ranks: int  # decode's DP ranks (its TP size)
     mtp: int  # DECODE_MTP_SIZE (0: none)
 
+    @property
+    def decode_base(self) -> int:
+        """Decode's budget before MTP: the largest concurrency over its DP ranks on a DEP decode, else MoRI's
+        default."""
+        if self.dep["decode"]:
+            return self.max_concurrency // self.decode_ranks
+        return MORI_DISPATCH_TOKENS["decode"]
+
     def dispatch(self, role: str) -> int:
-        base = self.max_concurrency // self.decode_ranks if role == "decode" and self.dep[role] else None
-        tokens = MORI_DISPATCH_TOKENS[role] if base is None else base
-        return tokens * (self.mtp + 1) if role == "decode" else tokens
+        return self.decode_base * (self.mtp + 1) if role == "decode" else MORI_DISPATCH_TOKENS[role]
 
     @property
     def switch_threshold(self) -> int:
         """SGLANG_MORI_DISPATCH_INTER_KERNEL_SWITCH_THRESHOLD: twice decode's budget before MTP."""
-        return 2 * (self.dispatch("decode") // (self.mtp + 1))
+        return 2 * self.decode_base
 
     def notes(self) -> tuple:
         out = [
@@ -101,7 +109,7 @@ class MoriBudget:
         out.append(f"  {DISPATCH_TOKENS_VAR['decode']} = {base}")
         out.append(
             f"  SGLANG_MORI_DISPATCH_INTER_KERNEL_SWITCH_THRESHOLD (exported above) = 2 x "
-            f"{self.dispatch('decode') // (self.mtp + 1)} = {self.switch_threshold}"
+            f"{self.decode_base} = {self.switch_threshold}"
         )
         return tuple(out)
 
@@ -114,11 +122,7 @@ class MoriBudget:
 
 def _dep(t: Target, role: str) -> bool:
     w = t.worker(role)
-    return bool(w.dp_attn) and (w.ep or 1) > 1
-
-
-def _mtp_size(t: Target) -> int:
-    return (t.settings("decode")["DECODE_MTP_SIZE"] or 0) if t.disagg else 0
+    return bool(w.dp_attn) and splits_experts(w)
 
 
 def mori_budget(t: Target) -> MoriBudget | None:
@@ -128,7 +132,7 @@ def mori_budget(t: Target) -> MoriBudget | None:
         max_concurrency=max(concurrencies(t)),
         dep={role: _dep(t, role) for role in reg.ROLES},
         decode_ranks=t.worker("decode").tp,
-        mtp=_mtp_size(t),
+        mtp=t.mtp_steps,
     )
 
 
@@ -159,7 +163,7 @@ def check(t: Target) -> None:
                 "no dp-attention block (the flags a known-working DP-attention launch used)",
                 at=(*t.role_path(role), "dp-attn"),
             )
-        if _dep(t, role) and FLAGS_READ[0] in map(str, t.model_args(role)):
+        if _dep(t, role) and MAX_RUNNING_FLAG in map(str, t.model_args(role)):
             raise Unsupported(
                 f"{role}: the model's flags set --max-running-requests, which a DP-attention worker with "
                 "split experts derives from the sweep (its largest concurrency): set it per role for TP "
@@ -179,7 +183,7 @@ def check(t: Target) -> None:
                 "has no mtp-args (the draft algorithm a known-working MTP launch used)",
                 at=(*t.point.path, "spec-decoding"),
             )
-        if not _mtp_size(t):
+        if not t.mtp_steps:
             raise Unsupported(
                 "spec-decoding mtp needs its draft steps: DECODE_MTP_SIZE=N (N >= 1) in decode's "
                 "additional-settings",
@@ -196,7 +200,7 @@ def _role_env(t: Target, role: str) -> list:
     if not (_over_mori(t) and role in reg.ROLES):
         return []
     env = dict(MORI_ROLE_ENV[role])
-    if FLAGS_READ[1] in map(str, t.model_args(role)):
+    if TWO_BATCH_OVERLAP_FLAG in map(str, t.model_args(role)):
         env["MORI_ENABLE_SDMA"] = "true"  # two-batch overlap's all-to-all on the SDMA engines, as it ran
     fixed = [word(f"{k}={v}") for k, v in env.items()]
     dispatch = word("SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK=", Ref(DISPATCH_TOKENS_VAR[role]))
@@ -208,7 +212,7 @@ def _parallel_args(t: Target, role: str) -> list:
     w = t.worker(role)
     return [
         *("--tp-size", w.tp),
-        *(("--ep-size", w.ep) if (w.ep or 1) > 1 else ()),
+        *(("--ep-size", w.ep) if splits_experts(w) else ()),
         *(("--dp-size", w.tp, "--enable-dp-attention") if w.dp_attn else ()),
     ]
 
@@ -216,7 +220,7 @@ def _parallel_args(t: Target, role: str) -> list:
 def _mtp_args(t: Target) -> list:
     """MTP's draft steps on both roles: the draft layers take part in prefill's KV as well as decode's
     verification, so the two must match (SGLang refuses a mismatch since 0.5.15)."""
-    n = _mtp_size(t) if t.point.space.spec_decoding == "mtp" else 0
+    n = t.mtp_steps if t.point.space.spec_decoding == "mtp" else 0
     if not n:
         return []
     draft = t.recipe.mtp_draft_model
@@ -244,8 +248,8 @@ def _sglang_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> S
         *t.model_args(role),
         *_mtp_args(t),
     ]
-    if role in reg.ROLES and _dep(t, role) and _over_mori(t):
-        args += [FLAGS_READ[0], Ref(MAX_RUNNING_VAR)]
+    if _dep(t, role):  # over MoRI only (check), which derives it in env.sh
+        args += [MAX_RUNNING_FLAG, Ref(MAX_RUNNING_VAR)]
     for flag, name in (
         ("--mem-fraction-static", "MEM_FRACTION_STATIC"),
         ("--context-length", "MAX_MODEL_LEN"),

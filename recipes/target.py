@@ -7,7 +7,7 @@ from functools import cached_property
 
 from schemas import settings as reg
 from schemas.config import MasterEntry
-from schemas.entries import Point, kv_transfer, parsed_settings, server_worker
+from schemas.entries import Point, kv_transfer, parsed_settings, server_worker, splits_experts
 from schemas.launch import LaunchProfile
 from schemas.models import (
     EngineRecipe,
@@ -85,7 +85,7 @@ class Target:
             self.recipe,
             role,
             dp_attention=bool(w.dp_attn),
-            split_experts=(w.ep or 1) > 1,
+            split_experts=splits_experts(w),
             mtp=self.point.space.spec_decoding == "mtp",
         )
         return [json_word(a) if isinstance(a, dict) else a for a in args]
@@ -100,6 +100,11 @@ class Target:
 
     def worker(self, role: str):
         return server_worker(self.point.space) if role == reg.SERVER else getattr(self.point.space, role)
+
+    @property
+    def mtp_steps(self) -> int:
+        """DECODE_MTP_SIZE: the MTP draft steps a PD launch runs (0: none; a single server states none)."""
+        return (self.settings("decode")["DECODE_MTP_SIZE"] or 0) if self.disagg else 0
 
     def role_path(self, role: str) -> tuple:
         """Where `role`'s worker sits in the master config (a single server's settings sit on the point)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from schemas.entries import points
+from schemas.entries import points, splits_experts
 
 from .target import Target
 
@@ -14,7 +14,7 @@ def _size(tokens: int) -> str:
 def _workers(w) -> str:
     """<workers>x<tp>, and ep<n> when experts are split (ep 1 is left unsaid); a worker running DP attention
     <workers>xdep<n> (split experts) or <workers>xdp<n>, as the field names them (DEP8)."""
-    split = (w.ep or 1) > 1
+    split = splits_experts(w)
     if w.dp_attn:
         return f"{w.num_worker}x{'dep' if split else 'dp'}{w.tp}"
     return f"{w.num_worker}x{w.tp}" + (f"ep{w.ep}" if split else "")

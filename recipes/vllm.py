@@ -4,7 +4,7 @@ prefill nodes, and the two PD routers that front vLLM (our proxy, vllm-router)."
 from __future__ import annotations
 
 from schemas import settings as reg
-from schemas.entries import dram_budget
+from schemas.entries import dram_budget, splits_experts
 from schemas.kv_path import LMCACHE_MP, kv_connectors
 
 from .plan import Ports, Service, Timeouts
@@ -285,7 +285,7 @@ def _vllm_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> Ser
         "--tensor-parallel-size",
         w.tp,
         # EP over the TP group (vLLM: EP size = TP x DP; lint refuses any other ep)
-        *(["--enable-expert-parallel"] if (w.ep or 1) > 1 else []),
+        *(["--enable-expert-parallel"] if splits_experts(w) else []),
         *(["--trust-remote-code"] if t.model.remote_code else []),
         *t.model_args(role),
         "--gpu-memory-utilization",

@@ -81,6 +81,11 @@ def role_gpus(worker: Worker) -> int:
     return dram.footprint(worker.tp, worker.pp, worker.pcp_size)
 
 
+def splits_experts(worker: Worker) -> bool:
+    """Whether the worker's experts are split over its GPUs (ep > 1; ep absent or 1: not split)."""
+    return (worker.ep or 1) > 1
+
+
 def role_nodes(worker: Worker, gpus_per_node: int) -> int:
     """Nodes a role's workers take: each worker whole nodes of its own (one smaller than a node has one to
     itself, its other GPUs idle, as InferenceX runs a TP4 prefill on an 8-GPU node)."""
