@@ -116,6 +116,7 @@ def build_plan(
         env_exported=tuple(sorted((k, str(v)) for k, v in _engine_env(t, engine, ports).items())),
         env_shell=engine.shell_env(t),
         shell_notes=engine.shell_notes(t),
+        python_path_first=t.python_path_first,
         dram_budget=engine.l1_budget(t),
         nodes=nodes,
         roles=_roles(t, engine, ports, timeouts, signatures),
@@ -410,7 +411,7 @@ def _srun(n: int, *options: str) -> list:
 def _host_check(p, n: int) -> tuple:
     """srun on every node's host before any container starts (scripts/hostcheck.sh): containers earlier
     jobs left removed (docker), no process of an earlier job left, and with the runner's nic-check its
-    data-plane NICs up (nicctl: QoS and DCQCN)."""
+    data-plane NICs up (nicctl: QoS, the RDMA traffic class and DCQCN)."""
     args = ["--sweep-containers"] if p.container_runtime == "docker" else []
     c = p.nic_check
     if c is not None:
@@ -418,6 +419,8 @@ def _host_check(p, n: int) -> tuple:
         args += [x for d in p.nic_devices for x in ("--rdma-device", d)]
         args += [x for prio in c.no_drop_priorities for x in ("--priority", str(prio))]
         args += ["--cnp-dscp", str(c.cnp_dscp)] if c.cnp_dscp is not None else []
+        tc = p.rdma_traffic_class
+        args += ["--rdma-dscp", str(tc.dscp), "--rdma-priority", str(tc.priority)] if tc and c.nicctl else []
         args += ["--timeout", str(c.timeout)]
         args += ["--nicctl", *c.nicctl] if c.nicctl else []  # last: its words run to the end
     srun = _srun(n, "--kill-on-bad-exit=1")

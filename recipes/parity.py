@@ -36,6 +36,7 @@ REVIEWED_FILE = ROOT_DIR / "configs" / "parity" / "reviewed.yaml"
 CATEGORIES = ("engine-args", "engine-env", "container", "lmcache", "router", "client", "derived")
 ROLES = ("prefill", "decode")
 ABSENT = None  # a flag or variable one side does not have
+IMAGE_PYTHONPATH = "<the image's PYTHONPATH>"  # what env.sh's prefix goes before (the facts file's spelling)
 
 
 class ParityError(Exception):
@@ -132,6 +133,8 @@ def ours(plan) -> dict:
     values = {**dict(plan.env_shell), "LOCAL_ADDR": "127.0.0.1"}
     side = {c: {} for c in CATEGORIES}
     exported = {k: str(v) for k, v in plan.env_exported}
+    if plan.python_path_first:  # prepended to the image's own in env.sh
+        exported["PYTHONPATH"] = ":".join([*plan.python_path_first, IMAGE_PYTHONPATH])
     for role in plan.roles:
         for service in role.services:
             words = [_expand(w, values) for w in service.argv]
@@ -237,7 +240,13 @@ def _recorded(launch: dict, side: dict, names: dict, conditions: dict) -> dict:
 
 
 def _facts(facts: list, names: dict, conditions: dict) -> dict:
-    return {f["flag"]: _subst(f.get("value", True), names, f) for f in facts if _holds(f, conditions)}
+    """Flag -> value of the facts that hold; a fact `per: prefill-workers` (or decode-workers) is its flag
+    once per worker of that role, its values joined as flag_map joins a repeated flag's."""
+    out = {}
+    for f in filter(lambda f: _holds(f, conditions), facts):
+        value = _subst(f.get("value", True), names, f)
+        out[f["flag"]] = " ".join([str(value)] * int(names[f["per"]])) if "per" in f else value
+    return out
 
 
 def _holds(fact: dict, conditions: dict) -> bool:
@@ -329,6 +338,7 @@ class Run:
     agentic: bool = False
     kv_transfer: str | None = None  # KV_P2P_TRANSFER: the entry's kv-p2p-transfer
     names: dict = field(default_factory=dict)  # the item's additional settings, MODEL_NAME, ISL, OSL
+    workers: dict = field(default_factory=dict)  # prefill-workers, decode-workers: the item's num-worker
 
     def worker(self, role: str) -> Worker:
         return self.prefill if role == "prefill" else self.decode
@@ -503,6 +513,10 @@ def _their_run(path: Path, key: str, point_path: tuple) -> tuple[dict, Run]:
         agentic=point_path[2:3] == ("agentic-coding",),
         kv_transfer=item.get("kv-p2p-transfer") or entry.get("kv-p2p-transfer"),
         names=names,
+        workers={
+            f"{r}-workers": _integer(_field(item, r, path).get("num-worker"), f"{r}.num-worker", path)
+            for r in ROLES
+        },
     )
     return entry, run
 
@@ -531,8 +545,8 @@ def _theirs_sglang(launch: dict, inferencex: Path, entry_file: Path, key: str, p
     shape = {
         "PREFILL_TP_SIZE": run.prefill.tp,
         "DECODE_TP_SIZE": run.decode.tp,
-        "xP": 1,
-        "yD": 1,
+        "xP": run.workers["prefill-workers"],
+        "yD": run.workers["decode-workers"],
     }
     conditions = {"model": name, "agentic": run.agentic, "mtp": run.mtp > 0}
     env: dict = {}
@@ -547,6 +561,7 @@ def _theirs_sglang(launch: dict, inferencex: Path, entry_file: Path, key: str, p
             )
         else:
             env[fact["name"]] = str(_subst(str(fact.get("value", "")), {**run.names, **env}, fact))
+    script_only = {f["name"] for f in launch.get("engine-env", []) if f.get("script-only")}
     formulas = {**{k: str(v) for k, v in shape.items()}, **env}  # its inline Python reads the environment
     env = sglang_variables(env, run)
     names = {**run.names, **env}
@@ -566,8 +581,9 @@ def _theirs_sglang(launch: dict, inferencex: Path, entry_file: Path, key: str, p
                 prefix[fact["name"]] = value
         if "--enable-two-batch-overlap" in flags and role == "prefill":
             prefix["MORI_ENABLE_SDMA"] = "true"  # PREFILL_SDMA_ENV (amd_utils/server_sglang.sh:274-277)
-        side["engine-env"][role] = {**env, **prefix}
-    return _recorded(launch, side, names, {**conditions, "multi-node-worker": False})
+        seen = {**env, **prefix}  # what the engine process inherits, less what only InferenceX's bash reads
+        side["engine-env"][role] = {k: v for k, v in seen.items() if k not in script_only}
+    return _recorded(launch, side, {**names, **run.workers}, {**conditions, "multi-node-worker": False})
 
 
 def _read_yaml(path: Path) -> dict:
@@ -612,22 +628,27 @@ def _norm(value):
         return str(value)
 
 
-def reviewed_items(reviewed: list[dict], key: str) -> list[dict]:
-    """The reviewed entries of config KEY, one per item: {category, role, item, ours, theirs, reason, ...}.
-    An entry groups the items one reason explains: `items: {item: [ours, theirs]}` (null: absent)."""
+def reviewed_items(reviewed: list[dict], key: str, variant: str = "") -> list[dict]:
+    """The reviewed entries of config KEY's VARIANT, one per item: {category, role, item, ours, theirs,
+    reason, ...}. An entry groups the items one reason explains: `items: {item: [ours, theirs]}` (null:
+    absent); `configs` and the optional `variants` are globs (a value that holds for one sequence length)."""
     out = []
     for entry in reviewed:
         if not any(fnmatch.fnmatchcase(key, p) for p in entry["configs"]):
+            continue
+        if not any(fnmatch.fnmatchcase(variant, p) for p in entry.get("variants", ["*"])):
             continue
         for item, (our, their) in entry["items"].items():
             out.append({**entry, "item": item, "ours": our, "theirs": their})
     return out
 
 
-def explain(found: list[Difference], reviewed: list[dict], key: str) -> tuple[list[Difference], list[dict]]:
+def explain(
+    found: list[Difference], reviewed: list[dict], key: str, variant: str = ""
+) -> tuple[list[Difference], list[dict]]:
     """Each difference with the reviewed item that explains it (same category, role, item, and the same two
-    values: a changed value needs a new review); and the reviewed items of this config nothing matched."""
-    mine = reviewed_items(reviewed, key)
+    values: a changed value needs a new review); and the reviewed items of this variant nothing matched."""
+    mine = reviewed_items(reviewed, key, variant)
     used, out = set(), []
     for d in found:
         match = next(
@@ -684,7 +705,7 @@ def compare(key: str, variant: str | None, inferencex: Path, configs: Path | Non
     out = []
     for target, plan in plans:
         found = differences(ours(plan), theirs(launch, inferencex, entry_file, key, target.point.path))
-        out.append(Comparison(plan, *explain(found, reviewed, key)))
+        out.append(Comparison(plan, *explain(found, reviewed, key, plan.variant)))
     return out
 
 

@@ -164,6 +164,7 @@ class Plan:
     env_exported: tuple = _pairs()  # (NAME, value): read by engines
     env_shell: tuple = _pairs()  # (NAME, value): knobs the node script expands
     shell_notes: tuple  # env.sh's comment lines above them: how the derived ones are derived
+    python_path_first: tuple  # folders the image's Python imports from first (its engine build's); () none
     dram_budget: object  # schemas.dram.DramBudget: what LMCACHE_L1_SIZE_GB is derived from; None: no LMCache
     nodes: tuple  # of Node, by rank
     roles: tuple  # of Role

@@ -151,6 +151,13 @@ def check(t: Target) -> None:
             f"kv-p2p-transfer mori moves KV over RDMA only, and runner {t.runner_label} names no nic-devices",
             at=(t.key, "kv-p2p-transfer"),
         )
+    if _over_mori(t) and t.launch.rdma_traffic_class is None:
+        raise Unsupported(
+            f"kv-p2p-transfer mori: runner {t.runner_label}'s launch profile states no rdma-traffic-class "
+            "(the DSCP and PFC no-drop priority its NICs carry RDMA on, as `nicctl show qos` shows them); "
+            "unmarked, MoRI's packets travel at priority 0, which PFC does not protect",
+            at=(t.key, "kv-p2p-transfer"),
+        )
     if t.point.space.kv_offload_backend is not None:
         raise Unsupported(
             "kv-offload-backend is not rendered for SGLang (the LMCache MP connector is vLLM's)",
@@ -273,14 +280,17 @@ def _sglang_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> S
 
 
 def engine_env(t: Target, ports: Ports) -> dict:
-    """SGLang reads its PD settings from flags; MoRI's knobs, and where its collectives and RDMA go, from the
-    environment; then the model's own."""
+    """SGLang reads its PD settings from flags; MoRI's knobs, where its collectives and RDMA go and the
+    traffic class RDMA is marked with (the runner's), from the environment; then the model's own."""
     env = {}
     if _over_mori(t):
         env.update(MORI_ENV)
         env["SGLANG_MORI_DISPATCH_INTER_KERNEL_SWITCH_THRESHOLD"] = mori_budget(t).switch_threshold
         env["GLOO_SOCKET_IFNAME"] = env["NCCL_SOCKET_IFNAME"] = t.launch.data_plane_interface
         env["NCCL_IB_HCA"] = ",".join(t.launch.nic_devices)
+        tc = t.launch.rdma_traffic_class  # check() refuses MoRI without it
+        env["MORI_RDMA_TC"] = env["MORI_IO_TC"] = tc.traffic_class
+        env["MORI_RDMA_SL"] = env["MORI_IO_SL"] = tc.priority
     env.update(t.recipe.env)
     return env
 

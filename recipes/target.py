@@ -7,6 +7,7 @@ from functools import cached_property
 
 from schemas import settings as reg
 from schemas.config import MasterEntry
+from schemas.engine_builds import build_of, shipped
 from schemas.entries import Point, kv_transfer, parsed_settings, server_worker, splits_experts
 from schemas.launch import LaunchProfile
 from schemas.models import (
@@ -89,6 +90,18 @@ class Target:
             mtp=self.point.space.spec_decoding == "mtp",
         )
         return [json_word(a) if isinstance(a, dict) else a for a in args]
+
+    @property
+    def runs_image(self) -> bool:
+        """The config's image runs the engines (a local runner runs its simulator or CPU build instead)."""
+        return self.launch.engine_build == "image"
+
+    @cached_property
+    def python_path_first(self) -> tuple:
+        """What the image's engine build (configs/engine-builds.yaml) has its Python import first; () where
+        the image does not run, or lint found no one build of it."""
+        build = build_of(self.entry.image, shipped()) if self.runs_image else None
+        return tuple(build.python_path_first) if build else ()
 
     @property
     def disagg(self) -> bool:

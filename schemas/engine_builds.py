@@ -17,7 +17,7 @@ from typing import Literal
 
 from pydantic import Field, RootModel, ValidationError, model_validator
 
-from .base import Model, Version, prose, shape
+from .base import AbsPath, Model, Version, prose, shape
 from .findings import Finding, Problem, did_you_mean, validation_problems
 from .images import parse_image
 from .known_issues import BuildId, ImageGlob, Url
@@ -67,6 +67,13 @@ class EngineBuild(Model):
     parser: Parser
     extra_flags: list[DeclaredFlag] = Field(
         default_factory=list, description="Flags of the build its parser lacks (a build not on PyPI only)."
+    )
+    python_path_first: list[AbsPath] = Field(
+        default_factory=list,
+        max_length=8,
+        description="Folders of the image its engines' Python must import from before anything else "
+        "(prepended to the image's PYTHONPATH in every engine's environment): a build whose image ships a "
+        "library twice, the working copy in a source folder. Why goes in notes.",
     )
     notes: list[Text] = Field(default_factory=list, description="What a user of this build must know.")
 

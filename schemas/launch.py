@@ -221,6 +221,24 @@ class NicCheck(Model):
     timeout: bounded(1, 120) = Field(20, description="Seconds one nicctl command may take.")
 
 
+class RdmaTrafficClass(Model):
+    """The class the site's RoCE fabric carries RDMA on without drops: the DSCP its NICs map to a PFC no-drop
+    priority (`nicctl show qos`: "DSCP : 24 ==> priority : 3" with 3 among "PFC no-drop priorities"). MoRI
+    marks its packets with it (MORI_RDMA_TC/MORI_IO_TC, the IP traffic-class byte: DSCP in its upper six
+    bits, so 4 x DSCP; MORI_RDMA_SL/MORI_IO_SL, the priority); unmarked, they travel at priority 0, which
+    PFC does not protect, and a congested fabric drops them. With nic-check.nicctl, every node's host
+    checks that each NIC maps this DSCP to this priority and that PFC holds it no-drop, before any container
+    starts."""
+
+    dscp: bounded(0, 63) = Field(description="The DSCP RDMA packets are marked with.")
+    priority: bounded(0, 7) = Field(description="The PFC no-drop priority the NICs map that DSCP to.")
+
+    @property
+    def traffic_class(self) -> int:
+        """The IP header's traffic-class byte for this DSCP (ECN bits zero)."""
+        return self.dscp << 2
+
+
 class Lmcache(Model):
     """LMCache server flags this runner's engines need (lmcache server's own defaults when absent)."""
 
@@ -440,6 +458,11 @@ class LaunchProfile(Model):
         "MOONCAKE_DISABLE_HIP_DMABUF=1 in the engines' environment. Recorded in lock.json; an AMD runner "
         "must state it before a recipe renders MC_PROTOCOL=rdma for it.",
     )
+    rdma_traffic_class: RdmaTrafficClass | None = Field(
+        None,
+        description="The DSCP and PFC no-drop priority RDMA travels on here (MoRI marks its packets with "
+        "them; SGLang over MoRI refuses to render without them). Checked with nic-check.nicctl.",
+    )
     nic_check: NicCheck | None = Field(
         None,
         description="Check the data-plane NICs on every node's host before any container starts: the "
@@ -518,6 +541,12 @@ class LaunchProfile(Model):
         if not c.nicctl and (c.no_drop_priorities or c.cnp_dscp is not None):
             raise ValueError(
                 "nic-check: no-drop-priorities and cnp-dscp are read with nicctl, which is unset"
+            )
+        tc = self.rdma_traffic_class
+        if tc is not None and c.no_drop_priorities and tc.priority not in c.no_drop_priorities:
+            raise ValueError(
+                f"rdma-traffic-class.priority {tc.priority} is not one of nic-check.no-drop-priorities "
+                f"{c.no_drop_priorities}: RDMA must travel on a no-drop priority"
             )
         return self
 

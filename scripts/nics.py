@@ -29,6 +29,8 @@ IFF_UP = 0x1
 NO_NIC = re.compile(r"No AMD NICs|Invalid card handle|Failed to get NIC", re.IGNORECASE)
 _NIC_HEADER = re.compile(r"^NIC\s*:\s*(\S+)\s*(?:\((\S+)\))?")
 _FIELD = re.compile(r"^\s*([^:]+?)\s+:\s*(.*?)\s*$")
+# `show qos`'s DSCP-to-priority map: "DSCP : 0-23, 25-63 ==> priority : 0" (the bitmap lines say it again)
+_DSCP_MAP = re.compile(r"^\s*DSCP\s+:\s*([0-9,\s-]+?)\s*==>\s*priority\s*:\s*(\d+)\s*$")
 
 
 class NicError(Exception):
@@ -96,9 +98,35 @@ def _fields(lines: list[str]) -> list[tuple[str, str]]:
     return [(m[1].strip(), m[2]) for m in map(_FIELD.match, lines) if m]
 
 
-def qos_problems(text: str, want_priorities: list[int]) -> tuple[list[str], dict]:
+def dscp_priorities(lines: list[str]) -> dict[int, int]:
+    """A NIC's DSCP-to-priority map as `show qos` prints it: DSCP value -> priority."""
+    mapped = {}
+    for m in filter(None, map(_DSCP_MAP.match, lines)):
+        for part in m[1].replace(" ", "").split(","):
+            low, _, high = part.partition("-")
+            if low.isdigit() and (high or low).isdigit():
+                mapped.update(dict.fromkeys(range(int(low), int(high or low) + 1), int(m[2])))
+    return mapped
+
+
+def traffic_problem(nic: str, lines: list[str], priorities: list[int], traffic: tuple[int, int]) -> str:
+    """ "" when NIC maps the runner's RDMA DSCP to its priority and PFC holds that priority no-drop."""
+    dscp, priority = traffic
+    seen = dscp_priorities(lines).get(dscp)
+    if seen != priority:
+        at = "no priority" if seen is None else f"priority {seen}"
+        return f"NIC {nic}: DSCP {dscp} maps to {at}, the runner's rdma-traffic-class has priority {priority}"
+    if priority not in priorities:
+        return f"NIC {nic}: rdma-traffic-class priority {priority} is not a PFC no-drop priority here"
+    return ""
+
+
+def qos_problems(
+    text: str, want_priorities: list[int], traffic: tuple[int, int] | None = None
+) -> tuple[list[str], dict]:
     """`nicctl show qos`: every NIC classifies by DSCP, has PFC no-drop priorities (the site's, when it
-    names them) and a PFC priority bitmap that covers each of them."""
+    names them) and a PFC priority bitmap that covers each of them; and, given the runner's RDMA traffic
+    class (DSCP, priority), maps that DSCP to that no-drop priority."""
     blocks = nic_blocks(text)
     if not blocks:
         raise NicError(f"nicctl show qos listed no NIC: {_first_line(text)}")
@@ -133,6 +161,9 @@ def qos_problems(text: str, want_priorities: list[int]) -> tuple[list[str], dict
         if want_priorities and sorted(priorities) != sorted(want_priorities):
             site = ",".join(map(str, want_priorities))
             problems.append(f"NIC {nic}: PFC no-drop priorities {raw}, the site's are {site}")
+        if traffic is not None:
+            problem = traffic_problem(nic, lines, priorities, traffic)
+            problems += [problem] if problem else []
     return problems, facts
 
 
@@ -233,7 +264,7 @@ def check(args: argparse.Namespace) -> tuple[list[str], dict, list[str]]:
                 run_nicctl(args.nicctl, ["show", "version", "host-software"], args.timeout),
             )
             qos, facts["qos"] = qos_problems(
-                run_nicctl(args.nicctl, ["show", "qos"], args.timeout), args.priority
+                run_nicctl(args.nicctl, ["show", "qos"], args.timeout), args.priority, _traffic(args)
             )
             dcqcn, facts["dcqcn"] = dcqcn_problems(
                 run_nicctl(args.nicctl, ["show", "dcqcn"], args.timeout), args.cnp_dscp
@@ -245,6 +276,7 @@ def check(args: argparse.Namespace) -> tuple[list[str], dict, list[str]]:
             priorities = sorted({v["no_drop"] for v in facts["qos"].values()})
             passed.append(
                 f"QoS DSCP with PFC no-drop priority {'/'.join(priorities)} on {len(facts['qos'])} NICs"
+                + (f", RDMA's DSCP {args.rdma_dscp} on it" if _traffic(args) else "")
             )
         if not dcqcn:
             cnp = next(iter(facts["dcqcn"].values())).get("DSCP value used for CNP")
@@ -252,9 +284,17 @@ def check(args: argparse.Namespace) -> tuple[list[str], dict, list[str]]:
     return problems, facts, passed
 
 
+def _traffic(args: argparse.Namespace) -> tuple[int, int] | None:
+    return None if args.rdma_dscp is None else (args.rdma_dscp, args.rdma_priority)
+
+
 def cmd_nic_check(args: argparse.Namespace) -> int:
     if not (args.interface or args.rdma_device or args.nicctl):
         die("nic-check: nothing to check (give --interface, --rdma-device or --nicctl)", 2)
+    if (args.rdma_dscp is None) != (args.rdma_priority is None) or (
+        args.rdma_dscp is not None and not args.nicctl
+    ):
+        die("nic-check: --rdma-dscp and --rdma-priority go together, and with --nicctl (the map it shows)", 2)
     problems, facts, passed = check(args)
     if args.facts_out:
         Path(args.facts_out).write_text(json.dumps(facts, indent=1, sort_keys=True) + "\n")
@@ -277,6 +317,8 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--priority", type=int, action="append", default=[], help="a site PFC no-drop priority")
     p.add_argument("--cnp-dscp", type=int, help="the site's CNP DSCP")
+    p.add_argument("--rdma-dscp", type=int, help="the DSCP the runner's RDMA traffic is marked with")
+    p.add_argument("--rdma-priority", type=int, help="the no-drop priority the NICs must map it to")
     p.add_argument("--timeout", type=float, default=20.0, help="seconds one nicctl command may take")
     p.add_argument("--facts-out", help="write what the node showed here (JSON)")
     p.add_argument("--net", default="/sys/class/net", help="network interfaces (tests: a fake tree)")

@@ -6,7 +6,8 @@ test_nics.py holds, not their values). RoCE-ready by default: DSCP classificatio
 
 SIM_NIC_FAULT breaks it on the node SIM_FAULT_HOST names (every node when unset): pfc-off (no no-drop
 priority, bitmap 0x0), dcqcn-off (the second NIC's DCQCN disabled), cnp-mismatch (the second NIC's CNP DSCP
-48), no-nics (the line the real tool prints when it reaches no NIC, exit code 0 as it does)."""
+48), dscp-moved (the second NIC maps DSCP 26 to the no-drop priority, 24 to priority 0: RDMA marked 24 would
+drop there), no-nics (the line the real tool prints when it reaches no NIC, exit code 0 as it does)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ NICS = (
     ("42424650-4c32-3533-3330-313934000000", "0000:06:00.0", "ionic_0"),
     ("42424650-4c32-3533-3731-303830000000", "0000:16:00.0", "ionic_1"),
 )
-FAULTS = ("pfc-off", "dcqcn-off", "cnp-mismatch", "no-nics")
+FAULTS = ("pfc-off", "dcqcn-off", "cnp-mismatch", "dscp-moved", "no-nics")
 RULE = "-" * 90
 
 
@@ -33,7 +34,11 @@ def _fault() -> str:
 def qos(fault: str) -> str:
     bitmap, no_drop = ("0x0", "") if fault == "pfc-off" else ("0x8", "3")
     out = []
-    for nic, bus, _ in NICS:
+    for i, (nic, bus, _) in enumerate(NICS):
+        moved = fault == "dscp-moved" and i == len(NICS) - 1
+        dscp = 26 if moved else 24
+        rest = f"0-{dscp - 1}, {dscp + 1}-45, 47-63"  # 46: the CNP DSCP, classified apart
+        low = ((1 << 64) - 1) & ~(1 << dscp) & ~(1 << 46)
         out += [
             f"NIC  : {nic}  ({bus})",
             "",
@@ -42,10 +47,10 @@ def qos(fault: str) -> str:
             "  Classification type         : DSCP",
             "",
             "  DSCP-to-priority :",
-            "    DSCP bitmap               : 0xffffbfffff7fffff ==> priority : 0",
-            "    DSCP                      : 0-23, 25-45, 47-63 ==> priority : 0",
-            "    DSCP bitmap               : 0x0000000000800000 ==> priority : 3",
-            "    DSCP                      : 24 ==> priority : 3",
+            f"    DSCP bitmap               : {low:#018x} ==> priority : 0",
+            f"    DSCP                      : {rest} ==> priority : 0",
+            f"    DSCP bitmap               : {1 << dscp:#018x} ==> priority : 3",
+            f"    DSCP                      : {dscp} ==> priority : 3",
             "",
             "  PFC :",
             f"    PFC priority bitmap       : {bitmap}",

@@ -5,6 +5,7 @@ references, bracketed settings)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -201,6 +202,26 @@ def test_deepseek_dep_and_mtp_lines_pass_the_parser_of_their_build(capsys):
     out = capsys.readouterr().out
     assert code == 0, out
     assert "6 command lines checked, 0 rejected" in out
+
+
+def test_mori_on_a_runner_without_its_rdma_traffic_class_is_refused(rendered):
+    env = parity.ours(rendered[MORI_TP[0]].plan)["engine-env"]["decode"]
+    # the runner's class (configs/launch.yaml): IP traffic class 4 x DSCP 24, service level its priority
+    assert [env[n] for n in ("MORI_RDMA_TC", "MORI_IO_TC", "MORI_RDMA_SL", "MORI_IO_SL")] == [
+        "96",
+        "96",
+        "3",
+        "3",
+    ]
+    loaded = render.load(MORI_TP[0], [reference("amd-master.yaml")])
+    profiles = loaded.launch.profiles
+    lossy = profiles["cluster:mi355x-amds"].model_copy(update={"rdma_traffic_class": None})
+    launch = loaded.launch.model_copy(update={"profiles": {**profiles, "cluster:mi355x-amds": lossy}})
+    with pytest.raises(render.RenderError) as exc:
+        render.render_config(MORI_TP[0], dataclasses.replace(loaded, launch=launch))
+    said = exc.value.findings[0].message
+    assert "runner cluster:mi355x-amds's launch profile states no rdma-traffic-class" in said
+    assert "travel at priority 0, which PFC does not protect" in said
 
 
 def _entry_file(tmp_path, key: str, change) -> list:

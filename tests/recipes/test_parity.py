@@ -16,26 +16,7 @@ FACTS = yaml.safe_load(parity.FACTS_FILE.read_text(encoding="utf-8"))["launches"
 OURS = sorted(k for launch in FACTS.values() if not launch.get("ours-from-entry") for k in launch["configs"])
 THEIRS = sorted(k for launch in FACTS.values() if launch.get("ours-from-entry") for k in launch["configs"])
 # Differences make parity found that are bugs of our render, not reviewed: strict, a fix must drop the mark.
-OUR_BUGS = {
-    key: "recipes/sglang.py lacks InferenceX's PYTHONPATH=/sgl-workspace/aiter (amd_utils/env.sh:276), "
-    "and the "
-    "RDMA QoS class MORI_RDMA_TC/MORI_IO_TC/*_SL (amd_utils/env.sh:78-128)"
-    for key in ("qwen3.5-fp8-mi355x-sglang-disagg", "qwen3.5-fp4-mi355x-sglang-disagg")
-}
-# Entries that render (DEP8, MTP) and compose flag for flag as InferenceX's do, whose placement, client and
-# environment differences are not reviewed yet: strict, reviewing them must drop the mark.
-OUR_BUGS.update(
-    {
-        key: "DeepSeek-R1's differences not reviewed yet in configs/parity/reviewed.yaml (and the two above)"
-        for key in (
-            "dsr1-fp8-mi355x-sglang-disagg",
-            "dsr1-fp8-mi355x-sglang-disagg-mtp",
-            "dsr1-fp4-mi355x-sglang-disagg",
-            "dsr1-fp4-mi355x-sglang-disagg-8k1k-mtp",
-            "dsr1-fp4-mi355x-sglang-disagg-mtp",
-        )
-    }
-)
+OUR_BUGS: dict = {}
 
 
 def test_every_mi355x_config_has_a_known_working_launch_to_be_held_against(configs):
@@ -102,6 +83,16 @@ def test_a_reviewed_difference_whose_value_changed_is_unexplained_again():
     assert moved[0].explained_by is None and len(stale) == 1
     other, _ = parity.explain([d], [{**review, "configs": ["other"], "items": {}}], "key")
     assert other[0].explained_by is None
+
+
+def test_a_review_for_some_variants_explains_only_theirs_and_is_stale_nowhere_else():
+    d = parity.Difference("client", "all", "--random-input-len", None, "8192")
+    review = {"configs": ["*"], "variants": ["fsl8k1k_*"], "category": "client", "reason": "r"}
+    reviewed = [{**review, "items": {"--random-input-len": [None, "8192"]}}]
+    hit, stale = parity.explain([d], reviewed, "key", "fsl8k1k_p1x8_d1x8")
+    assert hit[0].explained_by is not None and not stale
+    elsewhere, stale = parity.explain([], reviewed, "key", "fsl1k1k_p1x8_d1x8")
+    assert not elsewhere and not stale  # a 1k/1k variant neither uses nor leaves it stale
 
 
 def test_the_command_exits_nonzero_and_prints_what_is_unexplained(monkeypatch, capsys, tmp_path):
@@ -315,3 +306,21 @@ def test_an_entry_that_does_not_render_yet_says_so_and_exits_2(monkeypatch, caps
     err = capsys.readouterr().err
     assert "dsr1-fp8-mi355x-sglang-disagg does not render yet: amd-master.yaml:552" in err
     assert "not in models.yaml" in err
+
+
+def test_a_fact_given_once_per_worker_is_its_flag_repeated_as_many_times():
+    url = "http://<prefill worker>:8000"
+    facts = [{"flag": "--prefill", "value": url, "per": "prefill-workers", "at": "x"}]
+    two = parity._facts(facts, {"prefill-workers": 2}, {})
+    assert two == {"--prefill": f"{url} {url}"}
+
+
+def test_variables_only_inferencex_s_bash_reads_are_not_compared_as_engine_environment():
+    reference("amd_utils/models.yaml")
+    [compared] = parity.compare(
+        "qwen3.5-fp8-mi355x-sglang-disagg", None, INFERENCEX_REF, reference("amd-master.yaml")
+    )
+    theirs = {d.item for d in compared.found if d.category == "engine-env"}
+    assert "MORI_MAX_DISPATCH_TOKENS_DECODE" not in theirs and "IBDEVICES" not in theirs
+    # what it composes from them is: the per-role budget on the engine's line matches ours
+    assert "SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK" not in theirs

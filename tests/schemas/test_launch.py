@@ -78,12 +78,19 @@ REJECT = [
                                            "root": "setup"}), "is not an absolute path", id="setup-root"),
     pytest.param(profile(REAL, gpu_drain={"max-vram-used": 1.0}), "gpu-drain", id="drain-whole-gpu"),
     pytest.param(profile(REAL, gpu_drain={"max-vram-used": 0}), "gpu-drain", id="drain-zero"),
+    pytest.param(profile(REAL, rdma_traffic_class={"dscp": 64, "priority": 3}), "dscp", id="dscp-6-bits"),
+    pytest.param(profile(REAL, rdma_traffic_class={"dscp": 24, "priority": 8}), "priority", id="prio-8"),
+    pytest.param(profile(REAL, rdma_traffic_class={"dscp": 24}), "priority", id="traffic-class-half"),
+    pytest.param(profile(REAL, nic_check={"nicctl": ["nicctl"], "no-drop-priorities": [3]},
+                         rdma_traffic_class={"dscp": 26, "priority": 4}),
+                 "rdma-traffic-class.priority 4 is not one of nic-check", id="lossy-class"),
 ]
 ACCEPT = [
     pytest.param(REAL, id="real-defaults"),
     pytest.param(LOCAL, id="local"),
     pytest.param(profile(REAL, account="proj-42", time_limit="12:00:00"), id="account-time"),
     pytest.param(profile(REAL, engine_env={"vllm": {"X": 30, "Y": "a b"}}), id="env-int-and-text"),
+    pytest.param(profile(REAL, rdma_traffic_class={"dscp": 24, "priority": 3}), id="traffic-class"),
 ]
 # fmt: on
 

@@ -178,6 +178,54 @@ def test_a_site_priority_other_than_the_nics_is_refused(nicctl):
     assert f"NIC {NIC_A[1]}: PFC no-drop priorities 3, the site's are 5" in done.stderr
 
 
+def test_the_runners_rdma_traffic_class_passes_where_every_nic_holds_it_no_drop(nicctl):
+    done = check("--rdma-dscp", "24", "--rdma-priority", "3", "--nicctl", nicctl())
+    assert done.returncode == 0, done.stderr
+    assert "QoS DSCP with PFC no-drop priority 3 on 2 NICs, RDMA's DSCP 24 on it;" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("dscp", "priority", "said"),
+    [
+        # the site marks RDMA with another DSCP than its NICs hold no-drop: MoRI's packets would drop
+        ("26", "3", "DSCP 26 maps to priority 0, the runner's rdma-traffic-class has priority 3"),
+        ("24", "5", "DSCP 24 maps to priority 3, the runner's rdma-traffic-class has priority 5"),
+    ],
+)
+def test_a_traffic_class_the_nics_do_not_carry_no_drop_is_named_per_nic(nicctl, dscp, priority, said):
+    done = check("--rdma-dscp", dscp, "--rdma-priority", priority, "--nicctl", nicctl())
+    assert done.returncode == 1
+    assert f"NIC {NIC_A[1]}: {said}" in done.stderr
+    assert f"NIC {NIC_B[1]}: {said}" in done.stderr
+
+
+def test_a_traffic_class_on_a_priority_pfc_does_not_hold_is_refused(nicctl):
+    # DSCP 24 maps to priority 3 on both NICs, but the second NIC's PFC holds only priority 0 no-drop
+    lossy = qos_section(NIC_A) + qos_section(NIC_B, bitmap="0x1", no_drop="0")
+    done = check("--rdma-dscp", "24", "--rdma-priority", "3", "--nicctl", nicctl(qos=lossy))
+    assert done.returncode == 1
+    assert done.stderr == (
+        f"NICs not ready: NIC {NIC_B[1]}: rdma-traffic-class priority 3 is not a PFC no-drop priority here\n"
+    )
+
+
+def test_the_simulated_nics_hold_the_local_runners_class_until_one_moves_it():
+    nicctl, args = str(ROOT / "sim" / "bin" / "nicctl"), ("--rdma-dscp", "24", "--rdma-priority", "3")
+    assert check(*args, "--nicctl", nicctl).returncode == 0
+    moved = sync("nic-check", *args, "--nicctl", nicctl, env={**os.environ, "SIM_NIC_FAULT": "dscp-moved"})
+    assert moved.returncode == 1
+    assert moved.stderr == (
+        "NICs not ready: NIC 0000:16:00.0: DSCP 24 maps to priority 0, the runner's rdma-traffic-class has "
+        "priority 3\n"
+    )
+
+
+def test_a_traffic_class_is_checked_only_with_the_map_nicctl_shows(tmp_path):
+    done = check("--interface", "lo", "--rdma-dscp", "24", "--rdma-priority", "3")
+    assert done.returncode == 2
+    assert "--rdma-dscp and --rdma-priority go together, and with --nicctl" in done.stderr
+
+
 def test_dcqcn_disabled_as_recorded_names_the_roce_device(nicctl):
     done = check(
         "--nicctl",
