@@ -2,8 +2,10 @@
 """`sync.py nic-check`: the node's data-plane NICs are what the job needs, checked on the host before any
 container starts (scripts/hostcheck.sh). The data-plane interface exists and is up, each RDMA device of the
 runner exists with an active port (sysfs), and, where the runner names AMD's `nicctl`, every NIC classifies
-by DSCP with PFC on its no-drop priorities and every RoCE device has DCQCN enabled with one CNP DSCP (the
-gates of InferenceX's rdma_check.sh: a NIC without them does not fail a transfer, it quietly slows it).
+by DSCP with PFC on its no-drop priorities, maps the runner's RDMA traffic class (--rdma-dscp) to its
+no-drop priority, and every RoCE device has DCQCN enabled with one CNP DSCP (the gates of InferenceX's
+rdma_check.sh, and the class its launch reads: a NIC without them does not fail a transfer, it quietly slows
+it, or drops it under congestion).
 Each failure names the NIC and the value seen. What the node showed (link states, NIC firmware, nicctl and
 driver versions, QoS and DCQCN per NIC) goes to --facts-out for the run's provenance. Stdlib only."""
 
@@ -110,7 +112,8 @@ def dscp_priorities(lines: list[str]) -> dict[int, int]:
 
 
 def traffic_problem(nic: str, lines: list[str], priorities: list[int], traffic: tuple[int, int]) -> str:
-    """ "" when NIC maps the runner's RDMA DSCP to its priority and PFC holds that priority no-drop."""
+    """What is wrong with NIC's map for the runner's RDMA traffic class (DSCP, priority), or "": the DSCP
+    must map to that priority, and PFC must hold the priority no-drop."""
     dscp, priority = traffic
     seen = dscp_priorities(lines).get(dscp)
     if seen != priority:
