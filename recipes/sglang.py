@@ -226,8 +226,9 @@ def _parallel_args(t: Target, role: str) -> list:
 
 def _mtp_args(t: Target) -> list:
     """MTP's draft steps on both roles: the draft layers take part in prefill's KV as well as decode's
-    verification, so the two must match (SGLang refuses a mismatch since 0.5.15)."""
-    n = t.mtp_steps if t.point.space.spec_decoding == "mtp" else 0
+    verification, so the two must match (SGLang refuses a mismatch since 0.5.15). A launch runs them exactly
+    when spec-decoding is mtp: render refuses the two disagreeing."""
+    n = t.mtp_steps
     if not n:
         return []
     draft = t.recipe.mtp_draft_model

@@ -270,7 +270,7 @@ def engine_recipe(facts: ModelFacts, model: str, engine: str, vendor: str) -> En
         for name in lists:
             merged[name] += getattr(block, name)
         if block.dp_attention is not None:
-            dp = dp or {"args": [], "prefill_args": [], "decode_args": [], "settings": []}
+            dp = dp or {name: [] for name in DpAttentionArgs.model_fields}
             for name in dp:
                 dp[name] += getattr(block.dp_attention, name)
         merged["mtp_draft_model"] = block.mtp_draft_model or merged.get("mtp_draft_model")

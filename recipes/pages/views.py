@@ -311,7 +311,7 @@ def overview(entry, rendered: list, targets: list, runners) -> dict:
         "gpus": f"{hw.gpus_per_node} {GPU_VENDORS.get(lp.gpu_vendor, lp.gpu_vendor)} GPUs per node",
         "network": _network(lp),
         "p0": p0,
-        "nodes": (runners.labels or {}).get(entry.runner, []),
+        "nodes": (runners.labels or {}).get(targets[0].runner_label, []),  # an alias resolved
         "model_path": targets[0].model_path,
         "container": _container(p0.container),
         "components": _components(rendered),
