@@ -417,6 +417,7 @@ def _host_check(p, n: int) -> tuple:
     if c is not None:
         args += ["--interface", p.data_plane_interface] if p.data_plane_interface else []
         args += [x for d in p.nic_devices for x in ("--rdma-device", d)]
+        args += ["--rdma", c.rdma_sysfs] if c.rdma_sysfs and p.nic_devices else []
         args += [x for prio in c.no_drop_priorities for x in ("--priority", str(prio))]
         args += ["--cnp-dscp", str(c.cnp_dscp)] if c.cnp_dscp is not None else []
         tc = p.rdma_traffic_class
@@ -436,6 +437,8 @@ def _site_inputs(t: Target) -> tuple:
 def _container_options(t: Target) -> tuple:
     """`docker run` words of the runner's container block: limits, capabilities, host folders, the RDMA
     devices when this variant's Mooncake uses rdma, and the site's own words last."""
+    if t.launch.container_runtime == "none":  # no container: no `docker run` to take them
+        return ()
     o = t.launch.container_options
     words = [x for name, value in o.ulimits.items() for x in ("--ulimit", f"{name}={value}")]
     words += [x for cap in o.cap_add for x in ("--cap-add", cap)]

@@ -307,9 +307,34 @@ def transport(t: Target) -> tuple:
     return ()
 
 
+# MoRI's failures that do not end the engine (scripts/logwatch.py fails the job on them instead): upstream
+# reports say a prefill whose KV pool MoRI cannot register may hang rather than exit (ROCm/mori#497), and a
+# transfer whose NIC ran out of retries fails only when SGLANG_DISAGGREGATION_WAITING_TIMEOUT expires (an
+# hour in MORI_ENV; 300 s in sgl-project/sglang#29127, where one faulty NIC failed every transfer).
+MORI_REGISTER_FAILED = {
+    "issue": "mori-rdma-register-failed",
+    "title": "MoRI could not register the engine's KV memory for RDMA with the NIC",
+    "regex": r"RegisterRdmaMemoryRegion failed!",
+    "fix": "errno 22 (EINVAL): the NIC refuses the access flags MoRI asks for (AMD ionic NICs and remote "
+    "atomics, ROCm/mori#497): a MoRI build without them; errno 14 (EFAULT): GPU memory cannot be pinned "
+    "for RDMA on this node (no peer-memory module or dma-buf path)",
+    "source": "recipes/sglang.py MORI_REGISTER_FAILED",
+}
+RDMA_RETRY_EXCEEDED = {
+    "issue": "rdma-retry-exceeded",
+    "title": "a NIC's RDMA retries to its peer ran out (work completion status 12, transport retry counter "
+    "exceeded): the KV transfer failed and its request waits out SGLang's waiting timeout",
+    "regex": r"cqe with error 12\b|transport retry counter exceeded",
+    "fix": "the NIC named before it, or its link, is faulty, or it cannot reach the peer's (another subnet): "
+    "check it with nicctl and ibv_devinfo on that node; the job's verdict excludes the node next time",
+    "source": "recipes/sglang.py RDMA_RETRY_EXCEEDED",
+}
+
+
 def watch_signatures(t: Target) -> tuple:
-    """No LMCache server on SGLang nodes (check() refuses an offload backend)."""
-    return ()
+    """MoRI's failures that leave the engine up (no LMCache server on SGLang nodes: check() refuses an
+    offload backend)."""
+    return (MORI_REGISTER_FAILED, RDMA_RETRY_EXCEEDED) if _over_mori(t) else ()
 
 
 def l1_budget(t: Target) -> None:

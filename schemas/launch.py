@@ -219,6 +219,12 @@ class NicCheck(Model):
         "device must use it (unset: one value on all of them).",
     )
     timeout: bounded(1, 120) = Field(20, description="Seconds one nicctl command may take.")
+    rdma_sysfs: AbsPath | None = Field(
+        None,
+        description="Where the host lists its RDMA devices, one folder each with ports/<n>/state as the "
+        "kernel writes them; absent: the kernel's /sys/class/infiniband. Only a runner whose devices are "
+        "simulated (the local cluster) states it.",
+    )
 
 
 class RdmaTrafficClass(Model):

@@ -366,6 +366,26 @@ def _mooncake_needs_vllm_016(ctx: Context):
         )
 
 
+# Engines of InferenceX's files that recipes/ does not render, and why: what the user of such a file meets.
+UNRENDERED_ENGINES = {
+    "atom": "ATOM: its argument parser is on no package registry reachable from here, so no ATOM line could "
+    "be judged (make check-engines), and InferenceX's one active ATOM entry runs a model configs/models.yaml "
+    "lacks (docs/sglang-mori.md)",
+}
+
+
+def _framework_rendered(ctx: Context):
+    """The framework runs an engine recipes/ renders (vllm, sglang); another says which and why not."""
+    framework = ctx.entry.framework
+    if reg.engine_of(framework) is None:
+        hint = UNRENDERED_ENGINES.get(
+            framework.split("-")[0], "lint other engines' configs with PROFILE=inferencex"
+        )
+        yield Problem(
+            ctx.path + ("framework",), f"framework {framework!r} is not rendered (vllm and sglang are)", hint
+        )
+
+
 def _image_has_engine_build(ctx: Context):
     """The image carries exactly one engine build of configs/engine-builds.yaml, of the engine the framework
     runs: it says which parser judges the config's command lines (`make check-engines`) and which known
@@ -388,6 +408,7 @@ def _known_issues_handled(ctx: Context):
 
 
 STRICT = (
+    _framework_rendered,
     _image_public_and_pinned,
     _settings_known_and_typed,
     _settings_fit_engine,

@@ -405,6 +405,36 @@ CLASSES: tuple[FailureClass, ...] = (
         cause="kv-transfer-stalled",
         needs=("signature:mooncake-tcp-transfer-stalled",),
     ),
+    FailureClass(
+        "rdma-retry-exceeded",
+        "a NIC's RDMA retries run out mid-run",
+        None,
+        (_SERVICE_EXIT,),
+        EXIT_KNOWN_ISSUE,
+        "scripts/logwatch.py found the NIC's `cqe with error 12` (transport retry counter exceeded) line "
+        "(recipes/sglang.py RDMA_RETRY_EXCEEDED) and ended the job",
+        "the NIC the engine log names before it, and its link: nicctl and ibv_devinfo on that node (the "
+        "verdict excludes it next time); without the watcher the request waits out "
+        "SGLANG_DISAGGREGATION_WAITING_TIMEOUT, an hour as MoRI launches set it",
+        service="known-issues",
+        cause="rdma-retry-exceeded",
+        needs=("signature:rdma-retry-exceeded",),
+    ),
+    FailureClass(
+        "rdma-register-failed",
+        "MoRI cannot register KV memory",
+        None,
+        (_SERVICE_EXIT,),
+        EXIT_KNOWN_ISSUE,
+        "scripts/logwatch.py found MoRI's `RegisterRdmaMemoryRegion failed!` line (recipes/sglang.py "
+        "MORI_REGISTER_FAILED) and ended the job",
+        "its errno in the engine log: 22, the NIC refuses the access flags MoRI asks for (AMD ionic NICs and "
+        "remote atomics, ROCm/mori#497); 14, GPU memory cannot be pinned for RDMA on that node; without the "
+        "watcher a prefill that hangs there waits for the engine-ready timeout",
+        service="known-issues",
+        cause="rdma-register-failed",
+        needs=("signature:mori-rdma-register-failed",),
+    ),
     # Not injected by make bench-failfast (yet): documented from the node scripts' own messages.
     FailureClass(
         "known-issue-signature",

@@ -21,7 +21,7 @@ from recipes.models import facts
 from recipes.render import RenderError, add_soak_option, load, render_config
 from recipes.submit import Submission, SubmitError, pick, submit
 from scripts import promtext
-from sim import containers
+from sim import containers, nicctl
 from sim.cpu import model as cpu_model
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -137,13 +137,26 @@ def container_env(env: dict[str, str], profile) -> dict[str, str]:
     return {**env, "PATH": f"{docker_bin}:{env['PATH']}", **mounts}
 
 
-def simulated_weights(plan) -> None:
-    """The simulator loads a model folder like vLLM does: it must exist and hold a config.json, the model's
-    real architecture (configs/models.yaml), so the simulator's TP and context checks see its heads."""
+def simulated_host(plan) -> None:
+    """What a simulated node's host holds for the job: the model folder (the simulator loads it like vLLM
+    does: a config.json of the model's real architecture, configs/models.yaml, so its TP and context checks
+    see its heads) and, where the host check lists RDMA devices in a folder of its own (the runner's
+    nic-check rdma-sysfs), the simulated NICs' devices there with an active port, as the kernel lists them."""
     model_dir = Path(plan.container.mounts[0]) / plan.model
     model_dir.mkdir(parents=True, exist_ok=True)
     config = hf_config(facts(plan.model).architecture)
     (model_dir / "config.json").write_text(json.dumps(config, indent=1, sort_keys=True) + "\n")
+    words = ["".join(w) for w in plan.host_check if all(isinstance(part, str) for part in w)]
+    pairs = list(zip(words, words[1:], strict=False))  # each word and the next
+    folder = next((Path(value) for flag, value in pairs if flag == "--rdma"), None)
+    if folder is None:
+        return
+    simulated = {name for _, _, name in nicctl.NICS}  # a device no simulated NIC has stays absent
+    for name in sorted({value for flag, value in pairs if flag == "--rdma-device"} & simulated):
+        port = folder / name / "ports" / "1"
+        port.mkdir(parents=True, exist_ok=True)
+        (port / "state").write_text("4: ACTIVE\n")
+        (folder / name / "fw_ver").write_text(f"{nicctl.FIRMWARE}\n")
 
 
 @dataclass(frozen=True)
@@ -329,7 +342,7 @@ def run(
     if profile.container_runtime == "docker":
         env = container_env(env, profile)
     if engine_venv is None:
-        simulated_weights(rendered.plan)
+        simulated_host(rendered.plan)
     else:
         real_weights(rendered.plan, engine_venv)
     job = submit(rendered, out, env=env, resume_from=resume_from)

@@ -197,23 +197,16 @@ class BaseEngine:
     # -- faults and gauges --------------------------------------------------------------------------
 
     async def _hang_fault(self, index: int) -> None:
-        """A stuck engine (hang-after), or a stalled KV transfer (kv-stall-after), which Mooncake's transfer
-        engine gives up on with its own line (glog format, as a vLLM prefill logged it in CI): the request
-        stays running forever (until the client goes away)."""
+        """A stuck engine (hang-after), or a stalled KV transfer (kv-stall-after), which the KV transport
+        gives up on with its own line (_kv_stall_line): the request stays running forever (until the client
+        goes away)."""
         faults = self.env.faults
         if faults.hang_after is not None and index >= faults.hang_after:
             kind, after = "hang", faults.hang_after
             log.warning("SIM_FAULT hang-after:%d: request %d hangs", after, index + 1)
         elif faults.kv_stall_after is not None and index >= faults.kv_stall_after:
             kind, after = "kv-stall", faults.kv_stall_after
-            now = time.time()
-            stamp = time.strftime("%m%d %H:%M:%S", time.localtime(now)) + f".{int(now % 1 * 1e6):06d}"
-            print(
-                f"E{stamp} {os.getpid()} tcp_transport_session_impl.h:518] ClientSession: no transfer "
-                "progress within 30s; dropping connection",
-                file=sys.stderr,
-                flush=True,
-            )
+            print(self._kv_stall_line(), file=sys.stderr, flush=True)
         else:
             return
         self.metrics.inc("sim_faults_injected", kind=kind)
@@ -223,6 +216,15 @@ class BaseEngine:
             await asyncio.Event().wait()
         finally:
             self._gauge(running=-1)  # only reached when the client gives up
+
+    def _kv_stall_line(self) -> str:
+        """What the KV transport logs when a transfer stalls: Mooncake's TCP transport (glog format)."""
+        now = time.time()
+        stamp = time.strftime("%m%d %H:%M:%S", time.localtime(now)) + f".{int(now % 1 * 1e6):06d}"
+        return (
+            f"E{stamp} {os.getpid()} tcp_transport_session_impl.h:518] ClientSession: no transfer "
+            "progress within 30s; dropping connection"
+        )
 
     def _error_fault(self, index: int) -> None:
         faults = self.env.faults

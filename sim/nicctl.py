@@ -18,6 +18,7 @@ NICS = (
     ("42424650-4c32-3533-3330-313934000000", "0000:06:00.0", "ionic_0"),
     ("42424650-4c32-3533-3731-303830000000", "0000:16:00.0", "ionic_1"),
 )
+FIRMWARE = "1.117.5-a-45"  # every simulated NIC's (what the RDMA device's fw_ver says too)
 FAULTS = ("pfc-off", "dcqcn-off", "cnp-mismatch", "dscp-moved", "no-nics")
 RULE = "-" * 90
 
@@ -106,8 +107,8 @@ def firmware() -> str:
             "",
             "  CPLD                 : 3.16 (primary)",
             "  Boot0                : 21",
-            "  Uboot-A              : 1.117.5-a-45",
-            "  Firmware-A           : 1.117.5-a-45",
+            f"  Uboot-A              : {FIRMWARE}",
+            f"  Firmware-A           : {FIRMWARE}",
             "  Device config-A      : device_config_rdma_1x400G/1.0.0",
             RULE,
         ]
@@ -115,7 +116,7 @@ def firmware() -> str:
 
 
 def host_software() -> str:
-    return "\n".join(["nicctl                   : 1.117.5-a-45", "IPC driver               : 1.117.5.a-45",
+    return "\n".join([f"nicctl                   : {FIRMWARE}", "IPC driver               : 1.117.5.a-45",
                       "ionic driver             : 25.08.4.004"])  # fmt: skip
 
 

@@ -272,6 +272,8 @@ def _start(config: ServeConfig, env: settings.Settings, *, role: str, boot_host:
         log.error("SIM_FAULT gpus-lost: RuntimeError: No HIP GPUs are available")
         announce_fault("gpus-lost")
         return 1
+    if env.faults.rdma_register_fails:
+        raise settings.SettingsError("SIM_FAULT rdma-register-fails is MoRI's (the SGLang simulator's)")
     if env.faults.hang_at_start:  # a start that stalls: no log line, no CPU time, until it is killed
         announce_fault("hang-at-start")
         threading.Event().wait()

@@ -16,6 +16,7 @@ FAULT_KINDS = (  # as SIM_FAULT spells them: N a request count, F a fraction
     "crash-at-start",
     "hang-at-start",
     "gpus-lost",
+    "rdma-register-fails",
     "crash-after:N",
     "exit0-after:N",
     "hang-after:N",
@@ -24,7 +25,7 @@ FAULT_KINDS = (  # as SIM_FAULT spells them: N a request count, F a fraction
     "error-rate:F",
 )
 _FAULT = re.compile(
-    r"(crash-at-start|hang-at-start|gpus-lost)|(crash-after|exit0-after|hang-after|kv-stall-after|error-after):(\d+)|(error-rate):([0-9.]+)"
+    r"(crash-at-start|hang-at-start|gpus-lost|rdma-register-fails)|(crash-after|exit0-after|hang-after|kv-stall-after|error-after):(\d+)|(error-rate):([0-9.]+)"
 )
 
 
@@ -37,6 +38,8 @@ class Faults:
     crash_at_start: bool = False
     hang_at_start: bool = False  # vLLM's simulator: blocks before serving, silent and idle (a stalled start)
     gpus_lost: bool = False  # the GPUs are gone: exit 1 at start in PyTorch's words (a node fault)
+    # SGLang over MoRI: registering the KV pool with the NIC fails; the engine hangs there (sim/mori.py)
+    rdma_register_fails: bool = False
     crash_after: int | None = None  # exit 1 once this many requests have finished
     exit0_after: int | None = None  # exit 0 once this many requests have finished
     hang_after: int | None = None  # every request after this many stalls forever; /health stays 200
@@ -132,7 +135,8 @@ def _num(
 
 
 def parse_faults(text: str) -> Faults:
-    """SIM_FAULT, comma-separated: crash-at-start, hang-at-start, gpus-lost, crash-after:N, exit0-after:N,
+    """SIM_FAULT, comma-separated: crash-at-start, hang-at-start, gpus-lost, rdma-register-fails,
+    crash-after:N, exit0-after:N,
     hang-after:N, kv-stall-after:N, error-after:N, error-rate:F."""
     values: dict[str, object] = {}
     for item in filter(None, (part.strip() for part in text.split(","))):

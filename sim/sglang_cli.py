@@ -37,7 +37,7 @@ from sim.sglang_config import (
 __all__ = ["FAKE_BOOTSTRAP_HOST", "VERSION", "SGLangConfig", "main"]
 
 PROG = "launch_server.py"  # argparse's prog under `python3 -m sglang.launch_server`
-SIMULATED_TRANSFER = "mooncake"
+SIMULATED_TRANSFERS = ("mooncake", "mori")  # both over SGLang's common bootstrap (sim/sglang_pd.py)
 _HUMAN = re.compile(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)")
 CONTEXT_LENGTH_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length")
 
@@ -290,6 +290,7 @@ def resolve(args: argparse.Namespace, *, model_root: str | None = None) -> SGLan
         api_key=args.api_key,
         mode=mode,
         bootstrap_port=args.disaggregation_bootstrap_port,
+        transfer_backend=args.disaggregation_transfer_backend,
         ib_devices=_ib_devices(args.disaggregation_ib_device),
         attention_backend=args.attention_backend,
         dense_as_sparse=args.dense_as_sparse,
@@ -303,10 +304,10 @@ def resolve(args: argparse.Namespace, *, model_root: str | None = None) -> SGLan
 def _check_disaggregation(args: argparse.Namespace, mode: str) -> None:
     if mode == "null":
         return
-    if args.disaggregation_transfer_backend != SIMULATED_TRANSFER:
+    if args.disaggregation_transfer_backend not in SIMULATED_TRANSFERS:
         raise StartupError(
             f"--disaggregation-transfer-backend {args.disaggregation_transfer_backend} is not simulated "
-            f"(only {SIMULATED_TRANSFER})"
+            f"(only {' and '.join(SIMULATED_TRANSFERS)})"
         )
     if mode == "decode":
         for name in ("disaggregation_decode_tp", "disaggregation_decode_dp"):

@@ -128,6 +128,7 @@ class SGLangConfig:
     api_key: str | None
     mode: str  # null | prefill | decode
     bootstrap_port: int
+    transfer_backend: str  # --disaggregation-transfer-backend (mooncake or mori are simulated)
     ib_devices: tuple[str, ...]
     attention_backend: str | None
     dense_as_sparse: bool

@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from sim import mori
 from sim.engine import CHAT, BaseEngine, HTTPError, Job, announce_fault
 from sim.metrics import Metrics, Schema
 from sim.mooncake import PullFailed
@@ -158,6 +159,10 @@ class SGLangEngine(BaseEngine):
         self.config, self.mode, self.rooms, self.receiver = config, config.mode, rooms, receiver
         self.wedged = False  # the kv_indptr crash happened: the scheduler makes no progress any more
         self.metrics.set("sglang:is_cuda_graph", 0.0)
+
+    def _kv_stall_line(self) -> str:
+        """Over MoRI, what the NIC's RDMA provider prints when its retries to the peer run out."""
+        return mori.RETRY_EXCEEDED if self.config.transfer_backend == "mori" else super()._kv_stall_line()
 
     @property
     def stalled(self) -> bool:

@@ -6,14 +6,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import sys
+import threading
 import time
 from typing import Any
 
 import httpx
 import msgspec
 
-from sim import openai, settings, sglang_pd
+from sim import mori, openai, settings, sglang_pd
+from sim.config import StartupError
 from sim.engine import HTTPError, Job, announce_fault
 from sim.metrics import Metrics
 from sim.server import METRICS, Api, bind, event_loop_runner, lifecycle, respond, uvicorn_server
@@ -126,6 +129,16 @@ def run(config: SGLangConfig) -> int:
             log.error("SIM_FAULT gpus-lost: RuntimeError: No HIP GPUs are available")
             announce_fault("gpus-lost")
             return 1
+        if config.mode != "null" and config.transfer_backend == "mori":
+            aborted = mori.start(config.ib_devices, os.environ)
+            if aborted is not None:
+                return aborted
+            if env.faults.rdma_register_fails:  # the KV pool's registration: logged, then a hang
+                print(mori.REGISTER_FAILED, file=sys.stderr, flush=True)
+                announce_fault("rdma-register-fails")
+                threading.Event().wait()
+        elif env.faults.rdma_register_fails:
+            raise settings.SettingsError("SIM_FAULT rdma-register-fails is MoRI's: run it with mori")
         if config.ib_devices:
             log.warning(
                 "--disaggregation-ib-device %s: no RDMA here, the simulated KV moves over HTTP",
@@ -133,7 +146,7 @@ def run(config: SGLangConfig) -> int:
             )
         api_sock = bind(config.host, config.port)
         boot_sock = bind(config.host, config.bootstrap_port) if config.mode == "prefill" else None
-    except (OSError, settings.SettingsError) as exc:
+    except (OSError, settings.SettingsError, StartupError) as exc:
         print(f"ERROR [sim sglang] {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     log.info(

@@ -165,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     faults = chosen(args)
-    recipe = render()
+    recipe = render()  # the demo job's; a fault on another job renders that one once
+    recipes = {(recipe.key, recipe.variant): recipe}
     work = OUT / "failfast"
     records: list[Record] = []
     started = time.time()
@@ -177,7 +178,10 @@ def run(args: argparse.Namespace) -> int:
     )
     for fault in faults:
         try:
-            record = run_fault(fault, recipe, work)
+            key = (fault.config, fault.variant)
+            if key not in recipes:
+                recipes[key] = render(*key)
+            record = run_fault(fault, recipes[key], work)
         except (DemoError, SubmitError) as exc:  # the cluster is down, say: one line, not a traceback
             print(f"bench-failfast: {exc}", file=sys.stderr)
             return 2

@@ -27,10 +27,13 @@ from scripts.failures import BY_NAME as CLASSES
 from scripts.failures import FailureClass
 from scripts.failures import fill as text
 
+# The demo job most faults run on (vLLM) and the SGLang + MoRI job MoRI's faults run on: both 2P1D, the
+# whole local cluster.
+CONFIG, VARIANT = "local-sim-vllm-disagg-agentic", "agentic_p2x8_d1x8"
+MORI_CONFIG, MORI_VARIANT = "local-sim-sglang-mori-disagg", "fsl1k64_p2x8_d1x8"
 LEADER, PREFILL2, DECODE = "sim1", "sim2", "sim3"  # ranks 0 (prefill + router + benchmark), 1, 2
 ADDR = {"sim1": "127.0.0.11", "sim2": "127.0.0.12", "sim3": "127.0.0.13"}
 CONC4 = "benchmark conc4"
-ENGINE = "vllm"  # the demo job's engine service
 _SIM2 = r"(?:\bsim2\b|127\.0\.0\.12\b)"  # sim2 by name or address: where prefill-errors' 500s come from
 
 
@@ -89,6 +92,9 @@ class Fault:
     after_first_result: bool = False  # hits the second concurrency: the first one's result must survive
     quick: bool = False
     timeout: float = 240.0  # the job is cancelled (and the fault counted undetected) after this
+    config: str = CONFIG  # the job it is injected into, and that job's engine service
+    variant: str = VARIANT
+    engine: str = "vllm"
 
     @property
     def name(self) -> str:
@@ -112,7 +118,7 @@ class Fault:
 
     @property
     def _values(self) -> dict[str, str]:
-        return {"engine": ENGINE, **self.values}
+        return {"engine": self.engine, **self.values}
 
 
 def _fault(name: str, how: str, instant: str, node: str | None, **kw) -> Fault:
@@ -254,6 +260,31 @@ FAULTS: tuple[Fault, ...] = (
         LEADER,
         values={"C": "2"},
         env={"SIM_FAULT": "error-after:5", "SIM_FAULT_ROLE": "prefill", "SIM_FAULT_HOST": ADDR[PREFILL2]},
+    ),
+)
+
+# SGLang + MoRI: the failures MoRI launches report upstream that leave the engine up, each logged as it is
+# reported (sim/mori.py), on the 1P1D MoRI job.
+MORI = {"config": MORI_CONFIG, "variant": MORI_VARIANT, "engine": "sglang"}
+FAULTS += (
+    _fault(
+        "rdma-retry-exceeded",
+        "SIM_FAULT=kv-stall-after:12 on the prefill over MoRI: its 13th transfer's NIC runs out of retries, "
+        "logging the ionic provider's `cqe with error 12`",
+        "sim-line:sim1/sglang",
+        LEADER,
+        env={"SIM_FAULT": "kv-stall-after:12", "SIM_FAULT_ROLE": "prefill"},
+        **MORI,
+    ),
+    _fault(
+        "rdma-register-failed",
+        "SIM_FAULT=rdma-register-fails on the decode over MoRI: RegisterRdmaMemoryRegion fails (errno 22), "
+        "the engine hangs there",
+        "sim-line:sim3/sglang",
+        DECODE,
+        env={"SIM_FAULT": "rdma-register-fails", "SIM_FAULT_ROLE": "decode"},
+        quick=True,
+        **MORI,
     ),
 )
 

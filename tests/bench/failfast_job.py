@@ -22,12 +22,10 @@ from pathlib import Path
 
 from recipes.render import load, render_config
 from recipes.submit import pick, submit
-from sim.demo import DemoError, job_env, job_state, simulated_weights
-from tests.bench.failfast_faults import LEADER, Fault, sim_fault_instant, write_wrappers
+from sim.demo import DemoError, job_env, job_state, simulated_host
+from tests.bench.failfast_faults import CONFIG, LEADER, VARIANT, Fault, sim_fault_instant, write_wrappers
 
 ROOT = Path(__file__).resolve().parents[2]
-CONFIG = "local-sim-vllm-disagg-agentic"
-VARIANT = "agentic_p2x8_d1x8"
 FAST_POLL_S, SLOW_POLL_S = 0.1, 0.5
 PENDING_S = 900.0  # the cluster may be busy with another engineer's job
 FAILURE_MARKS = ("FAILED ", "job failed", "job succeeded", "srun: error")
@@ -49,7 +47,7 @@ class Recipe:
 
 def render(config: str = CONFIG, variant: str = VARIANT) -> Recipe:
     rendered = pick(render_config(config, load(config)), variant)
-    script = rendered.files["server_vllm.sh"]
+    script = rendered.files[f"server_{rendered.plan.engine}.sh"]
     poll = re.search(r"^POLL_INTERVAL=([0-9.]+)$", script, re.M)
     return Recipe(rendered, float(poll[1]) if poll else 1.0, config, variant)
 
@@ -414,7 +412,7 @@ def run_fault(fault: Fault, recipe: Recipe, out: Path) -> Record:
     if fault.wrappers:
         env["PATH"] = f"{write_wrappers(fault, ROOT, fault_dir)}:{env['PATH']}"
     env.update(fault.env)
-    simulated_weights(recipe.rendered.plan)
+    simulated_host(recipe.rendered.plan)
     hog = PortHog(*fault.hog) if fault.hog else None
     record.load_before = os.getloadavg()
     try:

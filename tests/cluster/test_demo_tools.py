@@ -3,11 +3,16 @@ runner's engines come from a venv (engine-build cpu); a missing tool is named be
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import subprocess
+import sys
 
 import pytest
 
+from recipes.render import load, render_config
 from sim import demo
+from sim.cluster.layout import ROOT
 from sim.demo import NODE_TOOLS, DemoError, node_bin, node_tools
 
 
@@ -57,3 +62,35 @@ def test_scontrol_failing_every_time_is_named_with_each_exit(tmp_path, monkeypat
         "scontrol show job 7 failed 2 times in a row: exit code 1: slurm_load_jobs error: Unable to contact "
         "slurm controller; exit code 1: slurm_load_jobs error: Unable to contact slurm controller"
     )
+
+
+def test_the_simulated_host_lists_the_runners_rdma_devices_as_the_kernel_does_and_the_check_passes(tmp_path):
+    """The host check of a local-sim launch names the simulated NICs' devices and the folder they are in:
+    simulated_host writes exactly those (a device no simulated NIC has stays absent), and nic-check finds
+    each with an active port there."""
+    key = "local-sim-sglang-mori-disagg"
+    plan = render_config(key, load(key))[0].plan
+    rdma = tmp_path / "infiniband"
+    words = [(str(rdma),) if w == ("/tmp/disagg-recipes-sim/infiniband",) else w for w in plan.host_check]
+    words += [("--rdma-device",), ("mlx5_9",)]  # not a simulated NIC's: stays absent
+    plan = dataclasses.replace(
+        plan,
+        host_check=tuple(words),
+        container=dataclasses.replace(plan.container, mounts=(str(tmp_path / "models"),)),
+    )
+    demo.simulated_host(plan)
+    assert sorted(p.name for p in rdma.iterdir()) == ["ionic_0", "ionic_1"]
+    assert (rdma / "ionic_0" / "ports" / "1" / "state").read_text() == "4: ACTIVE\n"
+    check = [sys.executable, str(ROOT / "scripts" / "sync.py"), "nic-check", "--rdma", str(rdma)]
+    done = subprocess.run(
+        [*check, "--rdma-device", "ionic_0", "--rdma-device", "ionic_1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0 and "2 RDMA devices active" in done.stdout, done.stderr
+    missing = subprocess.run(
+        [*check, "--rdma-device", "mlx5_9"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert missing.returncode == 1 and "RDMA device mlx5_9 does not exist" in missing.stderr

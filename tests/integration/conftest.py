@@ -22,10 +22,11 @@ def require_tools(paths: list[Path]) -> None:
         pytest.fail(f"missing {', '.join(missing)}: run `make tools` (make test does)")
 
 
-# What the simulated demo job runs for real: LMCache, the vllm-router variant, AIPerf.
+# What the simulated demo jobs run for real: LMCache, the vllm-router variant, sglang-router, AIPerf.
 DEMO_TOOLS = [
     ROOT / ".venv-lmcache/bin/lmcache",
     ROOT / ".venv-router/bin/vllm-router",
+    ROOT / ".venv-sglang-router/bin/python",
     ROOT / ".venv-bench/bin/aiperf",
 ]
 

@@ -85,7 +85,7 @@ def test_a_cancelled_job_leaves_no_container(cluster, tools, tmp_path):
     rendered = pick(variants, variants[0].plan.variant)
     profile = loaded.launch.profiles[rendered.plan.runner]
     env = demo.container_env(demo.job_env(), profile)
-    demo.simulated_weights(rendered.plan)
+    demo.simulated_host(rendered.plan)
     job = submit(rendered, tmp_path, env=env)
     try:
         deadline = time.monotonic() + 300

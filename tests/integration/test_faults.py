@@ -3,9 +3,10 @@ the demo job with one fault injected must end -- all nodes -- within the node sc
 + 5 s of the fault, with a non-zero exit code, its main output naming the failing step, service and
 node with the service's log tail and the failure's cause class, and no process of the job left running.
 
-Three faults, three ways in: a PATH wrapper (LMCache exits at start; detected while waiting for it to
+Four faults, three ways in: a PATH wrapper (LMCache exits at start; detected while waiting for it to
 become healthy), a port taken on a node's address before submission (the router cannot bind), and the
-simulator's own SIM_FAULT (the decode crashes with streams in flight; detected by the supervisor).
+simulator's own SIM_FAULT (the decode crashes with streams in flight, detected by the supervisor; on the
+SGLang + MoRI job, a NIC runs out of RDMA retries mid-benchmark, detected by the log watcher).
 """
 
 from __future__ import annotations
@@ -28,17 +29,21 @@ FAULTS: dict[str, Fault] = {
     "lmcache-exit-at-start": BY_NAME["lmcache-exit-at-start"],
     "router-bind-fails": BY_NAME["router-bind-fails"],
     "decode-crash-mid-stream": DECODE_CRASH,
+    "rdma-retry-exceeded": BY_NAME["rdma-retry-exceeded"],
 }
 
 
 @pytest.fixture(scope="module")
-def recipe(demo_tools) -> Recipe:
-    return render()
+def recipes(demo_tools) -> dict[tuple[str, str], Recipe]:
+    """Each job the faults run on, rendered once."""
+    return {key: render(*key) for key in dict.fromkeys((f.config, f.variant) for f in FAULTS.values())}
 
 
 @pytest.mark.parametrize("name", list(FAULTS))
-def test_a_fault_ends_the_whole_job_fast_naming_it_and_leaving_nothing(cluster, recipe, tmp_path, name):
-    record = run_fault(FAULTS[name], recipe, tmp_path)
+def test_a_fault_ends_the_whole_job_fast_naming_it_and_leaving_nothing(cluster, recipes, tmp_path, name):
+    fault = FAULTS[name]
+    recipe = recipes[fault.config, fault.variant]
+    record = run_fault(fault, recipe, tmp_path)
     where = f"{record.run_dir}/job.out"
     assert record.fault_at is not None, f"the fault never took effect: {record.notes} ({where})"
     assert record.detected, f"job {record.job_id} ended {record.state} {record.exit_code} ({where})"

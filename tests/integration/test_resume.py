@@ -14,7 +14,7 @@ from pathlib import Path
 
 from recipes.render import load, render_config
 from recipes.submit import pick, submit
-from sim.demo import cancel, job_env, job_state, node_steps, simulated_weights
+from sim.demo import cancel, job_env, job_state, node_steps, simulated_host
 
 from .conftest import nothing_left, run_demo
 
@@ -29,7 +29,7 @@ def killed_after_first_concurrency(out: Path) -> Path:
     leader has moved on to the second), cancels the job and waits for its end."""
     rendered = pick(render_config(CONFIG, load(CONFIG)), VARIANT)
     env = job_env()
-    simulated_weights(rendered.plan)
+    simulated_host(rendered.plan)
     job = submit(rendered, out, env=env)
     deadline = time.monotonic() + FIRST_DONE_S
     try:

@@ -1,6 +1,7 @@
 """SGLang on the local SLURM cluster: the real sglang-router and AIPerf, simulated SGLang engines.
 
-An SGLang PD job (2 prefill + 1 decode, Mooncake) and a single-node soak run unmodified and prove their
+An SGLang PD job (2 prefill + 1 decode, Mooncake), one over MoRI (2P1D: the runner's RDMA devices checked
+and passed, its traffic class on MoRI's packets) and a single-node soak run unmodified and prove their
 results; the PD job's recorded known-issue workaround reaches its lock file and summary. Then the known
 issue itself: engines launched with the flags that trigger it, on an image the registry would call
 fixed, print its log signature mid-benchmark and wedge -- the node-side watcher must end the whole job
@@ -20,11 +21,12 @@ from recipes.build import build_plan
 from recipes.render import load, render_plan
 from recipes.submit import submit
 from sim.cluster.layout import ROOT
-from sim.demo import follow, job_env, simulated_weights
+from sim.demo import follow, job_env, simulated_host
 
 from .conftest import metric, nothing_left, require_tools, run_demo
 
 PD = "local-sim-sglang-disagg"
+MORI = "local-sim-sglang-mori-disagg"
 SINGLE = "local-sim-sglang"
 TOOLS = [ROOT / ".venv-sglang-router/bin/python", ROOT / ".venv-bench/bin/aiperf", ROOT / "sim/bin/sglang"]
 SIGNATURE = "kv_indptr[i+1] - kv_indptr[i] should be non-negative"
@@ -60,6 +62,28 @@ def test_an_sglang_pd_job_runs_end_to_end_and_records_its_workaround(cluster, to
     nothing_left(run_dir)
 
 
+def test_an_sglang_pd_job_over_mori_checks_its_nics_marks_its_traffic_and_moves_kv(cluster, tools, tmp_path):
+    done, run_dir = run_demo(MORI, tmp_path)
+    job_out = (run_dir / "job.out").read_text()
+    assert "job succeeded: every node ended cleanly" in job_out
+    for node in ("sim1", "sim2", "sim3"):  # the simulated NICs' RDMA devices, as the kernel lists them
+        assert re.search(
+            rf"host preflight on {node}: NICs ready: lo up; 2 RDMA devices active; .*RDMA's DSCP 24 on it",
+            job_out,
+        ), job_out
+        log = (run_dir / "logs" / node / "sglang.log").read_text()
+        # MoRI on the runner's devices, marking RDMA with its traffic class (DSCP 24 << 2) and priority
+        assert "RDMA backend on ionic_0,ionic_1: traffic class 96 (DSCP 24), service level 3" in log, log
+    assert re.search(r"smoke: HTTP 200, \d+ tokens; KV moved: ", job_out), job_out
+    metrics = run_dir / "results" / "metrics" / "conc4"
+    served = metric(metrics / "decode0.prom", "sim_kv_remote_loads_total", outcome="ok")
+    assert served > 0 and metric(metrics / "decode0.prom", "sim_kv_remote_loads_total") == served
+    plan = json.loads((run_dir / "recipe" / "plan.json").read_text())
+    watched = {s["issue"] for s in plan["log_signatures"]}
+    assert watched >= {"mori-rdma-register-failed", "rdma-retry-exceeded"}
+    nothing_left(run_dir)
+
+
 def test_a_single_node_sglang_soak_serves_varied_load_without_a_router(cluster, tools, tmp_path):
     done, run_dir = run_demo(SINGLE, tmp_path, "--soak", "30s")  # 3 phases of 10 s on the simulator
     job_out = (run_dir / "job.out").read_text()
@@ -91,7 +115,7 @@ def test_the_log_watcher_ends_the_job_when_an_engine_prints_a_known_issue_signat
     assert plan.workarounds == () and [s["issue"] for s in plan.log_signatures] == ["minicpm-sala-kv-indptr"]
 
     env = {**job_env(), "SIM_KV_INDPTR_AFTER": "6"}  # a few requests into the first benchmark
-    simulated_weights(plan)
+    simulated_host(plan)
     job = submit(render_plan(plan), tmp_path, env=env)
     state = follow(job, env, timeout=300, engine="sglang")
     ended = time.time()

@@ -10,6 +10,7 @@ GOLDEN_CONFIGS = (
     "kimik2.5-fp4-mi355x-vllm-disagg-agentic",
     "local-sim-vllm-disagg-agentic",
     "local-sim-sglang-disagg",
+    "local-sim-sglang-mori-disagg",
     "local-cpu-vllm-disagg-agentic",
     "local-container-vllm-disagg-agentic",
     "minicpm-sala-bf16-h200-sglang",

@@ -32,6 +32,7 @@ def test_variants_of_every_shipped_config(rendered):
         LOCAL,
         ("local-sim-vllm-disagg-agentic", "agentic_p2x8_d1x8_vllm-router"),
         SGLANG_PD,
+        ("local-sim-sglang-mori-disagg", "fsl1k64_p2x8_d1x8"),
         SGLANG_ONE,
         MINICPM,
         ("minicpm-sala-bf16-h200-sglang-upstream", "fsl8k1k_tp1"),

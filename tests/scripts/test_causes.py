@@ -48,6 +48,7 @@ def test_every_cause_but_unknown_has_a_signature_and_a_blame_the_ledger_knows():
         "container-leftover",
         "nic-not-ready",
         "leftover-process",
+        "rdma-retry-exceeded",  # one NIC's fault: every transfer through it fails (sglang#29127)
     }
 
 

@@ -46,6 +46,7 @@ BASE = SGLangConfig(
     api_key=None,
     mode="null",
     bootstrap_port=8998,
+    transfer_backend="mooncake",
     ib_devices=(),
     attention_backend="minicpm_flashinfer",
     dense_as_sparse=True,

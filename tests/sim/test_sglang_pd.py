@@ -24,6 +24,8 @@ FLAGS = [
     *("--attention-backend", "minicpm_flashinfer", "--dense-as-sparse", "--enable-metrics"),
 ]
 PD = ["--disaggregation-transfer-backend", "mooncake"]
+MORI = ["--disaggregation-transfer-backend", "mori", "--disaggregation-ib-device", "ionic_0,ionic_1"]
+MARKED = {"MORI_RDMA_TC": "96", "MORI_IO_TC": "96", "MORI_RDMA_SL": "3", "MORI_IO_SL": "3"}
 SIGNATURE = "kv_indptr[i+1] - kv_indptr[i] should be non-negative"
 needs_router = pytest.mark.skipif(
     not ROUTER_PY.exists(),
@@ -31,19 +33,19 @@ needs_router = pytest.mark.skipif(
 )
 
 
-def start_pd(launcher, **env: str):
+def start_pd(launcher, pd=PD, **env: str):
     boot = free_port()
     environment = sim_env(SIM_KV_WAIT_S="5", SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT="5", **env)
     prefill_args = [
         *FLAGS,
-        *PD,
+        *pd,
         "--disaggregation-mode",
         "prefill",
         "--disaggregation-bootstrap-port",
         str(boot),
     ]
     prefill = launcher.start_sglang(prefill_args, env=environment)
-    decode = launcher.start_sglang([*FLAGS, *PD, "--disaggregation-mode", "decode"], env=environment)
+    decode = launcher.start_sglang([*FLAGS, *pd, "--disaggregation-mode", "decode"], env=environment)
     return prefill, decode, boot
 
 
@@ -194,3 +196,68 @@ def test_ports_in_use_are_startup_errors(launcher):
             line.startswith("ERROR [sim sglang] OSError: [Errno 98]")
             and "address already in use" in line.lower()
         )
+
+
+def wait_for_line(sim, text: str, timeout: float = 15.0) -> None:
+    """Until the process has logged TEXT (polled: a condition, not a clock)."""
+    deadline = time.monotonic() + timeout
+    while text not in sim.output():
+        assert time.monotonic() < deadline, f"no {text!r} after {timeout} s:\n{sim.output()}"
+        time.sleep(0.05)
+
+
+@needs_router
+def test_pd_over_mori_marks_its_traffic_on_the_named_devices_and_moves_kv(launcher):
+    prefill, decode, boot = start_pd(launcher, MORI, **MARKED)
+    router = start_router(launcher, prefill, decode, boot)
+    answer = httpx.post(f"{router.url}/v1/chat/completions", json=chat(4, stream=False), timeout=30)
+    assert answer.status_code == 200
+    assert total(decode.metrics(), "sim_kv_remote_loads_total", outcome="ok") == 1
+    for sim in (prefill, decode):
+        said = "RDMA backend on ionic_0,ionic_1: traffic class 96 (DSCP 24), service level 3"
+        assert said in sim.output(), sim.output()
+
+
+def test_mori_unmarked_says_so_and_disagreeing_names_are_a_startup_error(launcher):
+    unmarked = launcher.start_sglang([*FLAGS, *MORI, "--disaggregation-mode", "decode"])
+    assert "MORI_RDMA_TC is unset: MoRI's RDMA packets are unmarked" in unmarked.output()
+    env = sim_env(MORI_RDMA_TC="96", MORI_IO_TC="104")
+    split = launcher.start_sglang([*FLAGS, *MORI, "--disaggregation-mode", "decode"], env=env, ready=False)
+    assert split.wait_exit() == 1
+    assert "MORI_RDMA_TC=96 and MORI_IO_TC=104: MoRI reads one value" in split.output()
+
+
+def test_mori_without_rdma_devices_aborts_as_mori_does(launcher):
+    args = [*FLAGS, "--disaggregation-transfer-backend", "mori", "--disaggregation-mode", "decode"]
+    bare = launcher.start_sglang(args, ready=False)
+    assert bare.wait_exit() == 134  # abort(): 128 + SIGABRT
+    assert "Assertion `availDevices.size() > 0' failed." in bare.output()
+
+
+def test_mori_registration_failure_is_logged_and_the_engine_hangs(launcher):
+    env = sim_env(SIM_FAULT="rdma-register-fails")
+    stuck = launcher.start_sglang([*FLAGS, *MORI, "--disaggregation-mode", "decode"], env=env, ready=False)
+    wait_for_line(stuck, "SIM FAULT rdma-register-fails at ")
+    assert "RegisterRdmaMemoryRegion failed! addr:" in stuck.output() and "errno:22 (Invalid argument)" in (
+        stuck.output()
+    )
+    assert stuck.proc.poll() is None  # up, never serving: only the log watcher can end the job
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{stuck.url}/health", timeout=1.0)
+    over_mooncake = launcher.start_sglang(
+        [*FLAGS, *PD, "--disaggregation-mode", "decode"], env=env, ready=False
+    )
+    assert over_mooncake.wait_exit() == 1 and "is MoRI's" in over_mooncake.output()
+
+
+def test_a_stalled_transfer_over_mori_logs_the_nics_retry_exceeded_line(launcher):
+    prefill, decode, boot = start_pd(launcher, MORI, SIM_FAULT="kv-stall-after:0", SIM_FAULT_ROLE="prefill")
+    body = {
+        **chat(2, stream=False),
+        "bootstrap_host": "127.0.0.1",
+        "bootstrap_port": boot,
+        "bootstrap_room": 7,
+    }
+    with pytest.raises(httpx.ReadTimeout):  # the prefill's request stalls with its transfer
+        httpx.post(f"{prefill.url}/v1/chat/completions", json=body, timeout=1.0)
+    wait_for_line(prefill, "ionic_comp_msn:1277: cqe with error 12 for 0x1 (msn)")

@@ -100,7 +100,8 @@ start_prefill() {
     --enable-metrics \
     --disaggregation-mode prefill \
     --disaggregation-transfer-backend mooncake \
-    --disaggregation-bootstrap-port 8998
+    --disaggregation-bootstrap-port 8998 \
+    --disaggregation-ib-device ionic_0,ionic_1
   wait_http sglang http://"${NODE_ADDR}":8000/health 120
 }
 
@@ -126,7 +127,8 @@ start_decode() {
     --dense-as-sparse \
     --enable-metrics \
     --disaggregation-mode decode \
-    --disaggregation-transfer-backend mooncake
+    --disaggregation-transfer-backend mooncake \
+    --disaggregation-ib-device ionic_0,ionic_1
   wait_http sglang http://"${NODE_ADDR}":8000/health 120
 }
 
