@@ -11,9 +11,12 @@ Bootstrap and transfer then follow SGLang's common PD protocol, which sim/sglang
 backends.
 
 Simulated: the named devices are present (the simulated host has them, its host check saw them active);
-none named is MoRI's assertion; SIM_FAULT rdma-register-fails logs the registration failure and hangs, as
-the report says a prefill may (the log watcher must end the job); a stalled transfer (SIM_FAULT
-kv-stall-after:N) logs what the ionic provider prints when a NIC's retries run out.
+none named is MoRI's assertion; SIM_FAULT rdma-register-fails logs the registration failure and hangs. MoRI
+aborts the process that logged it; whether the engine then exits or waits on a dead worker is the engine's
+(ROCm/mori#497 saw the run hang as often as the engine core die): the hang is simulated because only the log
+watcher can end it, while an exit is the engine crash any supervisor sees, classified by the same line. A
+stalled transfer (SIM_FAULT kv-stall-after:N) logs what the ionic provider prints when a NIC's retries run
+out.
 """
 
 from __future__ import annotations

@@ -25,7 +25,8 @@ def test_the_demo_job_runs_end_to_end_and_proves_its_results(cluster, demo_tools
     job_out = (run_dir / "job.out").read_text()
 
     for node in ("sim1", "sim2", "sim3"):
-        assert f"host preflight on {node}: NICs ready: lo up; QoS DSCP with PFC no-drop priority 3" in job_out
+        ready = f"host preflight on {node}: NICs ready: lo up; 2 RDMA devices active; QoS DSCP with PFC"
+        assert ready in job_out, job_out
         assert f"{node} step: finish barrier" in job_out
         assert f"{node} teardown: done (exit code 0)" in job_out
     assert "sim1 step: LMCache proof" in job_out
