@@ -269,11 +269,12 @@ MORI = {"config": MORI_CONFIG, "variant": MORI_VARIANT, "engine": "sglang"}
 FAULTS += (
     _fault(
         "rdma-retry-exceeded",
-        "SIM_FAULT=kv-stall-after:12 on the prefill over MoRI: its 13th transfer's NIC runs out of retries, "
-        "logging the ionic provider's `cqe with error 12`",
+        "SIM_FAULT=kv-stall-after:12 on sim1's prefill over MoRI: its 13th transfer's NIC runs out of "
+        "retries, logging the ionic provider's `cqe with error 12`",
         "sim-line:sim1/sglang",
         LEADER,
-        env={"SIM_FAULT": "kv-stall-after:12", "SIM_FAULT_ROLE": "prefill"},
+        # one prefill only: with both, either may reach its 13th transfer first (the router's choice)
+        env={"SIM_FAULT": "kv-stall-after:12", "SIM_FAULT_ROLE": "prefill", "SIM_FAULT_HOST": ADDR[LEADER]},
         **MORI,
     ),
     _fault(
