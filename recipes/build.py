@@ -436,7 +436,8 @@ def _site_inputs(t: Target) -> tuple:
 
 def _container_options(t: Target) -> tuple:
     """`docker run` words of the runner's container block: limits, capabilities, host folders, the RDMA
-    devices when this variant's Mooncake uses rdma, and the site's own words last."""
+    devices when this variant moves KV over RDMA (the engine's uses_rdma), and the site's own words last;
+    none without a container."""
     if t.launch.container_runtime == "none":  # no container: no `docker run` to take them
         return ()
     o = t.launch.container_options

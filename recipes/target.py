@@ -54,13 +54,10 @@ class Target:
     @property
     def engine(self) -> str:
         """vllm | sglang: the first word of the framework (lint's settings rules use the same)."""
-        engine = reg.engine_of(self.entry.framework)
-        if engine is None:
-            raise Unsupported(
-                f"framework {self.entry.framework!r} is not rendered (vllm and sglang are)",
-                at=(self.key, "framework"),
-            )
-        return engine
+        refused = reg.not_rendered(self.entry.framework)
+        if refused is not None:
+            raise Unsupported("{} ({})".format(*refused), at=(self.key, "framework"))
+        return reg.engine_of(self.entry.framework)
 
     @cached_property
     def model(self) -> ModelFacts:

@@ -366,24 +366,11 @@ def _mooncake_needs_vllm_016(ctx: Context):
         )
 
 
-# Engines of InferenceX's files that recipes/ does not render, and why: what the user of such a file meets.
-UNRENDERED_ENGINES = {
-    "atom": "ATOM: its argument parser is on no package registry reachable from here, so no ATOM line could "
-    "be judged (make check-engines), and InferenceX's one active ATOM entry runs a model configs/models.yaml "
-    "lacks (docs/sglang-mori.md)",
-}
-
-
 def _framework_rendered(ctx: Context):
     """The framework runs an engine recipes/ renders (vllm, sglang); another says which and why not."""
-    framework = ctx.entry.framework
-    if reg.engine_of(framework) is None:
-        hint = UNRENDERED_ENGINES.get(
-            framework.split("-")[0], "lint other engines' configs with PROFILE=inferencex"
-        )
-        yield Problem(
-            ctx.path + ("framework",), f"framework {framework!r} is not rendered (vllm and sglang are)", hint
-        )
+    refused = reg.not_rendered(ctx.entry.framework)
+    if refused is not None:
+        yield Problem(ctx.path + ("framework",), *refused)
 
 
 def _image_has_engine_build(ctx: Context):

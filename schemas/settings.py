@@ -464,6 +464,24 @@ def engine_of(framework: str) -> str | None:
     return word if word in ENGINES else None
 
 
+# Engines of InferenceX's files that recipes/ does not render, and why: what the user of such a file meets.
+UNRENDERED_ENGINES = {
+    "atom": "ATOM: its argument parser is on no package registry reachable from here, so no ATOM line could "
+    "be judged (make check-engines), and InferenceX's one active ATOM entry runs a model configs/models.yaml "
+    "lacks (docs/sglang-mori.md)",
+}
+
+
+def not_rendered(framework: str) -> tuple[str, str] | None:
+    """(message, why) for a framework whose engine recipes/ does not render; None for vllm and sglang."""
+    if engine_of(framework) is not None:
+        return None
+    why = UNRENDERED_ENGINES.get(
+        framework.split("-")[0], "lint other engines' configs with PROFILE=inferencex"
+    )
+    return f"framework {framework!r} is not rendered ({' and '.join(ENGINES)} are)", why
+
+
 def role_note(setting: Setting) -> str:
     if setting.name.startswith("LMCACHE_"):
         return _LMCACHE_ONLY_PREFILL

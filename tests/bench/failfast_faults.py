@@ -264,7 +264,7 @@ FAULTS: tuple[Fault, ...] = (
 )
 
 # SGLang + MoRI: the failures MoRI launches report upstream that leave the engine up, each logged as it is
-# reported (sim/mori.py), on the 1P1D MoRI job.
+# reported (sim/mori.py), on the 2P1D MoRI job.
 MORI = {"config": MORI_CONFIG, "variant": MORI_VARIANT, "engine": "sglang"}
 FAULTS += (
     _fault(
