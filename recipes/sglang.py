@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from schemas import settings as reg
 from schemas.entries import splits_experts
+from schemas.models import Mori
 
 from .benchmark import concurrencies
 from .plan import Ports, Service, Timeouts
@@ -43,13 +44,7 @@ MORI_ENV = {
     "TORCH_NCCL_BLOCKING_WAIT": 1,
     "NCCL_BLOCKING_WAIT": 1,
 }
-# Per role, on the engine's own line: MoRI's MoE input budget (tokens per rank), and its combine dtype left
-# to SGLang (set empty, as the known-working launch does); the dispatch budget is derived (MoriBudget).
-MORI_ROLE_ENV = {
-    "prefill": {"SGLANG_MORI_COMBINE_DTYPE": "", "SGLANG_MORI_MOE_MAX_INPUT_TOKENS": 32768},
-    "decode": {"SGLANG_MORI_COMBINE_DTYPE": "", "SGLANG_MORI_MOE_MAX_INPUT_TOKENS": 2703},
-}
-# MoRI's dispatch budgets (tokens per rank) where the sweep does not derive them.
+# MoRI's dispatch budgets (tokens per rank) where the sweep does not derive them and the model pins none.
 MORI_DISPATCH_TOKENS = {"prefill": 8192, "decode": 512}
 DISPATCH_TOKENS_VAR = {"prefill": "MORI_DISPATCH_TOKENS_PREFILL", "decode": "MORI_DISPATCH_TOKENS_DECODE"}
 MAX_RUNNING_VAR = "MAX_RUNNING_REQUESTS"
@@ -63,12 +58,14 @@ FLAGS_READ = (MAX_RUNNING_FLAG, TWO_BATCH_OVERLAP_FLAG)
 class MoriBudget:
     """What the known-working launch derives from the sweep for MoRI (env.sh shows it): a worker running DP
     attention with split experts (DEP) admits the largest concurrency at once, and decode's dispatch budget
-    per rank is that spread over its DP ranks; MTP multiplies decode's by the tokens a step verifies."""
+    per rank is that spread over its DP ranks; MTP multiplies decode's by the tokens a step verifies. A
+    model's pinned values (configs/models.yaml `mori`) replace what they name."""
 
     max_concurrency: int
     dep: dict  # role -> True when its worker runs DP attention with split experts
     decode_ranks: int  # decode's DP ranks (its TP size)
     mtp: int  # DECODE_MTP_SIZE (0: none)
+    pinned: Mori = Mori()
 
     @property
     def decode_base(self) -> int:
@@ -78,12 +75,18 @@ class MoriBudget:
             return self.max_concurrency // self.decode_ranks
         return MORI_DISPATCH_TOKENS["decode"]
 
-    def dispatch(self, role: str) -> int:
+    def derived(self, role: str) -> int:
         return self.decode_base * (self.mtp + 1) if role == "decode" else MORI_DISPATCH_TOKENS[role]
+
+    def dispatch(self, role: str) -> int:
+        return self.pinned.role(role).dispatch_tokens_per_rank or self.derived(role)
 
     @property
     def switch_threshold(self) -> int:
-        """SGLANG_MORI_DISPATCH_INTER_KERNEL_SWITCH_THRESHOLD: twice decode's budget before MTP."""
+        """SGLANG_MORI_DISPATCH_INTER_KERNEL_SWITCH_THRESHOLD: twice decode's budget before MTP, or the
+        model's pinned value where decode is not DEP."""
+        if self.pinned.switch_threshold and not self.dep["decode"]:
+            return self.pinned.switch_threshold
         return 2 * self.decode_base
 
     def notes(self) -> tuple:
@@ -97,8 +100,20 @@ class MoriBudget:
                 f"  {MAX_RUNNING_VAR} (--max-running-requests of {' and '.join(dep_roles)}: DP attention, "
                 f"experts split) = {self.max_concurrency}"
             )
-        pre = self.dispatch("prefill")
-        out.append(f"  {DISPATCH_TOKENS_VAR['prefill']} = {pre} (MoRI's prefill default)")
+        for role in reg.ROLES:
+            out.append(f"  {DISPATCH_TOKENS_VAR[role]} = {self._dispatch_note(role)}")
+        if self.pinned.switch_threshold and not self.dep["decode"]:
+            threshold = f"{self.switch_threshold} (pinned by the model)"
+        else:
+            threshold = f"2 x {self.decode_base} = {self.switch_threshold}"
+        out.append(f"  SGLANG_MORI_DISPATCH_INTER_KERNEL_SWITCH_THRESHOLD (exported above) = {threshold}")
+        return tuple(out)
+
+    def _dispatch_note(self, role: str) -> str:
+        if self.pinned.role(role).dispatch_tokens_per_rank:
+            return f"{self.dispatch(role)} (pinned by the model)"
+        if role == "prefill":
+            return f"{self.dispatch(role)} (MoRI's prefill default)"
         if self.dep["decode"]:
             base = f"{self.max_concurrency} / {self.decode_ranks} DP ranks"
         else:
@@ -106,12 +121,7 @@ class MoriBudget:
         if self.mtp or self.dep["decode"]:
             mtp = f" x (MTP {self.mtp} + 1)" if self.mtp else ""
             base += f"{mtp} = {self.dispatch('decode')}"
-        out.append(f"  {DISPATCH_TOKENS_VAR['decode']} = {base}")
-        out.append(
-            f"  SGLANG_MORI_DISPATCH_INTER_KERNEL_SWITCH_THRESHOLD (exported above) = 2 x "
-            f"{self.decode_base} = {self.switch_threshold}"
-        )
-        return tuple(out)
+        return base
 
     def values(self) -> dict:
         out = {DISPATCH_TOKENS_VAR[r]: self.dispatch(r) for r in reg.ROLES}
@@ -133,6 +143,7 @@ def mori_budget(t: Target) -> MoriBudget | None:
         dep={role: _dep(t, role) for role in reg.ROLES},
         decode_ranks=t.worker("decode").tp,
         mtp=t.mtp_steps,
+        pinned=t.recipe.mori,
     )
 
 
@@ -206,7 +217,11 @@ def _role_env(t: Target, role: str) -> list:
     """`env NAME=VALUE ...` of a role over MoRI: its budgets on its own line (dispatch's from env.sh)."""
     if not (_over_mori(t) and role in reg.ROLES):
         return []
-    env = dict(MORI_ROLE_ENV[role])
+    mori = t.recipe.mori
+    env: dict = {"SGLANG_MORI_COMBINE_DTYPE": mori.role(role).combine_dtype}
+    moe = mori.moe_max_input_tokens(role)
+    if moe is not None:
+        env["SGLANG_MORI_MOE_MAX_INPUT_TOKENS"] = moe
     if TWO_BATCH_OVERLAP_FLAG in map(str, t.model_args(role)):
         env["MORI_ENABLE_SDMA"] = "true"  # two-batch overlap's all-to-all on the SDMA engines, as it ran
     fixed = [word(f"{k}={v}") for k, v in env.items()]

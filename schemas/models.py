@@ -107,7 +107,9 @@ class Architecture(Model):
     hidden_size: Count
     heads: Count
     kv_heads: Count
-    intermediate_size: Count
+    intermediate_size: Count | None = Field(
+        None, description="Dense MLP width; absent where config.json has none (DeepSeek-V4: MoE layers only)."
+    )
     vocab_size: Count
     max_positions: Count
     head_dim: Count | None = None
@@ -132,6 +134,57 @@ class DpAttentionArgs(Model):
         default_factory=list,
         description="Setting defaults of a DP-attention worker, over the recipe's (the config's own win).",
     )
+
+
+MoriDtype = shape(
+    r"[a-z0-9_]*",
+    "a MoRI dtype name",
+    max_length=32,
+    allowed="lowercase letters, digits and '_' (auto, fp8_direct_cast), or empty: SGLang's choice",
+)
+
+
+class MoriRole(Model):
+    """One role's MoRI knobs on its engine line (SGLANG_MORI_*): pinned by the model where a known-working
+    launch pins them, else what the launch derives (dispatch) or MoRI's defaults."""
+
+    dispatch_tokens_per_rank: Count | None = Field(
+        None,
+        description="SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK pinned; absent: derived from the sweep "
+        "(docs/sglang-mori.md).",
+    )
+    moe_max_input_tokens: Count | Literal["unset"] | None = Field(
+        None,
+        description="SGLANG_MORI_MOE_MAX_INPUT_TOKENS; absent: MoRI's role default (32768 prefill, 2703 "
+        "decode); unset: not exported (SGLang sizes it).",
+    )
+    combine_dtype: MoriDtype = Field("", description="SGLANG_MORI_COMBINE_DTYPE (empty: SGLang's choice).")
+
+
+# MoRI's MoE input budget per role where a model states none, as the known-working launch exports it.
+MORI_MOE_MAX_INPUT_TOKENS = {"prefill": 32768, "decode": 2703}
+
+
+class Mori(Model):
+    """A model's MoRI knobs where its known-working launch sets them apart from every model's (SGLang + MoRI:
+    per role on the engine line, and the all-to-all's kernel switch threshold)."""
+
+    prefill: MoriRole = MoriRole()
+    decode: MoriRole = MoriRole()
+    switch_threshold: Count | None = Field(
+        None,
+        description="SGLANG_MORI_DISPATCH_INTER_KERNEL_SWITCH_THRESHOLD pinned where decode does not split "
+        "experts with DP attention (there it is always twice decode's derived budget); absent: twice "
+        "decode's budget.",
+    )
+
+    def role(self, role: str) -> MoriRole:
+        return self.prefill if role == "prefill" else self.decode
+
+    def moe_max_input_tokens(self, role: str) -> int | None:
+        """The role's MoE input budget, None when not exported."""
+        stated = self.role(role).moe_max_input_tokens
+        return None if stated == "unset" else MORI_MOE_MAX_INPUT_TOKENS[role] if stated is None else stated
 
 
 class EngineRecipe(Model):
@@ -174,6 +227,9 @@ class EngineRecipe(Model):
         None,
         description="MTP's draft model when it is not the model's own layers: staged under the runner's "
         "model-root like the model (--speculative-draft-model-path).",
+    )
+    mori: Mori = Field(
+        Mori(), description="MoRI's knobs a known-working launch sets for this model (SGLang over MoRI)."
     )
 
     @model_validator(mode="after")
@@ -274,6 +330,8 @@ def engine_recipe(facts: ModelFacts, model: str, engine: str, vendor: str) -> En
             for name in dp:
                 dp[name] += getattr(block.dp_attention, name)
         merged["mtp_draft_model"] = block.mtp_draft_model or merged.get("mtp_draft_model")
+        if "mori" in block.model_fields_set:  # stated whole, the vendor's over `any`'s
+            merged["mori"] = block.mori
         merged["env"].update(block.env)
         for name in settings:
             merged[name].update(split_setting(item) for item in getattr(block, name))

@@ -21,7 +21,6 @@ def hf_config(arch: Architecture) -> dict:
         "hidden_size": arch.hidden_size,
         "num_attention_heads": arch.heads,
         "num_key_value_heads": arch.kv_heads,
-        "intermediate_size": arch.intermediate_size,
         "vocab_size": arch.vocab_size,
         "max_position_embeddings": arch.max_positions,
         "hidden_act": "silu",
@@ -29,8 +28,9 @@ def hf_config(arch: Architecture) -> dict:
         "tie_word_embeddings": False,
         "dtype": "bfloat16",
     }
-    if arch.head_dim is not None:
-        text["head_dim"] = arch.head_dim
+    for key, value in (("intermediate_size", arch.intermediate_size), ("head_dim", arch.head_dim)):
+        if value is not None:
+            text[key] = value
     if arch.experts is not None:
         e, keys = arch.experts, arch.experts.keys
         for fact in ("routed", "shared", "per_token", "intermediate_size", "first_dense_layers"):

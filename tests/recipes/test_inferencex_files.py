@@ -62,15 +62,21 @@ def test_their_lines_pass_the_parser_that_judges_their_sglang_build(rendered, ca
     assert "sglang-0.5.16-rocm: parsed by sglang 0.5.23's parser only" in out  # said, never pretended
 
 
-def test_an_entry_that_does_not_render_yet_says_why_at_its_line():
-    master = reference("amd-master.yaml")
+def test_an_entry_that_does_not_render_says_why_at_its_line(tmp_path):
+    text = reference("amd-master.yaml").read_text()
+    entry = text.index("\ndsv4-fp4-mi355x-sglang-disagg-mtp:")
+    model = text.index("  model: deepseek-ai/DeepSeek-V4-Pro", entry)
+    line = text.count("\n", 0, model) + 1
+    master = tmp_path / "amd-master.yaml"  # the same file, its model one this repository has no recipe for
+    master.write_text(text[:model] + "  model: deepseek-ai/DeepSeek-V5-Pro" + text[model + 36 :])
     with pytest.raises(render.RenderError) as exc:
         render.load("dsv4-fp4-mi355x-sglang-disagg-mtp", [master])
     lines = [f.format() for f in exc.value.findings]
-    # DeepSeek-V4 has no recipe here yet: said at the entry's model line, with what the file has
-    assert any("amd-master.yaml:1055:" in line and "not in configs/models.yaml" in line for line in lines), (
-        lines
-    )
+    # said at the entry's model line, with the closest model the repository has
+    assert any(
+        f"amd-master.yaml:{line}:" in x and "not in configs/models.yaml" in x and "DeepSeek-V4-Pro" in x
+        for x in lines
+    ), lines
 
 
 def test_a_missing_master_file_is_said():
@@ -199,6 +205,46 @@ def test_every_active_deepseek_r1_entry_renders_every_variant():
 def test_deepseek_dep_and_mtp_lines_pass_the_parser_of_their_build(capsys):
     need_tools(engine_builds())
     code = check_engines(["--config", DEP_MTP, "--configs", str(reference("amd-master.yaml"))])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "6 command lines checked, 0 rejected" in out
+
+
+DSV4_MTP = "dsv4-fp4-mi355x-sglang-disagg-mtp"
+
+
+@pytest.fixture(scope="module")
+def dsv4_mtp() -> dict:
+    loaded = render.load(DSV4_MTP, [reference("amd-master.yaml")])
+    return {r.plan.variant: r for r in render.render_config(DSV4_MTP, loaded)}
+
+
+def test_a_model_s_pinned_mori_knobs_replace_the_derived_ones(dsv4_mtp):
+    """DeepSeek-V4-Pro pins MoRI's dispatch budgets per rank, leaves the MoE input budget to SGLang and
+    combines in its chosen dtype; its switch threshold is pinned on a TP decode and derived on a DEP one."""
+    tp, dep = (
+        parity.ours(dsv4_mtp[v].plan) for v in ("fsl8k1k_p1x8_d1x8_mtp", "fsl8k1k_p1xdep8_d1xdep8_mtp")
+    )
+    for side in (tp, dep):
+        env = side["engine-env"]
+        assert env["prefill"]["SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK"] == "16384"
+        assert env["decode"]["SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK"] == "128"  # not x (MTP + 1)
+        assert "SGLANG_MORI_MOE_MAX_INPUT_TOKENS" not in env["prefill"] | env["decode"]
+        assert {env[r]["SGLANG_MORI_COMBINE_DTYPE"] for r in ("prefill", "decode")} == {"auto"}
+        assert side["engine-args"]["decode"]["--speculative-algorithm"] == "EAGLE"  # V4's MTP path
+    assert tp["engine-env"]["decode"]["SGLANG_MORI_DISPATCH_INTER_KERNEL_SWITCH_THRESHOLD"] == "4096"
+    dep_env = dsv4_mtp["fsl8k1k_p1xdep8_d1xdep8_mtp"].files["env.sh"]
+    dep_conc = int(dep_env.split("\nMAX_RUNNING_REQUESTS=")[1].split("\n")[0])  # its largest concurrency
+    threshold = dep["engine-env"]["decode"]["SGLANG_MORI_DISPATCH_INTER_KERNEL_SWITCH_THRESHOLD"]
+    assert threshold == str(2 * dep_conc // 8)
+    text = dsv4_mtp["fsl8k1k_p1x8_d1x8_mtp"].files["env.sh"]
+    assert "MORI_DISPATCH_TOKENS_DECODE = 128 (pinned by the model)" in text
+    assert "SWITCH_THRESHOLD (exported above) = 4096 (pinned by the model)" in text
+
+
+def test_deepseek_v4_lines_pass_the_parser_of_their_build(capsys):
+    need_tools(engine_builds())
+    code = check_engines(["--config", DSV4_MTP, "--configs", str(reference("amd-master.yaml"))])
     out = capsys.readouterr().out
     assert code == 0, out
     assert "6 command lines checked, 0 rejected" in out
