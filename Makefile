@@ -24,7 +24,8 @@ LINT_ARGS = $(if $(PROFILE),--profile $(PROFILE)) $(if $(RUNNERS),--runners $(RU
 help:
 	@echo "make render [CONFIG=<key>] [OUT=out]   render launch files for every variant"
 	@echo "              [CONFIGS=<master file>]: the config from that file (InferenceX's format, as it is)"
-	@echo "make submit CONFIG=<key> [VARIANT=<v>] [DRY_RUN=1]   sbatch one variant (DRY_RUN: the command and"
+	@echo "make submit CONFIG=<key> [VARIANT=<v>] [DRY_RUN=1] [CONFIGS=<master file>]   sbatch one variant"
+	@echo "              (DRY_RUN: the command and"
 	@echo "              the node setup's pinned wheels with their SHA-256)"
 	@echo "              [SOAK=2h]: soak instead of the sweep (render too): varied load, engines watched"
 	@echo "              [RESUME=<run folder>]: only the concurrencies that run left, under the same lock"
@@ -39,6 +40,7 @@ help:
 	@echo "make test       the whole test suite"
 	@echo "make schema     regenerate the JSON Schemas under schemas/json/"
 	@echo "make docs [RUN=<run folder>]   docs/recipes/<key>.md + docs/config-reference.md (RUN: record its result first)"
+	@echo "              [CONFIGS=<master file> OUT=<folder outside the repository>]: that file's pages there"
 	@echo "make bench-lint time linting the InferenceX reference corpus"
 	@echo "make bench-proxy   our proxy vs direct-to-decode vs vllm-router on simulated, then real CPU engines"
 	@echo "make bench-failfast   the demo job once per fault class: detection time, leftovers, kept results"
@@ -76,7 +78,8 @@ parity: $(STAMP)
 
 submit: $(STAMP)
 	@$(PY) -m recipes.submit $(CONFIG) $(if $(VARIANT),--variant $(VARIANT)) $(if $(DRY_RUN),--dry-run) \
-		$(if $(OUT),--out $(OUT)) $(if $(SOAK),--soak $(SOAK)) $(if $(RESUME),--resume "$$RESUME")
+		$(if $(OUT),--out $(OUT)) $(if $(SOAK),--soak $(SOAK)) $(if $(RESUME),--resume "$$RESUME") \
+		$(if $(CONFIGS),--configs $(CONFIGS))
 
 # The node ledger (recipes/nodes.py): list and explain the nodes `make submit` leaves out, or clear them.
 # Values reach the command through the environment (make exports command-line variables): WHY="a b" stays one.
@@ -103,8 +106,12 @@ schema: $(STAMP)
 # Recipe pages and the config reference, generated from the configs, Plans and schemas; a test fails when
 # they are stale. RUN=<run folder> records that verified run's result in docs/results/ first.
 docs: $(STAMP)
+ifdef CONFIGS
+	@$(PY) -m recipes.pages --configs $(CONFIGS) $(if $(OUT),--out $(OUT))
+else
 	@$(PY) -m recipes.pages $(if $(RUN),--run $(RUN))
 	@$(PY) -m recipes.pages.reference
+endif
 
 # Every engine command line of every config (or of the rendered plan.json files under DIR) judged by the real
 # engine its image carries (configs/engine-builds.yaml): one process per engine, 1-3 minutes the first time.

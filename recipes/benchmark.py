@@ -63,15 +63,14 @@ def check_soak_fits(seconds: int, time_limit: str) -> None:
         )
 
 
-def sweep(t: Target, ports: Ports) -> tuple:
+def sweep(t: Target, ports: Ports, model: str) -> tuple:
+    """One benchmark per concurrency; `model`: the name the engines serve the model under."""
     seconds = t.launch.benchmark.seconds
-    return tuple(
-        _benchmark(t, ports, f"conc{c}", c, seconds, _workload_args(t, t.scenario_params.get("isl")))
-        for c in concurrencies(t)
-    )
+    workload = _workload_args(t, t.scenario_params.get("isl"))
+    return tuple(_benchmark(t, ports, model, f"conc{c}", c, seconds, workload) for c in concurrencies(t))
 
 
-def soak(t: Target, ports: Ports, total: int) -> tuple:
+def soak(t: Target, ports: Ports, total: int, model: str) -> tuple:
     """Phases of one benchmark duration each, cycling concurrency and (fixed-seq-len) prompt length so
     the engine keeps changing batch shapes: late-onset bugs (CUDA-graph replay, buffer reuse) need that."""
     seconds = t.launch.benchmark.seconds
@@ -82,7 +81,7 @@ def soak(t: Target, ports: Ports, total: int) -> tuple:
     for i in range(max(1, total // seconds)):
         c, length = concs[i % len(concs)], lengths[(i // len(concs) + i) % len(lengths)]
         name = f"soak{i + 1:03d}"
-        out.append(_benchmark(t, ports, name, c, seconds, _workload_args(t, length)))
+        out.append(_benchmark(t, ports, model, name, c, seconds, _workload_args(t, length)))
     return tuple(out)
 
 
@@ -90,7 +89,9 @@ def _shipped(path: str):
     return word(Ref("RECIPE_DIR"), f"/{path}")
 
 
-def _benchmark(t: Target, ports: Ports, name: str, c: int, seconds: int, workload: list) -> Benchmark:
+def _benchmark(
+    t: Target, ports: Ports, model: str, name: str, c: int, seconds: int, workload: list
+) -> Benchmark:
     args = [
         # AIPerf 0.13.0 offline reads every tokenizer name as a Hub repo id and refuses a local folder
         # (HFValidationError); its tokenizer is always a local folder here, which it reads without the Hub.
@@ -106,7 +107,7 @@ def _benchmark(t: Target, ports: Ports, name: str, c: int, seconds: int, workloa
         "chat",
         "--streaming",
         "--model",
-        t.entry.model,
+        model,
         "--tokenizer",
         tokenizer_path(t),
         *(["--tokenizer-trust-remote-code"] if t.model.remote_code else []),
@@ -208,7 +209,11 @@ def _agentic_replay(t: Target) -> list:
         "--agentic-cache-warmup-duration",
         replay.warmup_seconds,
         "--warmup-grace-period",
-        "inf",  # long-context warm-up requests all finish before profiling starts
+        replay.warmup_grace_seconds,
+        "--trace-idle-gap-cap-seconds",
+        replay.idle_gap_cap_seconds,
+        "--stats-interval",
+        30,  # AIPerf's rolling TTFT/ITL/throughput in the job log
         "--num-dataset-entries",
         replay.dataset_entries,
         "--slice-duration",
@@ -229,15 +234,21 @@ def _traces(t: Target) -> tuple:
     bench = t.launch.benchmark
     if bench.agentic_input:
         return bench.agentic_input, "run", "multi_turn"
-    trace_set = t.settings(t.roles[0])["WEKA_LOADER_OVERRIDE"]
+    trace_set = t.settings(t.roles[0])["WEKA_LOADER_OVERRIDE"] or _default_trace_set(t)
     if trace_set is None or bench.trace_cache is None:
         raise Unsupported(
             f"agentic-coding on runner {t.runner_label} needs a staged trace set: the config's "
-            "WEKA_LOADER_OVERRIDE=<set> and the runner's benchmark.trace-cache in configs/launch.yaml "
-            "(nothing is fetched on a compute node)",
+            "WEKA_LOADER_OVERRIDE=<set> (or the runner's benchmark.default-trace-sets) and the runner's "
+            "benchmark.trace-cache in configs/launch.yaml (nothing is fetched on a compute node)",
             at=t.point.path,
         )
     return f"{bench.trace_cache}/{trace_set}", "site", "weka_trace"
+
+
+def _default_trace_set(t: Target) -> str | None:
+    """The runner's set for the model's context, where the config names none."""
+    context = t.model.architecture.max_positions
+    return next((c.set for c in t.launch.benchmark.default_trace_sets if context >= c.min_context), None)
 
 
 def _trace_source(t: Target) -> list:

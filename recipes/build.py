@@ -7,6 +7,7 @@ does the same for every engine (nodes, launch, barriers, benchmarks, proofs, wat
 from __future__ import annotations
 
 import hashlib
+import textwrap
 
 from schemas import known_issues as ki
 from schemas import settings as reg
@@ -15,7 +16,7 @@ from schemas.images import engine_version, spelled_for
 from schemas.pins import pinned_version, requirements
 from schemas.routers import PD_PROXY
 
-from . import nodesetup, sglang, vllm
+from . import atom, nodesetup, sglang, vllm
 from .benchmark import (
     check_soak_fits,
     concurrencies,
@@ -34,7 +35,7 @@ from .words import Ref, argv, word
 
 __all__ = ["Target", "Unsupported", "build_plan", "concurrencies", "parse_duration"]
 
-ENGINES: dict[str, Engine] = {"vllm": vllm, "sglang": sglang}
+ENGINES: dict[str, Engine] = {"vllm": vllm, "sglang": sglang, "atom": atom}
 # `docker run` flags that give a container the node's GPUs, by the runner's gpu-vendor.
 GPU_FLAGS = {
     "amd": ("--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video"),
@@ -85,7 +86,8 @@ def build_plan(
         options=_container_options(t),
     )
     variant = t.variant if soak_seconds is None else f"{t.variant}_soak"
-    benchmarks = sweep(t, ports) if soak_seconds is None else soak(t, ports, soak_seconds)
+    served = engine.served_model(t)
+    benchmarks = sweep(t, ports, served) if soak_seconds is None else soak(t, ports, soak_seconds, served)
     return Plan(
         config_key=t.key,
         variant=variant,
@@ -115,8 +117,9 @@ def build_plan(
         node_local_addr=_private_addr(t) if t.uses_lmcache else None,
         env_exported=tuple(sorted((k, str(v)) for k, v in _engine_env(t, engine, ports).items())),
         env_shell=engine.shell_env(t),
-        shell_notes=engine.shell_notes(t),
+        shell_notes=engine.shell_notes(t) + _served_elsewhere(t),
         python_path_first=t.python_path_first,
+        library_path_first=t.library_path_first,
         dram_budget=engine.l1_budget(t),
         nodes=nodes,
         roles=_roles(t, engine, ports, timeouts, signatures),
@@ -138,6 +141,7 @@ def build_plan(
         l2_proof=_l2_proof(t, benchmarks),
         shipped=_shipped(t),
         workarounds=ki.recorded_workarounds(t.entry, t.issues),
+        caveats=engine.caveats(t),
         log_signatures=signatures,
     )
 
@@ -170,6 +174,17 @@ def _check_supported(t: Target) -> None:
                     f"{role}: {name}={value} would reach no process: {unread}",
                     at=(*t.role_path(role), "additional-settings"),
                 )
+
+
+def _served_elsewhere(t: Target) -> tuple:
+    """env.sh's word on each setting of InferenceX's whose job something else of this launch does."""
+    out = []
+    for role in t.roles:
+        for name, value in t.given(role).items():
+            served_by = reg.REGISTRY[name].served_by
+            if served_by:
+                out += textwrap.wrap(f"{name}={value} ({role}): not used; {served_by}.", 104)
+    return tuple(out)
 
 
 def _check_spec_decoding(t: Target) -> None:
@@ -351,6 +366,7 @@ def _roles(t: Target, engine, ports: Ports, timeouts: Timeouts, signatures: tupl
 # means every address. Read off the rendered argv, so what is checked free is what will be bound.
 LISTEN_FLAGS = (
     ("--host", "--port"),
+    ("--host", "--server-port"),  # ATOM's (its --port is an internal one)
     ("--http-host", "--http-port"),
     ("--prometheus-host", "--prometheus-port"),
 )
@@ -515,8 +531,12 @@ def _router_service(t: Target, nodes: tuple, ports: Ports, timeouts: Timeouts) -
 
 
 def _metrics_endpoints(t: Target, engine, nodes: tuple, ports: Ports) -> tuple:
-    """NAME=URL per engine (prefill0, decode0, server0) and the router, for the end-of-run snapshot."""
-    engines = [word(f"{n.role}{n.index}=", *peer_url(n.rank, ports.vllm), "/metrics") for n in nodes]
+    """NAME=URL per engine (prefill0, decode0, server0) that serves metrics, and the router, for the
+    end-of-run snapshot."""
+    served = engine.has_metrics(t)
+    engines = [
+        word(f"{n.role}{n.index}=", *peer_url(n.rank, ports.vllm), "/metrics") for n in nodes if served
+    ]
     if not t.disagg:
         return argv(*engines)
     port = engine.router_metrics_port(t, ports)
@@ -524,8 +544,7 @@ def _metrics_endpoints(t: Target, engine, nodes: tuple, ports: Ports) -> tuple:
 
 
 def _smoke(t: Target, nodes: tuple, ports: Ports) -> tuple:
-    # SGLang has no decode-side counter of KV received: its proof reads the prefill's prompt tokens too.
-    roles = ("prefill", "decode") if t.engine == "sglang" else ("decode",)
+    roles = ENGINES[t.engine].proof_roles(t)
     metrics = [
         x
         for role in roles
@@ -542,7 +561,7 @@ def _smoke(t: Target, nodes: tuple, ports: Ports) -> tuple:
         "--router",
         entry_url(t, ports),
         "--model",
-        t.entry.model,
+        ENGINES[t.engine].served_model(t),
         *metrics,
     )
 

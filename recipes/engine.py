@@ -30,13 +30,25 @@ class Engine(Protocol):
         """Log lines of the engine's own components that fail the job (scripts/logwatch.py)."""
 
     def l1_budget(self, t: Target):
-        """The host-DRAM KV tier's budget (schemas/dram.py), None without one."""
+        """The DRAM budget the host-DRAM KV tier is sized from (schemas/dram.py), None where none is."""
 
     def shell_env(self, t: Target) -> tuple:
         """env.sh's shell-only values: (name, text) pairs."""
 
     def shell_notes(self, t: Target) -> tuple:
         """The comment lines env.sh shows above them: where each derived value comes from."""
+
+    def caveats(self, t: Target) -> tuple:
+        """Why this launch's numbers compare only with runs that share something (results say it)."""
+
+    def served_model(self, t: Target) -> str:
+        """The model name requests carry (what the engines serve it under)."""
+
+    def has_metrics(self, t: Target) -> bool:
+        """Whether its engines serve Prometheus /metrics (the end-of-run snapshot reads them)."""
+
+    def proof_roles(self, t: Target) -> tuple:
+        """The PD roles whose /metrics the smoke proof reads to show the KV moved."""
 
     def router_service(
         self, t: Target, backends: list, ports: Ports, timeouts: Timeouts, counts: dict

@@ -37,6 +37,7 @@ CATEGORIES = ("engine-args", "engine-env", "container", "lmcache", "router", "cl
 ROLES = ("prefill", "decode")
 ABSENT = None  # a flag or variable one side does not have
 IMAGE_PYTHONPATH = "<the image's PYTHONPATH>"  # what env.sh's prefix goes before (the facts file's spelling)
+IMAGE_LD_LIBRARY_PATH = "<the image's LD_LIBRARY_PATH>"
 
 
 class ParityError(Exception):
@@ -135,12 +136,14 @@ def ours(plan) -> dict:
     exported = {k: str(v) for k, v in plan.env_exported}
     if plan.python_path_first:  # prepended to the image's own in env.sh
         exported["PYTHONPATH"] = ":".join([*plan.python_path_first, IMAGE_PYTHONPATH])
+    if plan.library_path_first:
+        exported["LD_LIBRARY_PATH"] = ":".join([*plan.library_path_first, IMAGE_LD_LIBRARY_PATH])
     for role in plan.roles:
         for service in role.services:
             words = [_expand(w, values) for w in service.argv]
-            if service.name in ("vllm", "sglang"):
+            if service.name in ENGINE_SERVICES:
                 # the engine's own words follow its program; before it, `env NAME=VALUE` of this role only
-                start = next((words.index(w) + 1 for w in ("serve", "sglang.launch_server") if w in words), 0)
+                start = next((words.index(w) + 1 for w in ENGINE_PROGRAMS if w in words), 0)
                 prefix = {w.partition("=")[0]: w.partition("=")[2] for w in words[:start] if "=" in w}
                 side["engine-args"][role.name] = _flatten(flag_map(words[start:]))
                 side["engine-env"][role.name] = {**exported, **prefix}
@@ -151,6 +154,8 @@ def ours(plan) -> dict:
         side["router"]["all"] = {"program": _program(plan.router.argv, values)}
         if ROUTER_MODULE in words:  # SGLang's router: its flags are launch facts on both sides
             side["router"]["all"].update(flag_map(words[words.index(ROUTER_MODULE) + 1 :]))
+        elif words[:2] == ["atomesh", "launch"]:  # so are ATOM's
+            side["router"]["all"].update(flag_map(words[2:]))
     if plan.benchmarks:
         words = [_expand(w, values) for w in plan.benchmarks[0].argv]
         client = flag_map(words[words.index("profile") + 1 :])
@@ -166,6 +171,12 @@ def _program(argv, values) -> str:
 
 
 ROUTER_MODULE = "sglang_router.launch_router"
+ENGINE_SERVICES = ("vllm", "sglang", "atom")  # the service names of the engine builders
+ENGINE_PROGRAMS = (
+    "serve",
+    "sglang.launch_server",
+    "atom.entrypoints.openai_server",
+)  # the word before its own
 
 
 def _container_words(plan, values) -> dict:
@@ -197,6 +208,8 @@ def theirs(launch: dict, inferencex: Path, entry_file: Path, key: str, point_pat
     recorded. point_path: where the compared variant's search-space item sits in the entry (its key first)."""
     if launch.get("engine") == "sglang":
         return _theirs_sglang(launch, inferencex, entry_file, key, point_path)
+    if launch.get("engine") == "atom":
+        return _theirs_atom(launch, inferencex, entry_file, key, point_path)
     side = {c: {} for c in CATEGORIES}
     entry = _entry_settings(entry_file, launch.get("entry-key") or key)
     models = _read_yaml(inferencex / _field(launch, "models"))
@@ -336,6 +349,7 @@ class Run:
     max_conc: int  # BENCH_MAX_CONC_VALUE: the item's largest concurrency
     mtp: int = 0  # DECODE_MTP_SIZE
     agentic: bool = False
+    hicache: bool = False  # KV_OFFLOADING dram with KV_OFFLOAD_BACKEND hicache (server_sglang.sh:486)
     kv_transfer: str | None = None  # KV_P2P_TRANSFER: the entry's kv-p2p-transfer
     names: dict = field(default_factory=dict)  # the item's additional settings, MODEL_NAME, ISL, OSL
     workers: dict = field(default_factory=dict)  # prefill-workers, decode-workers: the item's num-worker
@@ -511,6 +525,8 @@ def _their_run(path: Path, key: str, point_path: tuple) -> tuple[dict, Run]:
         max_conc=max(_integer(c, "conc-list", path) for c in concs),
         mtp=_integer(_number(settings.get("DECODE_MTP_SIZE") or "0"), "DECODE_MTP_SIZE", path),
         agentic=point_path[2:3] == ("agentic-coding",),
+        hicache=item.get("kv-offloading") == "dram"
+        and (item.get("kv-offload-backend") or {}).get("name") == "hicache",
         kv_transfer=item.get("kv-p2p-transfer") or entry.get("kv-p2p-transfer"),
         names=names,
         workers={
@@ -548,7 +564,13 @@ def _theirs_sglang(launch: dict, inferencex: Path, entry_file: Path, key: str, p
         "xP": run.workers["prefill-workers"],
         "yD": run.workers["decode-workers"],
     }
-    conditions = {"model": name, "agentic": run.agentic, "mtp": run.mtp > 0}
+    conditions = {
+        "model": name,
+        "agentic": run.agentic,
+        "mtp": run.mtp > 0,
+        "mtp-steps": run.mtp,
+        "hicache": run.hicache,
+    }
     env: dict = {}
     for fact in launch.get("engine-env", []):  # env.sh, in its order: a later line overrides an earlier one
         if not _holds(fact, conditions):
@@ -575,8 +597,10 @@ def _theirs_sglang(launch: dict, inferencex: Path, entry_file: Path, key: str, p
         flags.update(_facts(recorded.get("all", []) + recorded.get(role, []), role_names, role_conditions))
         side["engine-args"][role] = _flatten(flags)
         prefix = {}
-        for fact in launch.get("engine-env-prefix", {}).get(role, []):
-            value = next((env[n] for n in fact.get("from", []) if env.get(n)), "")
+        for fact in filter(
+            lambda f: _holds(f, conditions), launch.get("engine-env-prefix", {}).get(role, [])
+        ):
+            value = next((env[n] for n in fact.get("from", []) if env.get(n)), str(fact.get("value", "")))
             if value or not fact.get("when-set"):
                 prefix[fact["name"]] = value
         if "--enable-two-batch-overlap" in flags and role == "prefill":
@@ -584,6 +608,51 @@ def _theirs_sglang(launch: dict, inferencex: Path, entry_file: Path, key: str, p
         seen = {**env, **prefix}  # what the engine process inherits, less what only InferenceX's bash reads
         side["engine-env"][role] = {k: v for k, v in seen.items() if k not in script_only}
     return _recorded(launch, side, {**names, **run.workers}, {**conditions, "multi-node-worker": False})
+
+
+def atom_flags(block: dict, role: str, run: Run) -> list[str]:
+    """One role's ATOM flags as server_atom.sh composes them from its models file's block for the model:
+    -tp, the model's TP+DPA or EP+DPA flags (the role's own, else the shared ones) for a DP-attention worker,
+    MTP's method and the draft steps on both roles, the model's KV-cache flag; its bash adds the rest."""
+    w = run.worker(role)
+    words = ["-tp", str(w.tp)]
+    if w.dp:
+        mode = "ep_dp_flags" if w.ep else "tp_dp_flags"
+        words += shlex.split(str(block.get(f"{role}_{mode}", block.get(mode, ""))))
+    if block.get("mtp_flags") and run.mtp > 0:
+        words += [*shlex.split(str(block["mtp_flags"])), str(run.mtp)]
+    return words + shlex.split(str(block.get("kv_cache_flags", "")))
+
+
+def _atom_env(block: dict, w: Worker) -> dict:
+    """The model's environment as server_atom.sh exports it: always its env, and a DP-attention worker's
+    TP+DPA or EP+DPA environment."""
+    pairs = str(block.get("env", "")).split()
+    if w.dp:
+        pairs += str(block.get("ep_dp_env" if w.ep else "tp_dp_env", "")).split()
+    return dict(pair.split("=", 1) for pair in pairs if "=" in pair)
+
+
+def _theirs_atom(launch: dict, inferencex: Path, entry_file: Path, key: str, point_path: tuple) -> dict:
+    side = {c: {} for c in CATEGORIES}
+    _, run = _their_run(entry_file, launch.get("entry-key") or key, point_path)
+    models_file = _field(launch, "models")
+    models = _read_yaml(inferencex / models_file)
+    name = run.names["MODEL_NAME"]
+    chosen = f"{name}-DI" if f"{name}-DI" in models else name  # job.slurm's lookup and fallback
+    if not isinstance(models.get(chosen), dict):
+        raise ParityError(f"{models_file} has no entry {chosen!r} (it has: {', '.join(sorted(models))})")
+    block = models[chosen]
+    names = {**run.names, "MAX_CONC": str(run.max_conc)}
+    conditions = {"model": name, "agentic": run.agentic, "mtp": run.mtp > 0}
+    base_env = {f["name"]: str(f["value"]) for f in launch.get("engine-env", []) if not f.get("script-only")}
+    for role in ROLES:
+        flags = flag_map(atom_flags(block, role, run))
+        recorded = launch.get("engine-args", {})
+        flags.update(_facts(recorded.get("all", []) + recorded.get(role, []), names, conditions))
+        side["engine-args"][role] = _flatten(flags)
+        side["engine-env"][role] = {**base_env, **_atom_env(block, run.worker(role))}
+    return _recorded(launch, side, {**names, **run.workers}, conditions)
 
 
 def _read_yaml(path: Path) -> dict:

@@ -165,7 +165,8 @@ class Plan:
     env_shell: tuple = _pairs()  # (NAME, value): knobs the node script expands
     shell_notes: tuple  # env.sh's comment lines above them: how the derived ones are derived
     python_path_first: tuple  # folders the image's Python imports from first (its engine build's); () none
-    dram_budget: object  # schemas.dram.DramBudget: what LMCACHE_L1_SIZE_GB is derived from; None: no LMCache
+    library_path_first: tuple  # folders the image's shared libraries load from first (its build's); () none
+    dram_budget: object  # schemas.dram.DramBudget the host-DRAM KV tier is sized from (LMCache's L1, HiCache)
     nodes: tuple  # of Node, by rank
     roles: tuple  # of Role
     router: Service | None
@@ -186,6 +187,7 @@ class Plan:
     components: tuple = _pairs(default=())  # what the run's numbers depend on, for the lock file
     config_sha256: str = ""  # of the validated config entry, for the lock file
     workarounds: tuple = ()  # known-issue workarounds the config records (they change performance)
+    caveats: tuple = ()  # why these numbers compare only with runs that share them (simulated MTP acceptance)
     log_signatures: tuple = ()  # {issue, title, regex, fix} the node-side watcher fails the job on
     nic_check: bool = False  # the host check includes the runner's NICs (its nic-check)
     staged: tuple = ()  # (name, path, run|site): inputs make submit hashes into lock.json (traces, tokenizer)

@@ -200,6 +200,7 @@ def summarize(run_dir: Path) -> dict:
         "mode": plan.get("mode", "sweep"),
         # Known-issue workarounds change performance: such results compare only with runs of the same.
         "workarounds": [f"{w['issue']}: {w['workaround']}" for w in plan.get("workarounds", [])],
+        "caveats": list(plan.get("caveats", [])),
         "rows": rows,
         "resumed": lock.get("resumed"),
         "image_caveat": image_caveat(images),
@@ -214,6 +215,7 @@ def caveats(summary: dict) -> list[str]:
         out.append("soak run: phases of varied load to catch late-onset engine bugs, not a sweep")
     for w in summary.get("workarounds", []):
         out.append(f"known-issue workaround applied ({w}): compare only with runs that apply it too")
+    out += summary.get("caveats", [])
     if summary.get("image_caveat"):
         out.append(summary["image_caveat"])
     reused = [r for r in summary["rows"] if r.get("resumed_from")]

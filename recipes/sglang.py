@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from schemas import settings as reg
-from schemas.entries import splits_experts
+from schemas.entries import dram_budget, splits_experts
 from schemas.models import Mori
 
 from .benchmark import concurrencies
@@ -16,6 +16,7 @@ from .words import Ref, argv, word
 
 # KV transfers this renderer launches SGLang PD over: its --disaggregation-transfer-backend values.
 TRANSFERS = ("mooncake", "mori")
+HICACHE = "hicache"  # the kv-offload-backend SGLang offers itself: its hierarchical cache
 
 # MoRI (AMD's RDMA KV transfer and all-to-all) as InferenceX's known-working MI355X SGLang launch sets it for
 # every model (docs/sglang-mori.md): SGLang's PD and MoRI knobs, exported on every node.
@@ -49,9 +50,11 @@ MORI_DISPATCH_TOKENS = {"prefill": 8192, "decode": 512}
 DISPATCH_TOKENS_VAR = {"prefill": "MORI_DISPATCH_TOKENS_PREFILL", "decode": "MORI_DISPATCH_TOKENS_DECODE"}
 MAX_RUNNING_VAR = "MAX_RUNNING_REQUESTS"
 # SGLang flags this builder knows the meaning of, whichever model sets them: the admission limit it derives
-# on a DEP worker (a model sets it for TP workers), and two-batch overlap, whose MoRI all-to-all runs on SDMA.
+# on a DEP worker (a model sets it for TP workers), two-batch overlap, whose MoRI all-to-all runs on SDMA,
+# and the radix cache HiCache needs.
 MAX_RUNNING_FLAG, TWO_BATCH_OVERLAP_FLAG = "--max-running-requests", "--enable-two-batch-overlap"
-FLAGS_READ = (MAX_RUNNING_FLAG, TWO_BATCH_OVERLAP_FLAG)
+DISABLE_RADIX_FLAG = "--disable-radix-cache"
+FLAGS_READ = (MAX_RUNNING_FLAG, TWO_BATCH_OVERLAP_FLAG, DISABLE_RADIX_FLAG)
 
 
 @dataclass(frozen=True)
@@ -169,11 +172,15 @@ def check(t: Target) -> None:
             "unmarked, MoRI's packets travel at priority 0, which PFC does not protect",
             at=(t.key, "kv-p2p-transfer"),
         )
-    if t.point.space.kv_offload_backend is not None:
+    backend = t.point.space.kv_offload_backend
+    if backend is not None and backend.name != HICACHE:
         raise Unsupported(
-            "kv-offload-backend is not rendered for SGLang (the LMCache MP connector is vLLM's)",
+            f"kv-offload-backend {backend.name} is not rendered for SGLang ({HICACHE}, SGLang's own, is; "
+            "the LMCache MP connector is vLLM's)",
             at=(*t.point.path, "kv-offload-backend"),
         )
+    if _hicache(t):
+        _check_hicache(t)
     for role in t.roles:
         if t.worker(role).dp_attn and t.recipe.dp_attention is None:
             raise Unsupported(
@@ -194,6 +201,13 @@ def check(t: Target) -> None:
                 "(kv-p2p-transfer mori), as the known-working launch runs it",
                 at=(*t.role_path(role), "dp-attn"),
             )
+    if _agentic(t) and t.mtp_steps and t.recipe.mtp_acceptance and t.mtp_steps not in t.recipe.mtp_acceptance:
+        raise Unsupported(
+            f"agentic MTP with {t.mtp_steps} draft steps: model {t.entry.model}'s sglang recipe states the "
+            f"acceptance an agentic run simulates for {sorted(t.recipe.mtp_acceptance)} steps only "
+            "(mtp-acceptance in configs/models.yaml)",
+            at=(*t.role_path("decode"), "additional-settings"),
+        )
     if t.point.space.spec_decoding == "mtp":
         if not t.recipe.mtp_args:
             raise Unsupported(
@@ -209,24 +223,117 @@ def check(t: Target) -> None:
             )
 
 
+def _agentic(t: Target) -> bool:
+    return t.point.scenario == "agentic-coding"
+
+
+def _hicache(t: Target) -> bool:
+    backend = t.point.space.kv_offload_backend
+    return backend is not None and backend.name == HICACHE and t.point.space.kv_offloading == "dram"
+
+
+def _check_hicache(t: Target) -> None:
+    role = _offload_worker(t)
+    if DISABLE_RADIX_FLAG in map(str, t.model_args(role)):
+        raise Unsupported(
+            f"kv-offload-backend hicache extends SGLang's radix cache, and model {t.entry.model}'s sglang "
+            f"recipe turns it off on {role} ({DISABLE_RADIX_FLAG}): its recipe for this scenario must keep "
+            "it",
+            at=(*t.point.path, "kv-offload-backend"),
+        )
+    if t.recipe.hicache_sizing == "size" and hicache_size_gb(t) < 1:
+        raise Unsupported(
+            f"HiCache's host pool per rank rounds below 1 GB (the server's DRAM budget over its ranks): "
+            f"runner {t.runner_label} states too little DRAM, or dram-utilization is too low",
+            at=(*t.point.path, "kv-offload-backend"),
+        )
+
+
+def _offload_worker(t: Target) -> str:
+    return "prefill" if t.disagg else reg.SERVER
+
+
+def hicache_budget(t: Target):
+    """The offloading server's DRAM budget (schemas/dram.py) where HiCache is sized from it, else None."""
+    if not _hicache(t) or t.recipe.hicache_sizing != "size":
+        return None
+    budget = dram_budget(t.hardware, t.point.dram_utilization, t.worker(_offload_worker(t)))
+    if budget is None:  # lint's _dram_budget_tiles_node refuses such a config first
+        raise Unsupported(
+            "the offloading worker does not tile a node, or its runner states no DRAM: HiCache's host pool "
+            "is undefined",
+            at=t.role_path(_offload_worker(t)),
+        )
+    return budget
+
+
+def _ranks_per_node(t: Target) -> int:
+    return min(t.worker(_offload_worker(t)).tp, t.hardware.gpus_per_node)
+
+
+def hicache_size_gb(t: Target) -> int:
+    """--hicache-size: the server's DRAM budget over the ranks it runs on one node (one host pool each)."""
+    return hicache_budget(t).budget_gb // _ranks_per_node(t)
+
+
+def _hicache_args(t: Target, role: str) -> list:
+    """SGLang's hierarchical cache on the offloading worker: host DRAM behind its radix cache."""
+    if not _hicache(t) or role != _offload_worker(t):
+        return []
+    s = t.settings(role)
+    if t.recipe.hicache_sizing == "ratio":
+        sizing = ["--hicache-ratio", s["HICACHE_RATIO"]]
+    else:
+        sizing = ["--hicache-size", hicache_size_gb(t)]
+    return [
+        "--enable-hierarchical-cache",
+        *sizing,
+        *("--hicache-io-backend", s["HICACHE_IO_BACKEND"]),
+        *("--hicache-mem-layout", s["HICACHE_MEM_LAYOUT"]),
+        *("--hicache-write-policy", s["HICACHE_WRITE_POLICY"]),
+        *("--hicache-storage-prefetch-policy", s["HICACHE_PREFETCH_POLICY"]),
+    ]
+
+
+def simulated_acceptance(t: Target) -> float | None:
+    """The golden acceptance length an agentic MTP run simulates on decode, None where it is measured."""
+    if not (_agentic(t) and t.mtp_steps):
+        return None
+    return t.recipe.mtp_acceptance.get(t.mtp_steps)
+
+
+def _acceptance_env(t: Target, role: str) -> list:
+    length = simulated_acceptance(t)
+    if length is None or role != "decode":
+        return []
+    return [
+        f"SGLANG_SIMULATE_ACC_LEN={length}",
+        "SGLANG_SIMULATE_ACC_METHOD=match-expected",
+        "SGLANG_SIMULATE_ACC_TOKEN_MODE=real-draft-token",
+    ]
+
+
 def services(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> list[Service]:
     return [_sglang_service(t, role, ports, timeouts)]
 
 
 def _role_env(t: Target, role: str) -> list:
-    """`env NAME=VALUE ...` of a role over MoRI: its budgets on its own line (dispatch's from env.sh)."""
-    if not (_over_mori(t) and role in reg.ROLES):
-        return []
-    mori = t.recipe.mori
-    env: dict = {"SGLANG_MORI_COMBINE_DTYPE": mori.role(role).combine_dtype}
-    moe = mori.moe_max_input_tokens(role)
-    if moe is not None:
-        env["SGLANG_MORI_MOE_MAX_INPUT_TOKENS"] = moe
-    if TWO_BATCH_OVERLAP_FLAG in map(str, t.model_args(role)):
-        env["MORI_ENABLE_SDMA"] = "true"  # two-batch overlap's all-to-all on the SDMA engines, as it ran
-    fixed = [word(f"{k}={v}") for k, v in env.items()]
-    dispatch = word("SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK=", Ref(DISPATCH_TOKENS_VAR[role]))
-    return ["env", *fixed, dispatch]
+    """`env NAME=VALUE ...` of a role's own engine line: a DP-attention worker's environment (the model's),
+    MoRI's budgets over MoRI (dispatch's from env.sh), and the MTP acceptance an agentic run simulates."""
+    env = dict(t.dp_env(role))
+    if _over_mori(t) and role in reg.ROLES:
+        mori = t.recipe.mori
+        env["SGLANG_MORI_COMBINE_DTYPE"] = mori.role(role).combine_dtype
+        moe = mori.moe_max_input_tokens(role)
+        if moe is not None:
+            env["SGLANG_MORI_MOE_MAX_INPUT_TOKENS"] = moe
+        if TWO_BATCH_OVERLAP_FLAG in map(str, t.model_args(role)):
+            env["MORI_ENABLE_SDMA"] = "true"  # two-batch overlap's all-to-all on the SDMA engines, as it ran
+    words = [word(f"{k}={v}") for k, v in env.items()]
+    if _over_mori(t) and role in reg.ROLES:
+        words.append(word("SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK=", Ref(DISPATCH_TOKENS_VAR[role])))
+    words += [word(x) for x in _acceptance_env(t, role)]
+    return ["env", *words] if words else []
 
 
 def _parallel_args(t: Target, role: str) -> list:
@@ -270,6 +377,7 @@ def _sglang_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> S
         *(["--trust-remote-code"] if t.model.remote_code else []),
         *t.model_args(role),
         *_mtp_args(t),
+        *_hicache_args(t, role),
     ]
     if _dep(t, role):  # over MoRI only (check), which derives it in env.sh
         args += [MAX_RUNNING_FLAG, Ref(MAX_RUNNING_VAR)]
@@ -352,9 +460,9 @@ def watch_signatures(t: Target) -> tuple:
     return (MORI_REGISTER_FAILED, RDMA_RETRY_EXCEEDED) if _over_mori(t) else ()
 
 
-def l1_budget(t: Target) -> None:
-    """No host-DRAM KV tier is rendered for SGLang (check() refuses a kv-offload-backend)."""
-    return None
+def l1_budget(t: Target):
+    """The DRAM budget HiCache's host pool is sized from (None: no HiCache, or sized by ratio)."""
+    return hicache_budget(t)
 
 
 def shell_env(t: Target) -> tuple:
@@ -365,7 +473,48 @@ def shell_env(t: Target) -> tuple:
 
 def shell_notes(t: Target) -> tuple:
     budget = mori_budget(t)
-    return () if budget is None else budget.notes()
+    return (*(() if budget is None else budget.notes()), *_hicache_notes(t), *_acceptance_notes(t))
+
+
+def _hicache_notes(t: Target) -> tuple:
+    if not _hicache(t):
+        return ()
+    role = _offload_worker(t)
+    if t.recipe.hicache_sizing == "ratio":
+        return (
+            f"HiCache on {role}: host pool = HICACHE_RATIO {t.settings(role)['HICACHE_RATIO']} x the GPU KV "
+            "pool (the model's",
+            "recipe sizes it by ratio: its hybrid KV pool refuses an absolute --hicache-size).",
+        )
+    b = hicache_budget(t)
+    return (
+        f"HiCache on {role}: the server's KV-offload DRAM budget, {b.budget_gb} GB "
+        f"(min({b.available_mib} MiB available, {b.cap_mib} MiB cap) x",
+        f"dram-utilization {b.utilization} x {b.gpus_used}/{b.gpus_per_node} GPUs), over its "
+        f"{_ranks_per_node(t)} ranks on the node: --hicache-size {hicache_size_gb(t)} (GB a rank).",
+    )
+
+
+def caveats(t: Target) -> tuple:
+    """What the numbers of this launch compare only with: a simulated MTP acceptance."""
+    length = simulated_acceptance(t)
+    if length is None:
+        return ()
+    return (
+        f"MTP acceptance simulated at the model's golden length {length} ({t.mtp_steps} draft steps), not "
+        "measured: compare only with runs that simulate the same",
+    )
+
+
+def _acceptance_notes(t: Target) -> tuple:
+    length = simulated_acceptance(t)
+    if length is None:
+        return ()
+    return (
+        f"MTP acceptance is simulated on decode at the model's golden length {length} for {t.mtp_steps} "
+        "draft steps",
+        "(SGLANG_SIMULATE_ACC_LEN): a trace replay does not reproduce real token traffic.",
+    )
 
 
 def router_service(t: Target, backends: list, ports: Ports, timeouts: Timeouts, counts: dict) -> Service:
@@ -395,10 +544,17 @@ def router_service(t: Target, backends: list, ports: Ports, timeouts: Timeouts, 
 
 
 def _policies(t: Target) -> list:
-    """Agentic load reuses prefixes: cache-aware routing. A fixed-length sweep has no reuse to find: random
-    for both roles with a short circuit breaker and retries, as InferenceX's known-working MI355X runs."""
-    if t.point.scenario == "agentic-coding":
-        return ["--policy", "cache_aware"]
+    """As InferenceX's known-working MI355X launch routes: an agentic run's workers (and each worker's DP
+    ranks) chosen at random with the breaker off and a patient health check, so a busy long-context prefill
+    is never ejected; a fixed-length sweep random for both roles with a short circuit breaker and retries."""
+    if _agentic(t):
+        return [
+            *("--policy", "random", "--dp-aware"),
+            *("--cache-threshold", "0.3", "--balance-abs-threshold", 2, "--balance-rel-threshold", "1.1"),
+            "--disable-circuit-breaker",
+            *("--health-failure-threshold", 100, "--health-check-timeout-secs", 600),
+            *("--health-check-interval-secs", 30),
+        ]
     return [
         *("--policy", "random", "--prefill-policy", "random", "--decode-policy", "random"),
         *("--cb-timeout-duration-secs", 15, "--retry-max-retries", 3),
@@ -407,3 +563,18 @@ def _policies(t: Target) -> list:
 
 def router_metrics_port(t: Target, ports: Ports) -> int:
     return ports.router_metrics
+
+
+def served_model(t: Target) -> str:
+    """The model's id (--served-model-name)."""
+    return t.entry.model
+
+
+def has_metrics(t: Target) -> bool:
+    return True
+
+
+def proof_roles(t: Target) -> tuple:
+    """SGLang has no decode-side counter of KV received: the prefill's prompt tokens and the decode's
+    generated ones."""
+    return ("prefill", "decode")

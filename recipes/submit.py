@@ -27,7 +27,17 @@ from schemas.pins import pinned_version
 from scripts import inputs
 
 from . import nodes, nodesetup, resume
-from .render import ROOT_DIR, Rendered, RenderError, add_soak_option, inside, load, render_config, write
+from .render import (
+    ROOT_DIR,
+    Rendered,
+    RenderError,
+    add_configs_option,
+    add_soak_option,
+    inside,
+    load,
+    render_config,
+    write,
+)
 
 
 @dataclass(frozen=True)
@@ -284,10 +294,12 @@ def main(argv=None) -> int:
     p.add_argument("--dry-run", action="store_true", help="print the sbatch command, submit nothing")
     p.add_argument("--out", default="out", help="runs go to <out>/runs/<key>/<variant>/<run-id>/")
     add_soak_option(p)
+    add_configs_option(p)
     p.add_argument("--resume", type=Path, metavar="RUN_DIR", help="run only what this earlier run left")
     args = p.parse_args(argv)
     try:
-        rendered = pick(render_config(args.config, load(args.config), soak_seconds=args.soak), args.variant)
+        loaded = load(args.config, args.configs)
+        rendered = pick(render_config(args.config, loaded, soak_seconds=args.soak), args.variant)
     except RenderError as exc:
         for finding in exc.findings:
             print(finding.format())

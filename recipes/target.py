@@ -19,6 +19,7 @@ from schemas.models import (
     resolved_settings,
     role_args,
 )
+from schemas.routers import IMAGE_ROUTERS, ImageRouter
 from schemas.runners import Hardware
 
 from .models import facts
@@ -71,9 +72,16 @@ class Target:
     def recipe(self) -> EngineRecipe:
         """What the model needs on this engine and this runner's GPU vendor."""
         try:
-            return engine_recipe(self.model, self.entry.model, self.engine, self.launch.gpu_vendor)
+            return engine_recipe(
+                self.model, self.entry.model, self.engine, self.launch.gpu_vendor, self.point.scenario
+            )
         except NoRecipe as err:
             raise Unsupported(str(err), at=(self.key, "model")) from None
+
+    def dp_env(self, role: str) -> dict:
+        """The model's environment for `role`'s worker when it runs DP attention (its dp-attention env)."""
+        dp = self.recipe.dp_attention
+        return dict(dp.env) if self.worker(role).dp_attn and dp is not None else {}
 
     def model_args(self, role: str) -> list:
         """The model's flags on `role`'s engine line for its worker's shape and the point's speculative
@@ -94,11 +102,20 @@ class Target:
         return self.launch.engine_build == "image"
 
     @cached_property
+    def build(self):
+        """The image's engine build (configs/engine-builds.yaml); None where the image does not run, or lint
+        found no one build of it."""
+        return build_of(self.entry.image, shipped()) if self.runs_image else None
+
+    @property
     def python_path_first(self) -> tuple:
-        """What the image's engine build (configs/engine-builds.yaml) has its Python import first; () where
-        the image does not run, or lint found no one build of it."""
-        build = build_of(self.entry.image, shipped()) if self.runs_image else None
-        return tuple(build.python_path_first) if build else ()
+        """What the image's engine build has its Python import first."""
+        return tuple(self.build.python_path_first) if self.build else ()
+
+    @property
+    def library_path_first(self) -> tuple:
+        """What the image's engine build has its shared libraries load from first."""
+        return tuple(self.build.library_path_first) if self.build else ()
 
     @property
     def disagg(self) -> bool:
@@ -140,7 +157,11 @@ class Target:
 
     @property
     def router(self):
-        return self.point.space.router or self.entry.router
+        """The point's router, else the entry's, else the one the engine's image ships (SGLang's)."""
+        named = self.point.space.router or self.entry.router
+        if named is None and self.entry.framework in IMAGE_ROUTERS:
+            return ImageRouter(IMAGE_ROUTERS[self.entry.framework], self.entry.image)
+        return named
 
     @property
     def kv_transfer(self) -> str | None:

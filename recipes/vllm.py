@@ -228,6 +228,11 @@ def l1_budget(t: Target):
     return budget
 
 
+def caveats(t: Target) -> tuple:
+    """Nothing of a vLLM launch makes its numbers special."""
+    return ()
+
+
 def shell_notes(t: Target) -> tuple:
     """What env.sh says above the LMCache values: where L1's size comes from."""
     b = l1_budget(t)
@@ -415,3 +420,17 @@ def router_service(t: Target, backends: list, ports: Ports, timeouts: Timeouts, 
 
 def router_metrics_port(t: Target, ports: Ports) -> int:
     return ports.router_metrics if t.router.name == "vllm-router" else ports.router
+
+
+def served_model(t: Target) -> str:
+    """The model's id (--served-model-name)."""
+    return t.entry.model
+
+
+def has_metrics(t: Target) -> bool:
+    return True
+
+
+def proof_roles(t: Target) -> tuple:
+    """the decode's KV received (external_kv_transfer prompt tokens)."""
+    return ("decode",)

@@ -13,9 +13,10 @@ import shlex
 from dataclasses import dataclass
 
 _VAR = re.compile(r"^[A-Z_][A-Z0-9_]*(\[[0-9]+\])?$")
-_SENTINEL = "@@REF:{}@@"
-_BARE = re.compile(r'"@@REF:([A-Z0-9_\[\]]+)@@"')  # a whole JSON string: becomes an unquoted value
-_INLINE = re.compile(r"@@REF:([A-Z0-9_\[\]]+)@@")  # inside a JSON string: expands in place
+_SENTINEL = "@@REF:{}@@"  # a Ref inside a Word: expands in place, inside its JSON string
+_BARE_SENTINEL = "@@BARE:{}@@"  # a Ref value: becomes an unquoted value (a number)
+_BARE = re.compile(r'"@@BARE:([A-Z0-9_\[\]]+)@@"')
+_INLINE = re.compile(r"@@REF:([A-Z0-9_\[\]]+)@@")
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ def json_word(obj) -> Word:
 
     def encode(o):
         if isinstance(o, Ref):
-            return _SENTINEL.format(o.var)
+            return _BARE_SENTINEL.format(o.var)
         if isinstance(o, tuple):  # a Word
             return "".join(_SENTINEL.format(p.var) if isinstance(p, Ref) else p for p in o)
         if isinstance(o, dict):

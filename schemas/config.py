@@ -46,6 +46,10 @@ class Router(Model):
     version: Version = Field(description="A real release (e.g. 0.1.17) or a 40-hex commit.")
 
 
+# Offload backends that are part of an engine: their version is the engine's (the image's), never stated.
+ENGINE_BACKENDS = {"hicache": "sglang"}
+
+
 class OffloadBackend(Model):
     """Where offloaded KV lives when kv-offloading is dram (lmcache, mooncake, vllm-simple, hicache)."""
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from .config import MasterEntry, Worker
-from .entries import Point, parsed_settings, points, workers
+from .entries import SCENARIOS, Point, parsed_settings, points, workers
 from .launch import LaunchProfiles
 from .models import Models, NoRecipe, engine_recipe, model_facts, resolved_settings
 from .runners import Hardware, Runners
@@ -24,22 +24,27 @@ class Context:
     builds: tuple | None = None  # of engine_builds.EngineBuild (engine-builds.yaml); None: not checked
     models: Models | None = None  # configs/models.yaml; None: the model's setting defaults are not known
 
-    def settings(self, role: str, worker: Worker) -> dict:
+    def settings(self, role: str, worker: Worker, point: Point) -> dict:
         """`role`'s resolved settings as the renderer resolves them: the config's, the model's defaults for
-        the engine and the runner's GPU vendor (when both are known), the registry's."""
-        return resolved_settings(self._recipe, role, parsed_settings(worker), bool(worker.dp_attn))
+        the engine, the runner's GPU vendor and the point's scenario (when all are known), the registry's."""
+        recipe = self._recipes.get(point.scenario)
+        return resolved_settings(recipe, role, parsed_settings(worker), bool(worker.dp_attn))
 
     @cached_property
-    def _recipe(self):
+    def _recipes(self) -> dict:
+        """scenario -> the model's recipe for it (none where unknown)."""
         engine = engine_of(self.entry.framework)
         profile = self.launch.profiles.get(self.runner) if self.launch else None
         if self.models is None or engine is None or profile is None:
-            return None
+            return {}
         try:
             facts = model_facts(self.models, self.entry.model)
-            return engine_recipe(facts, self.entry.model, engine, profile.gpu_vendor)
+            return {
+                scenario: engine_recipe(facts, self.entry.model, engine, profile.gpu_vendor, scenario)
+                for scenario in SCENARIOS
+            }
         except NoRecipe:
-            return None  # the renderer's verdict says so at the model's line
+            return {}  # the renderer's verdict says so at the model's line
 
     @property
     def path(self) -> tuple:

@@ -11,13 +11,14 @@ declared, unchecked, never passes them silently. Lint refuses a config whose ima
 from __future__ import annotations
 
 import fnmatch
+import json
 from functools import cache
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, RootModel, ValidationError, model_validator
 
-from .base import AbsPath, Model, Version, prose, shape
+from .base import AbsPath, Model, RelPath, Version, prose, shape
 from .findings import Finding, Problem, did_you_mean, validation_problems
 from .images import parse_image
 from .known_issues import BuildId, ImageGlob, Url
@@ -25,7 +26,7 @@ from .pins import requirements
 from .yamlio import Document, load_file
 
 BUILDS_FILE = "configs/engine-builds.yaml"
-Engine = Literal["vllm", "sglang"]
+Engine = Literal["vllm", "sglang", "atom"]
 Flag = shape(r"--[a-z0-9][a-z0-9-]*", "a flag", max_length=64, allowed="--name in lowercase ASCII and '-'")
 Text = prose("a one-line text", 500)
 
@@ -42,8 +43,9 @@ class DeclaredFlag(Model):
 
 
 class Parser(Model):
-    """The published parser that judges the build's lines: a PyPI release pinned in pyproject.toml's
-    engine-<package> extra (make tools installs it into .venv-engine-<package>)."""
+    """What judges the build's lines: a PyPI release pinned in pyproject.toml's engine-<package> extra
+    (make tools installs it into .venv-engine-<package>), or, for an engine on no reachable registry, a
+    recorded description of its parser at a commit (`recorded`: option strings, arity, types, choices)."""
 
     package: Engine
     version: Version
@@ -52,6 +54,18 @@ class Parser(Model):
         description="full: parser and config classes, as far as they go without a GPU; parse: the "
         "parser only (a build that resolves its arguments differently).",
     )
+    recorded: RelPath | None = Field(
+        None,
+        description="A recorded description of the parser (a JSON file of the repository, made from the "
+        "engine's source at `version`): lines are parsed by a parser rebuilt from it, never by the engine's "
+        "own code; depth parse only.",
+    )
+
+    @model_validator(mode="after")
+    def _recorded_parses_only(self):
+        if self.recorded is not None and self.depth != "parse":
+            raise ValueError("a recorded parser judges flags and values only: depth parse")
+        return self
 
 
 class EngineBuild(Model):
@@ -74,6 +88,12 @@ class EngineBuild(Model):
         description="Folders of the image its engines' Python must import from before anything else "
         "(prepended to the image's PYTHONPATH in every engine's environment): a build whose image ships a "
         "library twice, the working copy in a source folder. Why goes in notes.",
+    )
+    library_path_first: list[AbsPath] = Field(
+        default_factory=list,
+        max_length=8,
+        description="Folders of the image its engines' shared libraries must load from first (prepended to "
+        "the image's LD_LIBRARY_PATH in every engine's environment).",
     )
     notes: list[Text] = Field(default_factory=list, description="What a user of this build must know.")
 
@@ -107,6 +127,8 @@ def tool_extra(package: str) -> str:
 
 
 def _pinned(build: EngineBuild) -> Problem | None:
+    if build.parser.recorded is not None:
+        return _recorded_matches(build)
     extra = tool_extra(build.parser.package)
     try:
         pins = requirements(extra)
@@ -120,6 +142,26 @@ def _pinned(build: EngineBuild) -> Problem | None:
         f"parser {build.judge} is not pinned in pyproject.toml (extra {extra} pins {have})",
         "pin it there (then `make lock-engines`), or name the pinned release",
     )
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _recorded_matches(build: EngineBuild) -> Problem | None:
+    """A recorded parser is a file of the repository describing this engine at this version."""
+    path = ROOT / build.parser.recorded
+    try:
+        described = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        return Problem(("parser", "recorded"), f"cannot read {build.parser.recorded}: {err}", "commit it")
+    said = (described.get("engine"), described.get("version")) if isinstance(described, dict) else None
+    if said != (build.parser.package, build.parser.version):
+        return Problem(
+            ("parser", "recorded"),
+            f"{build.parser.recorded} describes {said}, not {build.parser.package} {build.parser.version}",
+            "record the parser of the version named",
+        )
+    return None
 
 
 def check_engine_builds(doc: Document) -> tuple[tuple[EngineBuild, ...], list[Finding]]:

@@ -24,6 +24,9 @@ class Point:
     group: int = 0  # index of its scenario group (fixed-seq-len: which isl/osl pair)
 
 
+SCENARIOS = ("fixed-seq-len", "agentic-coding")
+
+
 def points(entry: MasterEntry, base: tuple) -> Iterator[Point]:
     """Every search-space item of the entry, in file order; `base` is the entry's key path."""
     sc = entry.scenarios

@@ -30,9 +30,9 @@ from .base import (
 )
 from .images import REFERENCE, REFERENCE_WORDS
 
-Engine = Literal["vllm", "sglang"]
+Engine = Literal["vllm", "sglang", "atom"]
 Role = Literal["prefill", "decode", "server"]
-Router = Literal["pd-proxy", "vllm-router", "sglang-router"]
+Router = Literal["pd-proxy", "vllm-router", "sglang-router", "atomesh"]
 # One word of a command line the runner adds (a flag or its value): no space, quote, '$' or glob.
 Arg = shape(
     r"[A-Za-z0-9-][A-Za-z0-9._/:=,+@%-]*",
@@ -106,8 +106,17 @@ class AgenticReplay(Model):
     warmup_seconds: WaitSeconds = Field(
         600,
         description="AIPerf --agentic-cache-warmup-duration: the trajectories' one-token warm-up that fills "
-        "the caches before profiling starts (every warm-up request is waited for: --warmup-grace-period "
-        "inf).",
+        "the caches before profiling starts.",
+    )
+    warmup_grace_seconds: WaitSeconds = Field(
+        1800,
+        description="AIPerf --warmup-grace-period: how long long-context warm-up requests may take to drain "
+        "before profiling starts (a maximum, not a wait).",
+    )
+    idle_gap_cap_seconds: WaitSeconds = Field(
+        300,
+        description="AIPerf --trace-idle-gap-cap-seconds: the longest idle time a trajectory's recorded "
+        "delays keep (InferenceX's per-trajectory cap).",
     )
     trajectory_start: list[Annotated[float, Field(ge=0, le=1)]] = Field(
         [0.25, 0.75],
@@ -128,6 +137,13 @@ class AgenticReplay(Model):
         if low > high:
             raise ValueError(f"trajectory-start: {low} is above {high} (give [min, max])")
         return self
+
+
+class TraceSetChoice(Model):
+    """The trace set a config naming none (WEKA_LOADER_OVERRIDE) replays, by its model's context length."""
+
+    min_context: bounded(0, 2**24) = Field(description="The model's context (max-positions) reaches this.")
+    set: Ident = Field(description="The trace set's folder under trace-cache.")
 
 
 class Benchmark(Model):
@@ -158,6 +174,13 @@ class Benchmark(Model):
         "format). Nothing is fetched on a compute node: `make submit` hashes the set into lock.json (the "
         "folder must be readable where you submit: a shared file system), the containers mount it read-only, "
         "and the first node checks every file against the lock at preflight.",
+    )
+    default_trace_sets: list[TraceSetChoice] = Field(
+        default_factory=list,
+        description="agentic scenarios: the set a config naming none replays, the first whose min-context "
+        "the model's context reaches (InferenceX picks the full corpus for 1M-token models, a 256k-capped "
+        "one "
+        "otherwise); empty: a config must name its set.",
     )
     agentic_replay: AgenticReplay | None = Field(
         None,

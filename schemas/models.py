@@ -134,6 +134,9 @@ class DpAttentionArgs(Model):
         default_factory=list,
         description="Setting defaults of a DP-attention worker, over the recipe's (the config's own win).",
     )
+    env: dict[EnvName, EnvValue | EnvInt] = Field(
+        default_factory=dict, description="Environment of a DP-attention worker's engine, on its own line."
+    )
 
 
 MoriDtype = shape(
@@ -231,6 +234,29 @@ class EngineRecipe(Model):
     mori: Mori = Field(
         Mori(), description="MoRI's knobs a known-working launch sets for this model (SGLang over MoRI)."
     )
+    hicache_sizing: Literal["size", "ratio"] = Field(
+        "size",
+        description="How SGLang's HiCache host pool is sized on prefill (kv-offload-backend hicache): size: "
+        "the server's DRAM budget per rank (--hicache-size); ratio: HICACHE_RATIO x the GPU KV pool "
+        "(--hicache-ratio), for a model whose hybrid KV pool refuses an absolute size.",
+    )
+    mtp_acceptance: dict[Annotated[int, Field(ge=1, le=8)], Annotated[float, Field(ge=1, le=9)]] = Field(
+        default_factory=dict,
+        description="MTP draft steps -> the acceptance length an agentic run simulates on decode (SGLang's "
+        "SGLANG_SIMULATE_ACC_LEN): a trace replay does not reproduce real token traffic, so the model's "
+        "committed golden acceptance stands in for a measured one. Empty: measured.",
+    )
+    agentic: EngineRecipe | None = Field(
+        None,
+        description="The recipe of an agentic-coding run, in place of this one (a known-working launch tunes "
+        "agentic runs apart: context, radix cache, chunking).",
+    )
+
+    @model_validator(mode="after")
+    def _agentic_is_one_level(self):
+        if self.agentic is not None and self.agentic.agentic is not None:
+            raise ValueError("agentic: an agentic recipe has no agentic recipe of its own")
+        return self
 
     @model_validator(mode="after")
     def _flags_are_this_files(self):
@@ -303,9 +329,12 @@ def model_facts(models: Models, model: str) -> ModelFacts:
     return found
 
 
-def engine_recipe(facts: ModelFacts, model: str, engine: str, vendor: str) -> EngineRecipe:
-    """The model's recipe for `engine` on `vendor`: the `any` block, and the vendor's added to it (flags
-    after, environment and settings over)."""
+def engine_recipe(
+    facts: ModelFacts, model: str, engine: str, vendor: str, scenario: str = "fixed-seq-len"
+) -> EngineRecipe:
+    """The model's recipe for `engine` on `vendor` and `scenario`: the `any` block, and the vendor's added to
+    it (flags after, environment and settings over); a block's `agentic` recipe in its place for agentic
+    runs."""
     blocks = facts.engines.get(engine)
     if blocks is None:
         raise NoRecipe(
@@ -313,6 +342,8 @@ def engine_recipe(facts: ModelFacts, model: str, engine: str, vendor: str) -> En
             f"(it has: {', '.join(sorted(facts.engines)) or 'none'})"
         )
     found = [b for b in (blocks.get("any"), blocks.get(vendor)) if b is not None]
+    if scenario == "agentic-coding":
+        found = [b.agentic or b for b in found]
     if not found:
         raise NoRecipe(
             f"model {model!r} has no {engine} recipe for gpu-vendor {vendor} in configs/models.yaml "
@@ -326,12 +357,16 @@ def engine_recipe(facts: ModelFacts, model: str, engine: str, vendor: str) -> En
         for name in lists:
             merged[name] += getattr(block, name)
         if block.dp_attention is not None:
-            dp = dp or {name: [] for name in DpAttentionArgs.model_fields}
+            dp = dp or {name: {} if name == "env" else [] for name in DpAttentionArgs.model_fields}
             for name in dp:
-                dp[name] += getattr(block.dp_attention, name)
+                if name == "env":
+                    dp[name].update(block.dp_attention.env)
+                else:
+                    dp[name] += getattr(block.dp_attention, name)
         merged["mtp_draft_model"] = block.mtp_draft_model or merged.get("mtp_draft_model")
-        if "mori" in block.model_fields_set:  # stated whole, the vendor's over `any`'s
-            merged["mori"] = block.mori
+        for whole in ("mori", "hicache_sizing", "mtp_acceptance"):  # stated whole, the vendor's over `any`'s
+            if whole in block.model_fields_set:
+                merged[whole] = getattr(block, whole)
         merged["env"].update(block.env)
         for name in settings:
             merged[name].update(split_setting(item) for item in getattr(block, name))

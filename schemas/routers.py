@@ -24,6 +24,8 @@ ROUTERS: dict[str, RouterSpec] = {
     PD_PROXY: RouterSpec(("vllm-disagg",), ("mooncake",)),
     "vllm-router": RouterSpec(("vllm-disagg",), ("mooncake", "nixl")),
     "sglang-router": RouterSpec(("sglang-disagg",), ("mooncake", "mori", "nixl")),
+    # ATOM's own PD router (ROCm/ATOM atom/mesh, a commit of that repository): its images ship it
+    "atomesh": RouterSpec(("atom-disagg",), ("mooncake",)),
     "inferencex-mooncake-lmcache-proxy": RouterSpec(
         ("vllm-disagg",),
         ("mooncake",),
@@ -32,3 +34,20 @@ ROUTERS: dict[str, RouterSpec] = {
         note="InferenceX PR #1924's proxy forwards to the first prefill and decode only",
     ),
 }
+
+
+# The PD router an engine's image ships, which a disaggregated entry naming no router runs (as InferenceX's
+# launch does): its version is the image's.
+IMAGE_ROUTERS = {"sglang-disagg": "sglang-router"}
+
+
+@dataclass(frozen=True)
+class ImageRouter:
+    """A disaggregated entry's router when it names none: the one its engine's image ships."""
+
+    name: str
+    image: str
+
+    @property
+    def version(self) -> str:
+        return f"as in {self.image}"

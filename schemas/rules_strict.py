@@ -10,12 +10,13 @@ from collections.abc import Iterator
 from . import engine_builds as eb
 from . import known_issues as ki
 from . import settings as reg
+from .config import ENGINE_BACKENDS
 from .context import Context
 from .entries import dram_budget, kv_transfer, offloading_worker, parsed_settings, role_gpus, role_nodes
 from .findings import Problem, did_you_mean, one_of
 from .images import engine_version, image_problems
 from .kv_path import kv_connectors
-from .routers import PD_PROXY, PD_PROXY_VERSION, ROUTERS
+from .routers import IMAGE_ROUTERS, PD_PROXY, PD_PROXY_VERSION, ROUTERS
 from .versions import VERSION_HINT, is_real_version
 
 KV_TRANSFERS = ("mooncake", "nixl", "mori", "moriio")
@@ -80,7 +81,7 @@ def _shared_settings_agree(ctx: Context):
     for pt in ctx.points():
         if pt.space.prefill is None or pt.space.decode is None:
             continue
-        values = {r: ctx.settings(r, getattr(pt.space, r)) for r in reg.ROLES}
+        values = {r: ctx.settings(r, getattr(pt.space, r), pt) for r in reg.ROLES}
         for name, setting in reg.REGISTRY.items():
             if setting.shared and values["prefill"].get(name) != values["decode"].get(name):
                 yield Problem(
@@ -167,7 +168,8 @@ def _disagg_is_complete(ctx: Context):
                 did_you_mean(transfer, KV_TRANSFERS) or one_of(KV_TRANSFERS),
             )
     e = ctx.entry
-    if e.disagg and e.router is None and any(pt.space.router is None for pt in ctx.points()):
+    unrouted = e.router is None and any(pt.space.router is None for pt in ctx.points())
+    if e.disagg and unrouted and e.framework not in IMAGE_ROUTERS:  # else its image's own router runs
         yield Problem(ctx.path, "disagg entry without router", 'router: {name: pd-proxy, version: "0.1.0"}')
 
 
@@ -190,6 +192,8 @@ def _offload_backend_versioned(ctx: Context):
         if backend is None:
             continue
         where = pt.path + ("kv-offload-backend",)
+        if backend.name in ENGINE_BACKENDS:
+            continue  # the engine's own: its version is the image's
         if backend.version is None:
             yield Problem(where, f"{backend.name} backend without a version", f"version: {VERSION_HINT}")
         elif not is_real_version(backend.version):
@@ -320,7 +324,7 @@ def _lmcache_l1_fits(ctx: Context):
         budget = dram_budget(hw, pt.dram_utilization, worker)
         if backend is None or backend.name != "lmcache" or budget is None:
             continue
-        init = ctx.settings("prefill", worker)["LMCACHE_L1_INIT_SIZE_GB"]
+        init = ctx.settings("prefill", worker, pt)["LMCACHE_L1_INIT_SIZE_GB"]
         if budget.l1_gib < init:
             yield Problem(
                 path,
@@ -339,7 +343,7 @@ def _offload_keeps_prefix_caching(ctx: Context):
         if (
             backend is not None
             and backend.name == "lmcache"
-            and ctx.settings(role, worker).get("ENABLE_PREFIX_CACHING") is False
+            and ctx.settings(role, worker, pt).get("ENABLE_PREFIX_CACHING") is False
         ):
             yield Problem(
                 path + ("additional-settings",),
@@ -387,7 +391,7 @@ def _known_issues_handled(ctx: Context):
     recorded, applied workaround (it changes performance, so results must say so); a record nothing needs
     is an error too."""
     launches = [
-        ki.Launch(path, ctx.settings(role, w), frozenset(kv_connectors(ctx.entry, role, pt)))
+        ki.Launch(path, ctx.settings(role, w, pt), frozenset(kv_connectors(ctx.entry, role, pt)))
         for path, role, w, pt in ctx.workers()
     ]
     build = eb.build_of(ctx.entry.image, ctx.builds or ())

@@ -9,13 +9,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from . import base, dram
+from . import base, dram, images
 from .findings import did_you_mean, one_of
 
 ROLES = ("prefill", "decode")  # the two roles of a disaggregated (PD) entry
 SERVER = "server"  # the one engine of a single-node entry
 ALL_ROLES = (*ROLES, SERVER)
-ENGINES = ("vllm", "sglang")
+ENGINES = ("vllm", "sglang", "atom")
 _IDENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", re.ASCII)
 # Absolute, and no part is '.' or '..' (a dot-folder such as /models/.cache is fine).
 _ABS_PATH = re.compile(r"(/(?!\.\.?(/|$))[A-Za-z0-9._+-]+)+/?", re.ASCII)
@@ -35,7 +35,7 @@ class SettingError(ValueError):
 @dataclass(frozen=True)
 class Setting:
     name: str
-    kind: str  # int | tokens | float | bool | choice | ident | path | derived
+    kind: str  # int | tokens | float | bool | choice | ident | path | image | derived
     help: str
     roles: tuple = ALL_ROLES
     engines: tuple = ENGINES  # engines it has a meaning for (a framework's first word)
@@ -57,6 +57,8 @@ class Setting:
     # would change something (any but `inert`), never drops it.
     unread: str = ""
     inert: tuple = ()
+    # InferenceX's configs carry it, and something else of our launch does its job: what (env.sh says so).
+    served_by: str = ""
 
     def parse(self, raw: str):
         """Typed value of `raw`, or SettingError."""
@@ -99,6 +101,14 @@ class Setting:
             raise SettingError(
                 f"expected a name of ASCII letters, digits, '.', '_', '-' (at most 128), got {base.clip(raw)}"
             )
+        return raw
+
+    def _parse_image(self, raw: str) -> str:
+        """A public, pinned image reference (the same test as a config's own image)."""
+        problems = images.image_problems(raw) if len(raw) <= 512 else [("is too long", "at most 512")]
+        if problems:
+            problem, fix = problems[0]
+            raise SettingError(f"{base.clip(raw)}: {problem} ({fix})")
         return raw
 
     def _parse_path(self, raw: str) -> str:
@@ -160,7 +170,8 @@ REGISTRY: dict[str, Setting] = {
         _s(
             "MAX_MODEL_LEN",
             "tokens",
-            "vLLM --max-model-len; SGLang --context-length (tokens, up to 2^24; 32k = 32,000, 32K = 32,768).",
+            "vLLM and ATOM --max-model-len; SGLang --context-length (tokens, up to 2^24; 32k = 32,000, 32K = "
+            "32,768).",
             renders=("--max-model-len", "--context-length"),
             low=1,
             high=base.MAX_TOKENS,
@@ -178,11 +189,12 @@ REGISTRY: dict[str, Setting] = {
         _s(
             "MAX_NUM_SEQS",
             "int",
-            "vLLM --max-num-seqs (at most the largest concurrency).",
+            "vLLM and ATOM --max-num-seqs (at most the largest concurrency; an ATOM decode's is the largest "
+            "concurrency unless set).",
             renders=("--max-num-seqs",),
             low=1,
             high=base.MAX_CONCURRENCY,
-            engines=_VLLM,
+            engines=("vllm", "atom"),
         ),
         _s(
             "ENABLE_PREFIX_CACHING",
@@ -195,13 +207,13 @@ REGISTRY: dict[str, Setting] = {
         _s(
             "GPU_MEMORY_UTILIZATION",
             "float",
-            "vLLM --gpu-memory-utilization.",
+            "vLLM and ATOM --gpu-memory-utilization.",
             renders=("--gpu-memory-utilization",),
             low=0,
             low_open=True,
             high=1,
             default=0.9,
-            engines=_VLLM,
+            engines=("vllm", "atom"),
         ),
         _s(
             "WEKA_LOADER_OVERRIDE",
@@ -327,6 +339,63 @@ REGISTRY: dict[str, Setting] = {
             high=1,
             engines=_SGLANG,
         ),
+        # SGLang's hierarchical cache (kv-offload-backend hicache): host DRAM behind prefill's radix cache.
+        _s(
+            "HICACHE_RATIO",
+            "float",
+            "SGLang --hicache-ratio (host pool / GPU KV pool), for a model whose recipe sizes HiCache by "
+            "ratio.",
+            roles=_PREFILL,
+            engines=_SGLANG,
+            low=0,
+            low_open=True,
+            high=1000,
+            default=5.0,
+        ),
+        _s(
+            "HICACHE_IO_BACKEND",
+            "choice",
+            "SGLang --hicache-io-backend.",
+            roles=_PREFILL,
+            engines=_SGLANG,
+            choices=("direct", "kernel"),
+            default="direct",
+        ),
+        _s(
+            "HICACHE_MEM_LAYOUT",
+            "choice",
+            "SGLang --hicache-mem-layout (direct I/O needs a page_first layout).",
+            roles=_PREFILL,
+            engines=_SGLANG,
+            choices=("layer_first", "page_first", "page_first_direct", "page_first_kv_split", "page_head"),
+            default="page_first_direct",
+        ),
+        _s(
+            "HICACHE_WRITE_POLICY",
+            "choice",
+            "SGLang --hicache-write-policy.",
+            roles=_PREFILL,
+            engines=_SGLANG,
+            choices=("write_back", "write_through", "write_through_selective"),
+            default="write_through",
+        ),
+        _s(
+            "HICACHE_PREFETCH_POLICY",
+            "choice",
+            "SGLang --hicache-storage-prefetch-policy.",
+            roles=_PREFILL,
+            engines=_SGLANG,
+            choices=("best_effort", "wait_complete", "timeout"),
+            default="wait_complete",
+        ),
+        _s(
+            "CLIENT_IMAGE",
+            "image",
+            "InferenceX's benchmark-client image (its agentic replay runs in a sibling container of it).",
+            roles=_PREFILL,
+            served_by="the benchmark client here is the node setup's pinned AIPerf in its own virtualenv "
+            "(lock.json), whatever the image: the value is checked and recorded, and runs nothing",
+        ),
         # SGLang engine flags that known issues trigger on (configs/known-issues.yaml): lint must see them.
         _s(
             "ATTENTION_BACKEND",
@@ -371,7 +440,12 @@ OWNED_FLAGS = {
     **{f: "the config's pp" for f in ("--pipeline-parallel-size", "-pp", "--pp-size")},
     **{
         f: "the config's spec-decoding (DECODE_MTP_SIZE)"
-        for f in ("--speculative-num-steps", "--speculative-num-draft-tokens", "--speculative-config")
+        for f in (
+            "--speculative-num-steps",
+            "--speculative-num-draft-tokens",
+            "--speculative-config",
+            "--num-speculative-tokens",
+        )
     },
     "--speculative-draft-model-path": "the model's mtp-draft-model (staged under the runner's model-root)",
     **{f: "the plan" for f in ("--host", "--port", "--model", "--model-path", "--served-model-name")},
@@ -464,22 +538,12 @@ def engine_of(framework: str) -> str | None:
     return word if word in ENGINES else None
 
 
-# Engines of InferenceX's files that recipes/ does not render, and why: what the user of such a file meets.
-UNRENDERED_ENGINES = {
-    "atom": "ATOM: its argument parser is on no package registry reachable from here, so no ATOM line could "
-    "be judged (make check-engines), and InferenceX's one active ATOM entry runs a model configs/models.yaml "
-    "lacks (docs/sglang-mori.md)",
-}
-
-
 def not_rendered(framework: str) -> tuple[str, str] | None:
-    """(message, why) for a framework whose engine recipes/ does not render; None for vllm and sglang."""
+    """(message, why) for a framework whose engine recipes/ does not render; None for the ones it does."""
     if engine_of(framework) is not None:
         return None
-    why = UNRENDERED_ENGINES.get(
-        framework.split("-")[0], "lint other engines' configs with PROFILE=inferencex"
-    )
-    return f"framework {framework!r} is not rendered ({' and '.join(ENGINES)} are)", why
+    why = "lint other engines' configs with PROFILE=inferencex"
+    return f"framework {framework!r} is not rendered ({', '.join(ENGINES)} are)", why
 
 
 def role_note(setting: Setting) -> str:

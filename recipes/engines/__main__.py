@@ -16,7 +16,7 @@ from recipes.render import RenderError, add_configs_option, load, render_config
 from schemas.engine_builds import BUILDS_FILE, check_engine_builds
 from schemas.yamlio import YamlSyntaxError, load_file
 
-from .judge import DEFAULT_CACHE, ROOT, Tool, ToolMissing, Verdict, judge
+from .judge import DEFAULT_CACHE, ROOT, ToolMissing, Verdict, judge, tools_of
 from .lines import PlanError, engine_lines
 
 
@@ -64,8 +64,13 @@ def verdict_line(v: Verdict) -> str:
     if not v.ok:
         return f"{v.line.name}: REJECTED: {v.message} [{v.stage}]"
     notes = []
-    if v.line.depth == "parse":
-        p = v.line.build.parser
+    p = v.line.build.parser
+    if p.recorded is not None:
+        notes.append(
+            f"{v.line.build.id}: parsed by {p.package} {p.version[:8]}'s parser rebuilt from its recorded "
+            f"description ({p.package} is on no registry reachable here: its own code did not run)"
+        )
+    elif v.line.depth == "parse":
         notes.append(f"{v.line.build.id}: parsed by {p.package} {p.version}'s parser only")
     if v.line.unchecked:
         notes.append("declared, unchecked: " + " ".join(v.line.unchecked))
@@ -105,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         lines = [line for plan in plans for line in engine_lines(plan, builds, args.cache / "stubs")]
     except PlanError as exc:
         raise Refused(f"check-engines: {exc}") from None
-    tools = tuple(dict.fromkeys(Tool(b.parser.package, b.parser.version) for b in builds))
+    tools = tools_of(builds)
     try:
         verdicts = judge(
             lines, cache=args.cache, dump_dir=args.dump_parsers, tools=tools if args.dump_parsers else ()

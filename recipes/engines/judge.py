@@ -17,6 +17,7 @@ from pathlib import Path
 from schemas.engine_builds import tool_extra
 
 from .lines import Line
+from .recorded import judge as recorded_judge
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBES = Path(__file__).resolve().parent / "probes"
@@ -39,10 +40,11 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Tool:
-    """A parser: the PyPI release and the virtualenv that holds it."""
+    """A parser: the PyPI release and the virtualenv that holds it (a recorded parser has none)."""
 
     package: str
     version: str
+    installed: bool = True
 
     @property
     def venv(self) -> Path:
@@ -54,6 +56,13 @@ class Tool:
 
     def __str__(self) -> str:
         return f"{self.package} {self.version}"
+
+
+def tools_of(builds) -> tuple:
+    """The parsers that judge these builds, once each (a recorded one has no virtualenv: installed False)."""
+    return tuple(
+        dict.fromkeys(Tool(b.parser.package, b.parser.version, b.parser.recorded is None) for b in builds)
+    )
 
 
 def tool_of(line: Line) -> Tool:
@@ -128,9 +137,11 @@ def judge(
 ) -> list[Verdict]:
     """Verdicts in the order of `lines`. `dump_dir`: also write <package>-<version>.json, a description of
     each parser run (every tool in `tools` runs, with lines or not)."""
-    groups: dict[Tool, list] = {tool: [] for tool in tools}
+    groups: dict[Tool, list] = {tool: [] for tool in tools if tool.installed}
+    recorded = {id(line): recorded_judge(line) for line in lines if line.build.parser.recorded}
     for line in lines:
-        groups.setdefault(tool_of(line), []).append(line)
+        if id(line) not in recorded:
+            groups.setdefault(tool_of(line), []).append(line)
     _check_tools(groups)
     (cache / "runs").mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="run-", dir=cache / "runs"))  # runs at once do not mix files
@@ -145,6 +156,7 @@ def judge(
         for process, _, _ in running.values():  # a probe still running after another one failed
             process.kill()
     shutil.rmtree(work, ignore_errors=True)  # kept when a probe failed: its log is named in the error
+    by_line.update(recorded)
     return [by_line[id(line)] for line in lines]
 
 

@@ -14,7 +14,11 @@ from schemas.engine_builds import EngineBuild, build_of
 from .stubs import stub_folder
 
 # How each engine's command line starts (past an `env NAME=VALUE ...` prefix).
-PROGRAMS = {"vllm": ("vllm", "serve"), "sglang": ("python3", "-m", "sglang.launch_server")}
+PROGRAMS = {
+    "vllm": ("vllm", "serve"),
+    "sglang": ("python3", "-m", "sglang.launch_server"),
+    "atom": ("python3", "-m", "atom.entrypoints.openai_server"),
+}
 _REF = re.compile(r"\$\$|\$\{([A-Z_][A-Z0-9_]*)(?:\[([0-9]+)\])?\}")
 
 

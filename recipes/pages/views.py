@@ -16,7 +16,7 @@ from ..words import Ref, bash_argv, bash_word, plain
 # srun): with the same indent a page's command is character for character a part of the rendered file.
 SCRIPT_INDENT = 4
 SBATCH_INDENT = 2
-ENGINES = {"vllm": "vLLM", "sglang": "SGLang"}
+ENGINES = {"vllm": "vLLM", "sglang": "SGLang", "atom": "ATOM"}
 KV_TRANSFERS = {"mooncake": "Mooncake", "nixl": "NIXL", "mori": "MoRI", "moriio": "MoRI-IO"}
 GPU_VENDORS = {"amd": "AMD", "nvidia": "NVIDIA", "none": "simulated"}
 # Bash variables commands use, explained once per page. Those of env.sh are explained by their value.
@@ -412,13 +412,17 @@ def merged_failures(views: list) -> list[dict]:
     return [out[fc.name] for fc in failures.CLASSES if fc.name in out]
 
 
-def launch_lines(key: str, variants: list, simulated: bool) -> list[tuple[str, str]]:
-    """(comment, command) of the Launch section."""
+def launch_lines(key: str, variants: list, simulated: bool, configs: str = "") -> list[tuple[str, str]]:
+    """(comment, command) of the Launch section; `configs`: the CONFIGS=... naming the config's master file
+    when it is not one of configs/."""
     pick = " VARIANT=<variant>" if len(variants) > 1 else ""
     rows = [
-        ("validate and render every variant into out/<config-key>/<variant>/", f"make render CONFIG={key}"),
-        ("print the exact sbatch command", f"make submit CONFIG={key}{pick} DRY_RUN=1"),
-        ("submit; prints the job id and the run folder", f"make submit CONFIG={key}{pick}"),
+        (
+            "validate and render every variant into out/<config-key>/<variant>/",
+            f"make render CONFIG={key}{configs}",
+        ),
+        ("print the exact sbatch command", f"make submit CONFIG={key}{pick}{configs} DRY_RUN=1"),
+        ("submit; prints the job id and the run folder", f"make submit CONFIG={key}{pick}{configs}"),
     ]
     if simulated:
         rows.append(("or: on the local cluster, followed to its end", f"make demo CONFIG={key}{pick}"))

@@ -228,3 +228,24 @@ def test_a_valid_config_the_renderer_refuses_gets_a_page_saying_why(src):
     page = pages.page(key, pages.Sources(**{**src.__dict__, "entries": entries}), {})
     assert "**Not launchable yet.**" in page and "has no mtp-args" in page
     assert f"[{src.origin[key][0]}]" in page and "## What each node runs" not in page
+
+
+def test_another_project_s_master_file_gets_its_pages_outside_the_repository(tmp_path, capsys):
+    """make docs CONFIGS=<InferenceX's file> OUT=<folder>: one page per entry lint accepts, whose commands
+    name the file, written there and never into the repository (its config text is that project's)."""
+    from tests.paths import reference
+
+    master = reference("amd-master.yaml")
+    assert pages.main(["--configs", str(master), "--out", str(pages.ROOT_DIR / "out" / "x")]) == 2
+    assert "a folder outside the repository" in capsys.readouterr().err
+    out = tmp_path / "pages"
+    assert pages.main(["--configs", str(master), "--out", str(out)]) == 0
+    atom = (out / "dsv4-fp4-mi355x-atom-disagg.md").read_text()
+    for section in SECTIONS[:4]:
+        assert section in atom
+    assert "make submit CONFIG=dsv4-fp4-mi355x-atom-disagg VARIANT=<variant> CONFIGS=" in atom
+    assert "a parser rebuilt from the recorded description of atom 087b82d9's" in atom
+    index = (out / "README.md").read_text()
+    assert "[dsv4-fp4-mi355x-sglang-disagg-agentic-hicache-mtp](" in index
+    link = re.search(r"\[config reference\]\(([^)]+)\)", index).group(1)
+    assert (out / link).resolve() == pages.ROOT_DIR / "docs" / "config-reference.md"

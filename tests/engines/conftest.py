@@ -8,7 +8,7 @@ import os
 import pytest
 
 from recipes.engines.__main__ import engine_builds
-from recipes.engines.judge import ROOT, Tool
+from recipes.engines.judge import ROOT, tools_of
 from recipes.render import load, render_config
 
 
@@ -30,7 +30,7 @@ def plans() -> dict:
 
 def need_tools(builds) -> tuple:
     """The engine tools (`make tools`); missing, a test is skipped saying so (under CI=true it fails)."""
-    tools = tuple(dict.fromkeys(Tool(b.parser.package, b.parser.version) for b in builds))
+    tools = tuple(t for t in tools_of(builds) if t.installed)
     missing = [t.venv.name for t in tools if not t.python.is_file()]
     if missing:
         message = f"{', '.join(missing)} missing: run `make tools` (they hold the real engines' parsers)"

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from recipes.render import load, render_config
+from tests.paths import reference
 
 from .conftest import ROOT
 
@@ -30,12 +31,20 @@ print(json.dumps(failed))
 """
 
 
+# InferenceX's agentic entries that render from its own master file (make render CONFIGS=): their client
+# lines take the same parser.
+INFERENCEX_AGENTIC = ("dsv4-fp4-mi355x-sglang-disagg-agentic-hicache-mtp",)
+
+
 def _lines(stand_in: Path) -> list:
-    """(config variant benchmark, argv after `aiperf`) of every shipped config's first benchmark."""
+    """(config variant benchmark, argv after `aiperf`) of every shipped config's first benchmark, and of
+    InferenceX's agentic entries."""
     loaded = load(None)
+    master = reference("amd-master.yaml")
+    theirs = [(key, load(key, [master])) for key in INFERENCEX_AGENTIC]
     out = []
-    for key in sorted(loaded.entries):
-        for r in render_config(key, loaded):
+    for key, source in [*((k, loaded) for k in sorted(loaded.entries)), *theirs]:
+        for r in render_config(key, source):
             bench = r.plan.benchmarks[0]
             words = ["".join(p if isinstance(p, str) else str(stand_in) for p in w) for w in bench.argv]
             if "--input-file" in words:  # the run's staged trace set: a stand-in that exists here
@@ -53,6 +62,7 @@ def test_every_rendered_client_line_is_one_the_real_aiperf_accepts(tmp_path):
     (tmp_path / "trace.json").write_text("{}")
     lines = _lines(tmp_path)
     assert any("--tokenizer-trust-remote-code" in argv for _, argv in lines)
+    assert any(name.startswith(INFERENCEX_AGENTIC[0]) for name, _ in lines)
     done = subprocess.run(
         [str(PYTHON), "-c", PARSE],
         input=json.dumps(lines),

@@ -16,11 +16,15 @@ MEMBERS = [name for name, _ in inspect.getmembers(Engine, inspect.isfunction) if
 
 def test_the_interface_is_what_the_plan_asks():
     assert sorted(MEMBERS) == [
+        "caveats",
         "check",
         "engine_env",
+        "has_metrics",
         "l1_budget",
+        "proof_roles",
         "router_metrics_port",
         "router_service",
+        "served_model",
         "services",
         "shell_env",
         "shell_notes",

@@ -189,6 +189,12 @@ NOT_VLLM = {
     "ATTENTION_BACKEND": "SGLang only, a flag setting (known-issue tests render it)",
     "DENSE_AS_SPARSE": "SGLang only, a flag setting (known-issue tests render it)",
     "DISABLE_CUDA_GRAPH": "SGLang only, a flag setting (known-issue tests render it)",
+    **{
+        f"HICACHE_{name}": "SGLang's HiCache only (tests/recipes/test_hicache.py renders it)"
+        for name in ("RATIO", "IO_BACKEND", "MEM_LAYOUT", "WRITE_POLICY", "PREFETCH_POLICY")
+    },
+    "CLIENT_IMAGE": "InferenceX's client image: our pinned AIPerf does its job, env.sh says so "
+    "(test_hicache.py)",
 }
 
 

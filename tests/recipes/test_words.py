@@ -63,6 +63,7 @@ def test_refs_expand_inside_double_quotes_only():
 def test_json_word_round_trips_through_a_json_parser_with_runtime_values():
     obj = {
         "host": word("tcp://", Ref("LOCAL_ADDR")),
+        "addr": word(Ref("LOCAL_ADDR")),  # a Word of one Ref is still a string
         "port": Ref("PORT"),
         "text": 'a\'b $(x) `y` "z"',
         "list": [1, {"k": None}],
@@ -72,6 +73,7 @@ def test_json_word_round_trips_through_a_json_parser_with_runtime_values():
     out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env).stdout
     assert json.loads(out) == {
         "host": "tcp://127.0.0.12",
+        "addr": "127.0.0.12",
         "port": 5555,
         "text": obj["text"],
         "list": [1, {"k": None}],

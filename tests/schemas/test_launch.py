@@ -55,7 +55,7 @@ REJECT = [
     pytest.param(profile(LOCAL, ship={}), "not under a shipped folder", id="tokenizer-not-shipped"),
     pytest.param(profile(REAL, engine_env={"vllm": {"bad-name": "1"}}), "engine-env", id="env-name"),
     pytest.param(profile(REAL, engine_env={"vllm": {"X": "a\nb"}}), "engine-env", id="env-newline"),
-    pytest.param(profile(REAL, engine_env={"atom": {"X": "1"}}), "engine-env", id="env-unknown-engine"),
+    pytest.param(profile(REAL, engine_env={"trtllm": {"X": "1"}}), "engine-env", id="env-unknown-engine"),
     pytest.param(profile(REAL, nic_devices=["rdma0;id"]), "nic-devices", id="nic-device-shape"),
     # nothing a shell would read as more than text, whatever the renderer does with it
     *[pytest.param(profile(REAL, engine_env={"vllm": {"X": value}}), "is not an environment value", id=id)

@@ -219,6 +219,13 @@ def test_a_single_node_smoke_checks_the_answer_only(fake_pd, capsys, engine):
     assert "(one server: no KV to move)" in capsys.readouterr().out
 
 
+def test_an_atom_smoke_checks_the_answer_through_atomesh(fake_pd, capsys):
+    """ATOM exports no counters: its proof is the answer through atomesh, said as such."""
+    pd = fake_pd()
+    assert proof_main(["smoke", "--engine", "atom", "--router", pd.url, "--model", "m"]) == 0
+    assert "through atomesh (prefill's KV handed to decode" in capsys.readouterr().out
+
+
 def test_prefill_metrics_without_decode_metrics_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as exit_:
         proof_main(

@@ -171,7 +171,9 @@ benchmark_conc8() {
     --trajectory-start-min-ratio 0.25 \
     --trajectory-start-max-ratio 0.75 \
     --agentic-cache-warmup-duration 600 \
-    --warmup-grace-period inf \
+    --warmup-grace-period 1800 \
+    --trace-idle-gap-cap-seconds 300 \
+    --stats-interval 30 \
     --num-dataset-entries 393 \
     --slice-duration 1.0 \
     --max-context-length 262144 \
@@ -209,7 +211,9 @@ benchmark_conc16() {
     --trajectory-start-min-ratio 0.25 \
     --trajectory-start-max-ratio 0.75 \
     --agentic-cache-warmup-duration 600 \
-    --warmup-grace-period inf \
+    --warmup-grace-period 1800 \
+    --trace-idle-gap-cap-seconds 300 \
+    --stats-interval 30 \
     --num-dataset-entries 393 \
     --slice-duration 1.0 \
     --max-context-length 262144 \
@@ -247,7 +251,9 @@ benchmark_conc32() {
     --trajectory-start-min-ratio 0.25 \
     --trajectory-start-max-ratio 0.75 \
     --agentic-cache-warmup-duration 600 \
-    --warmup-grace-period inf \
+    --warmup-grace-period 1800 \
+    --trace-idle-gap-cap-seconds 300 \
+    --stats-interval 30 \
     --num-dataset-entries 393 \
     --slice-duration 1.0 \
     --max-context-length 262144 \
