@@ -24,6 +24,15 @@ def rendered(configs):
     }
 
 
+def inferencex_entry(key: str) -> tuple:
+    """InferenceX's entry KEY loaded from its own master file as `make render CONFIGS=` loads it, and its
+    variants rendered: (Loaded, {variant: Rendered})."""
+    from tests.paths import reference
+
+    loaded = load(key, [reference("amd-master.yaml")])
+    return loaded, {r.plan.variant: r for r in render_config(key, loaded)}
+
+
 def substitute(text: str, values: dict) -> str:
     """Expand the "${VAR}" parts of a rendered JSON word the way bash would, for parsing in tests."""
     return re.sub(r"'\"\$\{([A-Z_\[\]0-9]+)\}\"'", lambda m: values[m.group(1)], text)

@@ -16,18 +16,24 @@ from recipes.engines.__main__ import engine_builds
 from recipes.engines.__main__ import main as check_engines
 from recipes.engines.lines import Line
 from tests.paths import reference
+from tests.recipes.conftest import inferencex_entry
 
 KEY = "dsv4-fp4-mi355x-atom-disagg"
 
 
 @pytest.fixture(scope="module")
-def loaded():
-    return render.load(KEY, [reference("amd-master.yaml")])
+def entry():
+    return inferencex_entry(KEY)
 
 
 @pytest.fixture(scope="module")
-def rendered(loaded) -> dict:
-    return {r.plan.variant: r for r in render.render_config(KEY, loaded)}
+def loaded(entry):
+    return entry[0]
+
+
+@pytest.fixture(scope="module")
+def rendered(entry) -> dict:
+    return entry[1]
 
 
 def test_both_points_render_as_the_known_working_launch_composes_them(rendered):

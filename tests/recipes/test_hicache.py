@@ -9,20 +9,25 @@ import dataclasses
 import pytest
 
 from recipes import parity, render
-from tests.paths import reference
+from tests.recipes.conftest import inferencex_entry
 
 KEY = "dsv4-fp4-mi355x-sglang-disagg-agentic-hicache-mtp"
 MODEL = "deepseek-ai/DeepSeek-V4-Pro"
 
 
 @pytest.fixture(scope="module")
-def loaded():
-    return render.load(KEY, [reference("amd-master.yaml")])
+def entry():
+    return inferencex_entry(KEY)
 
 
 @pytest.fixture(scope="module")
-def rendered(loaded) -> dict:
-    return {r.plan.variant: r for r in render.render_config(KEY, loaded)}
+def loaded(entry):
+    return entry[0]
+
+
+@pytest.fixture(scope="module")
+def rendered(entry) -> dict:
+    return entry[1]
 
 
 def _words(argv) -> list[str]:

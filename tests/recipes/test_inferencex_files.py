@@ -18,6 +18,7 @@ from schemas.images import parse_image, spelled_for
 from schemas.launch import LaunchProfiles
 from tests.engines.conftest import need_tools
 from tests.paths import reference
+from tests.recipes.conftest import inferencex_entry
 
 MORI_TP = ("qwen3.5-fp8-mi355x-sglang-disagg", "qwen3.5-fp4-mi355x-sglang-disagg")
 
@@ -153,8 +154,7 @@ DEP_MTP = "dsr1-fp8-mi355x-sglang-disagg-mtp"
 
 @pytest.fixture(scope="module")
 def dep_mtp() -> dict:
-    loaded = render.load(DEP_MTP, [reference("amd-master.yaml")])
-    return {r.plan.variant: r for r in render.render_config(DEP_MTP, loaded)}
+    return inferencex_entry(DEP_MTP)[1]
 
 
 def test_dep8_with_mtp_renders_as_the_known_working_launch_derives_it(dep_mtp):
@@ -215,8 +215,7 @@ DSV4_MTP = "dsv4-fp4-mi355x-sglang-disagg-mtp"
 
 @pytest.fixture(scope="module")
 def dsv4_mtp() -> dict:
-    loaded = render.load(DSV4_MTP, [reference("amd-master.yaml")])
-    return {r.plan.variant: r for r in render.render_config(DSV4_MTP, loaded)}
+    return inferencex_entry(DSV4_MTP)[1]
 
 
 def test_a_model_s_pinned_mori_knobs_replace_the_derived_ones(dsv4_mtp):
