@@ -6,6 +6,7 @@ does the same for every engine (nodes, launch, barriers, benchmarks, proofs, wat
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import textwrap
 
@@ -88,6 +89,9 @@ def build_plan(
     variant = t.variant if soak_seconds is None else f"{t.variant}_soak"
     served = engine.served_model(t)
     benchmarks = sweep(t, ports, served) if soak_seconds is None else soak(t, ports, soak_seconds, served)
+    if engine.flushes_caches(t):  # each concurrency measured cold, as the known-working launch measures it
+        flush = _cache_flush(nodes, ports, timeouts)
+        benchmarks = tuple(dataclasses.replace(b, before=flush) for b in benchmarks)
     return Plan(
         config_key=t.key,
         variant=variant,
@@ -541,6 +545,13 @@ def _metrics_endpoints(t: Target, engine, nodes: tuple, ports: Ports) -> tuple:
         return argv(*engines)
     port = engine.router_metrics_port(t, ports)
     return argv(*engines, word("router=http://", NODE_ADDR, f":{port}/metrics"))
+
+
+def _cache_flush(nodes: tuple, ports: Ports, timeouts: Timeouts) -> tuple:
+    """Every engine's caches emptied (sync.py flush-caches), each given the runner's cache-flush time."""
+    urls = [x for n in nodes for x in ("--url", peer_url(n.rank, ports.vllm))]
+    timeout = ("--timeout", timeouts.cache_flush)
+    return argv("python3", word(Ref("SCRIPTS_DIR"), "/sync.py"), "flush-caches", *urls, *timeout)
 
 
 def _smoke(t: Target, nodes: tuple, ports: Ports) -> tuple:

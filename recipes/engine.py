@@ -50,6 +50,9 @@ class Engine(Protocol):
     def proof_roles(self, t: Target) -> tuple:
         """The PD roles whose /metrics the smoke proof reads to show the KV moved."""
 
+    def flushes_caches(self, t: Target) -> bool:
+        """Whether every engine's caches are emptied before each benchmark (each concurrency cold)."""
+
     def router_service(
         self, t: Target, backends: list, ports: Ports, timeouts: Timeouts, counts: dict
     ) -> Service:

@@ -160,6 +160,8 @@ def ours(plan) -> dict:
         words = [_expand(w, values) for w in plan.benchmarks[0].argv]
         client = flag_map(words[words.index("profile") + 1 :])
         side["client"]["all"] = {k: v for k, v in client.items() if k not in PER_BENCHMARK}
+        if plan.benchmarks[0].before:  # what InferenceX's client does first (configs/parity/inferencex.yaml)
+            side["client"]["all"][FLUSH_ITEM] = FLUSH_VALUE
     side["container"]["all"] = _container_words(plan, values)
     side["derived"]["all"] = {"time-limit": plan.slurm.time_limit}
     return side
@@ -196,7 +198,12 @@ def _container_words(plan, values) -> dict:
     return out
 
 
-PER_BENCHMARK = ("--concurrency", "--output-artifact-dir")  # the sweep's, one per point: not launch facts
+PER_BENCHMARK = ("--concurrency", "--output-artifact-dir")
+# Every engine's caches emptied before each benchmark, as both sides' facts name it.
+FLUSH_ITEM, FLUSH_VALUE = (
+    "--flush-caches-before-each",
+    "POST /flush_cache on every worker",
+)  # the sweep's, one per point: not launch facts
 REPEATED = ("--device", "--ulimit", "--cap-add", "--security-opt", "-v", "--group-add")
 
 

@@ -47,6 +47,7 @@ class Timeouts:
     stall: int = 600  # a starting service with no log growth and no CPU time this long fails its node
     stopped: int = 10  # a service stopped (state T) this long fails its node
     serving_stall: int = 300  # requests in flight and no token this long, while a benchmark runs: failed
+    cache_flush: int = 120  # each engine emptying its caches before an agentic SGLang concurrency
     poll_interval: int = 1
 
 
@@ -120,6 +121,9 @@ class Benchmark:
     max_error_rate: str  # a result with more failed requests fails the step
     min_duration: int  # seconds: a result that measured less is no measurement (half the requested)
     name: str = ""  # conc<C> in a sweep, soak<NNN> in a soak: its step, artifact and metrics folder
+    before: tuple = _argv(
+        default=()
+    )  # run first, in the same step: the engines' caches emptied (agentic SGLang)
 
 
 @dataclass(frozen=True)

@@ -578,3 +578,9 @@ def proof_roles(t: Target) -> tuple:
     """SGLang has no decode-side counter of KV received: the prefill's prompt tokens and the decode's
     generated ones."""
     return ("prefill", "decode")
+
+
+def flushes_caches(t: Target) -> bool:
+    """An agentic sweep empties every engine's caches before each concurrency (its radix and HiCache tiers:
+    SGLang's /flush_cache), so each is measured cold, as InferenceX's known-working agentic launch does."""
+    return _agentic(t)

@@ -434,3 +434,8 @@ def has_metrics(t: Target) -> bool:
 def proof_roles(t: Target) -> tuple:
     """the decode's KV received (external_kv_transfer prompt tokens)."""
     return ("decode",)
+
+
+def flushes_caches(t: Target) -> bool:
+    """The known-working launch runs its concurrencies back to back over the same caches."""
+    return False

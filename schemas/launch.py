@@ -91,6 +91,11 @@ class Timeouts(Model):
         "engine this long fails the job (scripts/tokenwatch.py): a KV transfer that never completes "
         f"(Mooncake waits 480 s), a wedged engine whose /health stays 200. {_WAIT}",
     )
+    cache_flush: WaitSeconds = Field(
+        120,
+        description="Each engine emptying its caches before a concurrency of an agentic SGLang sweep (it "
+        f"waits for the requests still in flight; InferenceX's drain timeout). {_WAIT}",
+    )
 
 
 class AgenticReplay(Model):

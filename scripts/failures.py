@@ -42,6 +42,7 @@ EXIT_KNOWN_ISSUE = 12
 EXIT_SECRET = 13  # the barrier's --secret-file is missing, unreadable, too short or open to others
 EXIT_STALLED = 14  # wait-http: the starting service made no progress (the node exits 4, not ready)
 EXIT_NO_TOKENS = 15  # tokenwatch: requests in flight, no token for timeouts.serving-stall seconds
+EXIT_NOT_FLUSHED = 16  # flush-caches: an engine did not empty its caches before the next concurrency
 
 WORDS = {
     # every failing node's line, and the job's last line (outcome.py)
@@ -85,6 +86,8 @@ WORDS = {
     "tokens did not rise): decode recomputed the prompt; is the router speaking the vLLM >= 0.16 contract?",
     "no-l2-hits": "LMCache served no prefix hit on any prefill node (<metric> = 0): is its server alive?",
     "known-issue": "KNOWN ISSUE <issue>: its log signature appeared in <log> line <line>",
+    "not-flushed": "<url> did not empty its caches within <timeout> s (last: <last>): the next concurrency "
+    "would not start cold",
 }
 
 _PLACEHOLDER = re.compile(r"<(\w+|\.\.\.)>")

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Node-side sync, one command per job: addresses (address.py), peers (peers.py), the pinned-version check
 (preflight.py), the pinned tools the image lacks (nodesetup.py), drained GPUs (gpus.py), on the host no
-leftovers and ready NICs (leftovers.py, nics.py), free ports (ports.py), HTTP readiness waits (waithttp.py)
-and the TCP barrier (barrier.py); stdlib only, runs in any container. Rendered scripts call
-`python3 sync.py <command> ...`."""
+leftovers and ready NICs (leftovers.py, nics.py), free ports (ports.py), HTTP readiness waits (waithttp.py),
+the TCP barrier (barrier.py) and emptied engine caches between benchmarks (flushcache.py); stdlib only,
+runs in any container. Rendered scripts call `python3 sync.py <command> ...`."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import sys
 
 import address
 import barrier
+import flushcache
 import gpus
 import leftovers
 import nics
@@ -21,7 +22,7 @@ import ports
 import preflight
 import waithttp
 
-COMMANDS = (address, peers, preflight, nodesetup, gpus, leftovers, nics, ports, waithttp, barrier)
+COMMANDS = (address, peers, preflight, nodesetup, gpus, leftovers, nics, ports, waithttp, barrier, flushcache)
 
 
 def build_parser() -> argparse.ArgumentParser:

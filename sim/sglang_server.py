@@ -67,6 +67,8 @@ class SGLangApi(Api):
             return await respond(send, await self._health_generate(), headers=[])
         if path == "/metrics" and self.config.enable_metrics:
             return await respond(send, 200, self.engine.metrics.render().encode(), METRICS)
+        if path == "/flush_cache":
+            return await self._flush_cache(send)
         if path not in self.info and path not in COMPLETIONS:
             return await respond(send, 404, b'{"detail":"Not Found"}')
         if self.auth and dict(scope["headers"]).get(b"authorization") not in self.auth:
@@ -78,6 +80,20 @@ class SGLangApi(Api):
         if method != "POST":
             return await self._not_allowed(send)
         await self._completion(path, receive, send)
+
+    async def _flush_cache(self, send) -> None:
+        """Empties the radix cache, as SGLang's /flush_cache (GET or POST): refused (400) while a request is
+        running or waiting."""
+        if self.engine.running or self.engine.waiting:
+            text = b"Cache not flushed. There are running or waiting requests.\n"
+            return await respond(send, 400, text, headers=[(b"content-type", b"text/plain")])
+        if self.engine.hbm is not None:
+            self.engine.hbm.clear()
+        text = (
+            b"Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting "
+            b"requests, the operation will not be performed.)\n"
+        )
+        return await respond(send, 200, text, headers=[(b"content-type", b"text/plain")])
 
     async def _health_generate(self) -> int:
         """A one-token generation in real SGLang: 503 while starting, and when no output comes within

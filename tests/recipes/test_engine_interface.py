@@ -19,6 +19,7 @@ def test_the_interface_is_what_the_plan_asks():
         "caveats",
         "check",
         "engine_env",
+        "flushes_caches",
         "has_metrics",
         "l1_budget",
         "proof_roles",

@@ -77,6 +77,10 @@ def test_the_router_and_client_run_as_inferencex_s_agentic_launch(rendered):
     assert (
         "# CLIENT_IMAGE=lmsysorg/sglang-rocm:v0.5.15.post1-rocm720-mi35x-20260719 (prefill): not used;" in env
     )
+    for b in plan.benchmarks:  # every concurrency starts cold: both engines' caches emptied first
+        flush = _words(b.before)
+        assert flush[2:3] == ["flush-caches"] and flush.count("--url") == 2
+        assert flush[-2:] == ["--timeout", "120"]
     components = dict(plan.components)
     assert components["sglang-router"] == "as in lmsysorg/sglang-rocm:v0.5.17-rocm720-mi35x-20260817"
 

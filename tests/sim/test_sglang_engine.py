@@ -380,3 +380,23 @@ def test_in_pd_the_decode_crashes_and_the_prefill_keeps_serving():
     assert [a.status_code for a in done] == [200, 200] and prefill_status == 200
     # a prefill server runs without CUDA graphs (SGLang turns them off): only the decode replays them
     assert state == (True, False, False, True)
+
+
+def test_flush_cache_empties_the_radix_cache_and_refuses_while_requests_run():
+    """SGLang's /flush_cache: 400 while a request runs or waits, else the prefix cache emptied, as the job's
+    flush before each agentic concurrency reads it."""
+
+    async def scenario():
+        single = node(replace(BASE, radix_cache=True))
+        await single.post(chat(None))
+        filled = len(single.engine.hbm)
+        single.engine.running = 1  # a request in flight
+        busy = await single.client.post("/flush_cache")
+        single.engine.running = 0
+        flushed = await single.client.post("/flush_cache")
+        return filled, busy, flushed, len(single.engine.hbm)
+
+    filled, busy, flushed, left = run(scenario())
+    assert busy.status_code == 400 and "Cache not flushed" in busy.text
+    assert flushed.status_code == 200 and flushed.text.startswith("Cache flushed.")
+    assert filled > 0 and left == 0
