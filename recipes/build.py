@@ -141,7 +141,7 @@ def build_plan(
         cleanup=_cleanup(container, len(nodes)),
         benchmarks=benchmarks,
         metrics=_metrics_endpoints(t, engine, nodes, ports),
-        smoke=_smoke(t, nodes, ports),
+        smoke=_smoke(t, engine, nodes, ports),
         l2_proof=_l2_proof(t, benchmarks),
         shipped=_shipped(t),
         workarounds=ki.recorded_workarounds(t.entry, t.issues),
@@ -537,10 +537,8 @@ def _router_service(t: Target, nodes: tuple, ports: Ports, timeouts: Timeouts) -
 def _metrics_endpoints(t: Target, engine, nodes: tuple, ports: Ports) -> tuple:
     """NAME=URL per engine (prefill0, decode0, server0) that serves metrics, and the router, for the
     end-of-run snapshot."""
-    served = engine.has_metrics(t)
-    engines = [
-        word(f"{n.role}{n.index}=", *peer_url(n.rank, ports.vllm), "/metrics") for n in nodes if served
-    ]
+    served = nodes if engine.has_metrics(t) else ()
+    engines = [word(f"{n.role}{n.index}=", *peer_url(n.rank, ports.vllm), "/metrics") for n in served]
     if not t.disagg:
         return argv(*engines)
     port = engine.router_metrics_port(t, ports)
@@ -554,8 +552,8 @@ def _cache_flush(nodes: tuple, ports: Ports, timeouts: Timeouts) -> tuple:
     return argv("python3", word(Ref("SCRIPTS_DIR"), "/sync.py"), "flush-caches", *urls, *timeout)
 
 
-def _smoke(t: Target, nodes: tuple, ports: Ports) -> tuple:
-    roles = ENGINES[t.engine].proof_roles(t)
+def _smoke(t: Target, engine, nodes: tuple, ports: Ports) -> tuple:
+    roles = engine.proof_roles(t)
     metrics = [
         x
         for role in roles
@@ -572,7 +570,7 @@ def _smoke(t: Target, nodes: tuple, ports: Ports) -> tuple:
         "--router",
         entry_url(t, ports),
         "--model",
-        ENGINES[t.engine].served_model(t),
+        engine.served_model(t),
         *metrics,
     )
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from schemas import yamlio
 
 from .build import build_plan
+from .engines.lines import PROGRAMS
 from .render import ROOT_DIR, RenderError, load
 from .target import Unsupported
 
@@ -173,12 +174,9 @@ def _program(argv, values) -> str:
 
 
 ROUTER_MODULE = "sglang_router.launch_router"
-ENGINE_SERVICES = ("vllm", "sglang", "atom")  # the service names of the engine builders
-ENGINE_PROGRAMS = (
-    "serve",
-    "sglang.launch_server",
-    "atom.entrypoints.openai_server",
-)  # the word before its own
+# An engine's service is named as its engine; its own words follow its program's last word.
+ENGINE_SERVICES = tuple(PROGRAMS)
+ENGINE_PROGRAMS = tuple(words[-1] for words in PROGRAMS.values())
 
 
 def _container_words(plan, values) -> dict:
@@ -198,12 +196,9 @@ def _container_words(plan, values) -> dict:
     return out
 
 
-PER_BENCHMARK = ("--concurrency", "--output-artifact-dir")
+PER_BENCHMARK = ("--concurrency", "--output-artifact-dir")  # the sweep's, one per point: not launch facts
 # Every engine's caches emptied before each benchmark, as both sides' facts name it.
-FLUSH_ITEM, FLUSH_VALUE = (
-    "--flush-caches-before-each",
-    "POST /flush_cache on every worker",
-)  # the sweep's, one per point: not launch facts
+FLUSH_ITEM, FLUSH_VALUE = "--flush-caches-before-each", "POST /flush_cache on every worker"
 REPEATED = ("--device", "--ulimit", "--cap-add", "--security-opt", "-v", "--group-add")
 
 
@@ -554,17 +549,25 @@ def _integer(value, what: str, path: Path) -> int:
     return value
 
 
-def _theirs_sglang(launch: dict, inferencex: Path, entry_file: Path, key: str, point_path: tuple) -> dict:
-    side = {c: {} for c in CATEGORIES}
-    entry, run = _their_run(entry_file, launch.get("entry-key") or key, point_path)
+def _model_block(launch: dict, inferencex: Path, run: Run, variants: bool = True) -> tuple[str, dict]:
+    """(where, block) of the model's entry in the launch's models file as its server script reads it:
+    with variants, `<model>-AgentX` for an agentic run, `<model>-DI` else, the bare name when that is
+    absent (amd_utils/server_sglang.sh:85-96); without, the bare name (server_atom.sh:86-87)."""
     models_file = _field(launch, "models")
     models = _read_yaml(inferencex / models_file)
     name = run.names["MODEL_NAME"]
-    chosen = f"{name}-AgentX" if run.agentic else f"{name}-DI"
-    # its fallback to the bare name (amd_utils/server_sglang.sh:85-96)
+    chosen = (f"{name}-AgentX" if run.agentic else f"{name}-DI") if variants else name
     chosen = chosen if chosen in models else name
     if not isinstance(models.get(chosen), dict):
         raise ParityError(f"{models_file} has no entry {chosen!r} (it has: {', '.join(sorted(models))})")
+    return f"{models_file} {chosen}", models[chosen]
+
+
+def _theirs_sglang(launch: dict, inferencex: Path, entry_file: Path, key: str, point_path: tuple) -> dict:
+    side = {c: {} for c in CATEGORIES}
+    entry, run = _their_run(entry_file, launch.get("entry-key") or key, point_path)
+    where, block = _model_block(launch, inferencex, run)
+    name = run.names["MODEL_NAME"]
     shape = {
         "PREFILL_TP_SIZE": run.prefill.tp,
         "DECODE_TP_SIZE": run.decode.tp,
@@ -595,8 +598,7 @@ def _theirs_sglang(launch: dict, inferencex: Path, entry_file: Path, key: str, p
     env = sglang_variables(env, run)
     names = {**run.names, **env}
     for role in ROLES:
-        where = f"{models_file} {chosen}"
-        words = sglang_flags(models[chosen], role, run, formulas, where)
+        words = sglang_flags(block, role, run, formulas, where)
         flags = flag_map(words)
         role_conditions = {**conditions, "multi-node-worker": run.worker(role).nodes > 1}
         role_names = {**names, "NODES_PER_WORKER": str(run.worker(role).nodes)}
@@ -604,9 +606,9 @@ def _theirs_sglang(launch: dict, inferencex: Path, entry_file: Path, key: str, p
         flags.update(_facts(recorded.get("all", []) + recorded.get(role, []), role_names, role_conditions))
         side["engine-args"][role] = _flatten(flags)
         prefix = {}
-        for fact in filter(
-            lambda f: _holds(f, conditions), launch.get("engine-env-prefix", {}).get(role, [])
-        ):
+        for fact in launch.get("engine-env-prefix", {}).get(role, []):
+            if not _holds(fact, conditions):
+                continue
             value = next((env[n] for n in fact.get("from", []) if env.get(n)), str(fact.get("value", "")))
             if value or not fact.get("when-set"):
                 prefix[fact["name"]] = value
@@ -643,15 +645,9 @@ def _atom_env(block: dict, w: Worker) -> dict:
 def _theirs_atom(launch: dict, inferencex: Path, entry_file: Path, key: str, point_path: tuple) -> dict:
     side = {c: {} for c in CATEGORIES}
     _, run = _their_run(entry_file, launch.get("entry-key") or key, point_path)
-    models_file = _field(launch, "models")
-    models = _read_yaml(inferencex / models_file)
-    name = run.names["MODEL_NAME"]
-    chosen = f"{name}-DI" if f"{name}-DI" in models else name  # job.slurm's lookup and fallback
-    if not isinstance(models.get(chosen), dict):
-        raise ParityError(f"{models_file} has no entry {chosen!r} (it has: {', '.join(sorted(models))})")
-    block = models[chosen]
+    _, block = _model_block(launch, inferencex, run, variants=False)
     names = {**run.names, "MAX_CONC": str(run.max_conc)}
-    conditions = {"model": name, "agentic": run.agentic, "mtp": run.mtp > 0}
+    conditions = {"model": run.names["MODEL_NAME"], "agentic": run.agentic, "mtp": run.mtp > 0}
     base_env = {f["name"]: str(f["value"]) for f in launch.get("engine-env", []) if not f.get("script-only")}
     for role in ROLES:
         flags = flag_map(atom_flags(block, role, run))

@@ -121,9 +121,8 @@ class Benchmark:
     max_error_rate: str  # a result with more failed requests fails the step
     min_duration: int  # seconds: a result that measured less is no measurement (half the requested)
     name: str = ""  # conc<C> in a sweep, soak<NNN> in a soak: its step, artifact and metrics folder
-    before: tuple = _argv(
-        default=()
-    )  # run first, in the same step: the engines' caches emptied (agentic SGLang)
+    # run first, in the same step: the engines' caches emptied (agentic SGLang)
+    before: tuple = _argv(default=())
 
 
 @dataclass(frozen=True)

@@ -233,7 +233,7 @@ def _hicache(t: Target) -> bool:
 
 
 def _check_hicache(t: Target) -> None:
-    role = _offload_worker(t)
+    role = _offload_role(t)
     if DISABLE_RADIX_FLAG in map(str, t.model_args(role)):
         raise Unsupported(
             f"kv-offload-backend hicache extends SGLang's radix cache, and model {t.entry.model}'s sglang "
@@ -249,7 +249,8 @@ def _check_hicache(t: Target) -> None:
         )
 
 
-def _offload_worker(t: Target) -> str:
+def _offload_role(t: Target) -> str:
+    """The role whose node's DRAM HiCache uses (schemas.entries.offloading_worker is its worker)."""
     return "prefill" if t.disagg else reg.SERVER
 
 
@@ -257,18 +258,18 @@ def hicache_budget(t: Target):
     """The offloading server's DRAM budget (schemas/dram.py) where HiCache is sized from it, else None."""
     if not _hicache(t) or t.recipe.hicache_sizing != "size":
         return None
-    budget = dram_budget(t.hardware, t.point.dram_utilization, t.worker(_offload_worker(t)))
+    budget = dram_budget(t.hardware, t.point.dram_utilization, t.worker(_offload_role(t)))
     if budget is None:  # lint's _dram_budget_tiles_node refuses such a config first
         raise Unsupported(
             "the offloading worker does not tile a node, or its runner states no DRAM: HiCache's host pool "
             "is undefined",
-            at=t.role_path(_offload_worker(t)),
+            at=t.role_path(_offload_role(t)),
         )
     return budget
 
 
 def _ranks_per_node(t: Target) -> int:
-    return min(t.worker(_offload_worker(t)).tp, t.hardware.gpus_per_node)
+    return min(t.worker(_offload_role(t)).tp, t.hardware.gpus_per_node)
 
 
 def hicache_size_gb(t: Target) -> int:
@@ -278,7 +279,7 @@ def hicache_size_gb(t: Target) -> int:
 
 def _hicache_args(t: Target, role: str) -> list:
     """SGLang's hierarchical cache on the offloading worker: host DRAM behind its radix cache."""
-    if not _hicache(t) or role != _offload_worker(t):
+    if not _hicache(t) or role != _offload_role(t):
         return []
     s = t.settings(role)
     if t.recipe.hicache_sizing == "ratio":
@@ -321,16 +322,16 @@ def _role_env(t: Target, role: str) -> list:
     """`env NAME=VALUE ...` of a role's own engine line: a DP-attention worker's environment (the model's),
     MoRI's budgets over MoRI (dispatch's from env.sh), and the MTP acceptance an agentic run simulates."""
     env = dict(t.dp_env(role))
-    if _over_mori(t) and role in reg.ROLES:
-        mori = t.recipe.mori
-        env["SGLANG_MORI_COMBINE_DTYPE"] = mori.role(role).combine_dtype
-        moe = mori.moe_max_input_tokens(role)
+    mori = _over_mori(t) and role in reg.ROLES
+    if mori:
+        env["SGLANG_MORI_COMBINE_DTYPE"] = t.recipe.mori.role(role).combine_dtype
+        moe = t.recipe.mori.moe_max_input_tokens(role)
         if moe is not None:
             env["SGLANG_MORI_MOE_MAX_INPUT_TOKENS"] = moe
         if TWO_BATCH_OVERLAP_FLAG in map(str, t.model_args(role)):
             env["MORI_ENABLE_SDMA"] = "true"  # two-batch overlap's all-to-all on the SDMA engines, as it ran
     words = [word(f"{k}={v}") for k, v in env.items()]
-    if _over_mori(t) and role in reg.ROLES:
+    if mori:  # last of MoRI's: its value is env.sh's
         words.append(word("SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK=", Ref(DISPATCH_TOKENS_VAR[role])))
     words += [word(x) for x in _acceptance_env(t, role)]
     return ["env", *words] if words else []
@@ -479,7 +480,7 @@ def shell_notes(t: Target) -> tuple:
 def _hicache_notes(t: Target) -> tuple:
     if not _hicache(t):
         return ()
-    role = _offload_worker(t)
+    role = _offload_role(t)
     if t.recipe.hicache_sizing == "ratio":
         return (
             f"HiCache on {role}: host pool = HICACHE_RATIO {t.settings(role)['HICACHE_RATIO']} x the GPU KV "

@@ -432,7 +432,7 @@ def has_metrics(t: Target) -> bool:
 
 
 def proof_roles(t: Target) -> tuple:
-    """the decode's KV received (external_kv_transfer prompt tokens)."""
+    """The decode's KV received (external_kv_transfer prompt tokens)."""
     return ("decode",)
 
 

@@ -184,8 +184,7 @@ class Benchmark(Model):
         default_factory=list,
         description="agentic scenarios: the set a config naming none replays, the first whose min-context "
         "the model's context reaches (InferenceX picks the full corpus for 1M-token models, a 256k-capped "
-        "one "
-        "otherwise); empty: a config must name its set.",
+        "one otherwise); empty: a config must name its set.",
     )
     agentic_replay: AgenticReplay | None = Field(
         None,

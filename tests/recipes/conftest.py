@@ -33,6 +33,22 @@ def inferencex_entry(key: str) -> tuple:
     return loaded, {r.plan.variant: r for r in render_config(key, loaded)}
 
 
+@pytest.fixture(scope="module")
+def module_entry(request) -> tuple:
+    """The test module's InferenceX entry (its KEY), loaded and rendered once per module."""
+    return inferencex_entry(request.module.KEY)
+
+
+@pytest.fixture(scope="module")
+def inferencex_loaded(module_entry):
+    return module_entry[0]
+
+
+@pytest.fixture(scope="module")
+def inferencex_rendered(module_entry) -> dict:
+    return module_entry[1]
+
+
 def substitute(text: str, values: dict) -> str:
     """Expand the "${VAR}" parts of a rendered JSON word the way bash would, for parsing in tests."""
     return re.sub(r"'\"\$\{([A-Z_\[\]0-9]+)\}\"'", lambda m: values[m.group(1)], text)

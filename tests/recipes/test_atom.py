@@ -16,29 +16,13 @@ from recipes.engines.__main__ import engine_builds
 from recipes.engines.__main__ import main as check_engines
 from recipes.engines.lines import Line
 from tests.paths import reference
-from tests.recipes.conftest import inferencex_entry
 
 KEY = "dsv4-fp4-mi355x-atom-disagg"
 
 
-@pytest.fixture(scope="module")
-def entry():
-    return inferencex_entry(KEY)
-
-
-@pytest.fixture(scope="module")
-def loaded(entry):
-    return entry[0]
-
-
-@pytest.fixture(scope="module")
-def rendered(entry) -> dict:
-    return entry[1]
-
-
-def test_both_points_render_as_the_known_working_launch_composes_them(rendered):
-    assert sorted(rendered) == ["fsl8k1k_p1x8_d1x8", "fsl8k1k_p2xdp8_d1xdp8"]
-    dp = parity.ours(rendered["fsl8k1k_p2xdp8_d1xdp8"].plan)
+def test_both_points_render_as_the_known_working_launch_composes_them(inferencex_rendered):
+    assert sorted(inferencex_rendered) == ["fsl8k1k_p1x8_d1x8", "fsl8k1k_p2xdp8_d1xdp8"]
+    dp = parity.ours(inferencex_rendered["fsl8k1k_p2xdp8_d1xdp8"].plan)
     prefill, decode = dp["engine-args"]["prefill"], dp["engine-args"]["decode"]
     assert prefill["-tp"] == "8" and prefill["--enable-dp-attention"] is True
     assert prefill["--enable-tbo"] is True
@@ -55,13 +39,13 @@ def test_both_points_render_as_the_known_working_launch_composes_them(rendered):
     assert dp["engine-env"]["decode"]["GPU_MAX_HW_QUEUES"] == "5"
     assert dp["engine-env"]["prefill"]["ATOM_MOE_GU_ITLV"] == "1"
     assert dp["engine-env"]["prefill"]["SAFETENSORS_FAST_GPU"] == "1"
-    tp = parity.ours(rendered["fsl8k1k_p1x8_d1x8"].plan)
+    tp = parity.ours(inferencex_rendered["fsl8k1k_p1x8_d1x8"].plan)
     assert "--enable-dp-attention" not in tp["engine-args"]["decode"]
     assert "GPU_MAX_HW_QUEUES" not in tp["engine-env"]["decode"]
 
 
-def test_the_kv_transfer_config_is_json_once_bash_expands_it(rendered):
-    text = rendered["fsl8k1k_p1x8_d1x8"].files["server_atom.sh"]
+def test_the_kv_transfer_config_is_json_once_bash_expands_it(inferencex_rendered):
+    text = inferencex_rendered["fsl8k1k_p1x8_d1x8"].files["server_atom.sh"]
     line = next(x for x in text.splitlines() if "--kv-transfer-config" in x and "kv_consumer" in x)
     word = line.split("--kv-transfer-config ", 1)[1]
     out = subprocess.run(
@@ -75,8 +59,8 @@ def test_the_kv_transfer_config_is_json_once_bash_expands_it(rendered):
     }
 
 
-def test_atomesh_fronts_it_and_requests_carry_the_served_path(rendered):
-    r = rendered["fsl8k1k_p2xdp8_d1xdp8"]
+def test_atomesh_fronts_it_and_requests_carry_the_served_path(inferencex_rendered):
+    r = inferencex_rendered["fsl8k1k_p2xdp8_d1xdp8"]
     router = parity.ours(r.plan)["router"]["all"]
     assert router["program"] == "atomesh" and router["--backend"] == "atom" and router["--policy"] == "random"
     assert (
@@ -101,8 +85,8 @@ def _refused(loaded, **profile_changes) -> str:
     return exc.value.findings[0].message
 
 
-def test_rdma_devices_atom_would_not_find_are_refused(loaded):
-    said = _refused(loaded, nic_devices=["ionic_0", "ionic_1"])
+def test_rdma_devices_atom_would_not_find_are_refused(inferencex_loaded):
+    said = _refused(inferencex_loaded, nic_devices=["ionic_0", "ionic_1"])
     assert "ATOM's Mooncake takes RDMA device rdma<GPU index>" in said and "ionic_0" in said
 
 

@@ -9,33 +9,17 @@ import dataclasses
 import pytest
 
 from recipes import parity, render
-from tests.recipes.conftest import inferencex_entry
 
 KEY = "dsv4-fp4-mi355x-sglang-disagg-agentic-hicache-mtp"
 MODEL = "deepseek-ai/DeepSeek-V4-Pro"
-
-
-@pytest.fixture(scope="module")
-def entry():
-    return inferencex_entry(KEY)
-
-
-@pytest.fixture(scope="module")
-def loaded(entry):
-    return entry[0]
-
-
-@pytest.fixture(scope="module")
-def rendered(entry) -> dict:
-    return entry[1]
 
 
 def _words(argv) -> list[str]:
     return ["".join(p if isinstance(p, str) else f"${{{p.var}}}" for p in w) for w in argv]
 
 
-def test_hicache_runs_on_prefill_only_sized_by_ratio_for_deepseek_v4(rendered):
-    side = parity.ours(rendered["agentic_p1x8_d1x8_mtp"].plan)
+def test_hicache_runs_on_prefill_only_sized_by_ratio_for_deepseek_v4(inferencex_rendered):
+    side = parity.ours(inferencex_rendered["agentic_p1x8_d1x8_mtp"].plan)
     prefill, decode = side["engine-args"]["prefill"], side["engine-args"]["decode"]
     assert prefill["--enable-hierarchical-cache"] is True and prefill["--hicache-ratio"] == "5.0"
     assert (prefill["--hicache-mem-layout"], prefill["--hicache-io-backend"]) == (
@@ -47,12 +31,12 @@ def test_hicache_runs_on_prefill_only_sized_by_ratio_for_deepseek_v4(rendered):
     # the model's agentic recipe (InferenceX's AgentX block), not its fixed-length one
     assert prefill["--context-length"] == decode["--context-length"] == "1048576"
     assert prefill["--chunked-prefill-size"] == "8192" and prefill["--disable-cuda-graph"] is True
-    env = rendered["agentic_p1x8_d1x8_mtp"].files["env.sh"]
+    env = inferencex_rendered["agentic_p1x8_d1x8_mtp"].files["env.sh"]
     assert "HiCache on prefill: host pool = HICACHE_RATIO 5.0 x the GPU KV" in env
 
 
-def test_agentic_mtp_simulates_the_golden_acceptance_on_decode_and_says_so(rendered):
-    r = rendered["agentic_p1xdep8_d1xdep8_mtp"]
+def test_agentic_mtp_simulates_the_golden_acceptance_on_decode_and_says_so(inferencex_rendered):
+    r = inferencex_rendered["agentic_p1xdep8_d1xdep8_mtp"]
     env = parity.ours(r.plan)["engine-env"]
     assert env["decode"]["SGLANG_SIMULATE_ACC_LEN"] == "2.49"  # DECODE_MTP_SIZE=3
     assert env["decode"]["SGLANG_SIMULATE_ACC_METHOD"] == "match-expected"
@@ -64,8 +48,8 @@ def test_agentic_mtp_simulates_the_golden_acceptance_on_decode_and_says_so(rende
     assert parity.ours(r.plan)["engine-args"]["prefill"]["--enable-prefill-delayer"] is True  # its DP block
 
 
-def test_the_router_and_client_run_as_inferencex_s_agentic_launch(rendered):
-    plan = rendered["agentic_p1x8_d1x8_mtp"].plan
+def test_the_router_and_client_run_as_inferencex_s_agentic_launch(inferencex_rendered):
+    plan = inferencex_rendered["agentic_p1x8_d1x8_mtp"].plan
     router = parity.flag_map(_words(plan.router.argv))
     assert router["--policy"] == "random" and router["--dp-aware"] is True
     assert router["--disable-circuit-breaker"] is True and router["--health-failure-threshold"] == "100"
@@ -73,7 +57,7 @@ def test_the_router_and_client_run_as_inferencex_s_agentic_launch(rendered):
     # no WEKA_LOADER_OVERRIDE: the runner's default set for a 1M-token model
     assert client["--input-file"] == "/models/agentic-traces/semianalysis_cc_traces_weka_062126"
     assert client["--trace-idle-gap-cap-seconds"] == "300" and client["--warmup-grace-period"] == "1800"
-    env = rendered["agentic_p1x8_d1x8_mtp"].files["env.sh"]
+    env = inferencex_rendered["agentic_p1x8_d1x8_mtp"].files["env.sh"]
     assert (
         "# CLIENT_IMAGE=lmsysorg/sglang-rocm:v0.5.15.post1-rocm720-mi35x-20260719 (prefill): not used;" in env
     )
@@ -99,9 +83,9 @@ def _with_agentic_recipe(loaded, **changes):
     return dataclasses.replace(loaded, models=models)
 
 
-def test_hicache_sized_from_the_dram_budget_for_a_model_that_takes_a_size(loaded):
+def test_hicache_sized_from_the_dram_budget_for_a_model_that_takes_a_size(inferencex_loaded):
     """The prefill server's DRAM budget (the runner's DRAM x 0.80 x 8/8 GPUs) over its 8 ranks on the node."""
-    sized = _with_agentic_recipe(loaded, hicache_sizing="size")
+    sized = _with_agentic_recipe(inferencex_loaded, hicache_sizing="size")
     r = next(x for x in render.render_config(KEY, sized) if x.plan.variant == "agentic_p1x8_d1x8_mtp")
     prefill = parity.ours(r.plan)["engine-args"]["prefill"]
     budget = r.plan.dram_budget
@@ -112,17 +96,19 @@ def test_hicache_sized_from_the_dram_budget_for_a_model_that_takes_a_size(loaded
     )
 
 
-def test_a_step_count_the_model_states_no_acceptance_for_is_refused(loaded):
-    sparse = _with_agentic_recipe(loaded, mtp_acceptance={1: 1.79})
+def test_a_step_count_the_model_states_no_acceptance_for_is_refused(inferencex_loaded):
+    sparse = _with_agentic_recipe(inferencex_loaded, mtp_acceptance={1: 1.79})
     with pytest.raises(render.RenderError) as exc:
         render.render_config(KEY, sparse)
     said = exc.value.findings[0].message
     assert "agentic MTP with 3 draft steps" in said and "for [1] steps only" in said
 
 
-def test_hicache_over_a_recipe_without_the_radix_cache_is_refused(loaded):
-    amd = loaded.models.models[MODEL].engines["sglang"]["amd"]
-    off = _with_agentic_recipe(loaded, prefill_args=[*amd.agentic.prefill_args, "--disable-radix-cache"])
+def test_hicache_over_a_recipe_without_the_radix_cache_is_refused(inferencex_loaded):
+    amd = inferencex_loaded.models.models[MODEL].engines["sglang"]["amd"]
+    off = _with_agentic_recipe(
+        inferencex_loaded, prefill_args=[*amd.agentic.prefill_args, "--disable-radix-cache"]
+    )
     with pytest.raises(render.RenderError) as exc:
         render.render_config(KEY, off)
     assert "hicache extends SGLang's radix cache" in exc.value.findings[0].message

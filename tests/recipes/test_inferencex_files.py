@@ -150,6 +150,7 @@ def test_inferencex_profile_accepts_what_its_validator_accepts(tmp_path):
 
 
 DEP_MTP = "dsr1-fp8-mi355x-sglang-disagg-mtp"
+DSV4_MTP = "dsv4-fp4-mi355x-sglang-disagg-mtp"
 
 
 @pytest.fixture(scope="module")
@@ -202,15 +203,13 @@ def test_every_active_deepseek_r1_entry_renders_every_variant():
         assert variants and len(set(variants)) == len(variants), key
 
 
-def test_deepseek_dep_and_mtp_lines_pass_the_parser_of_their_build(capsys):
+@pytest.mark.parametrize("key", [DEP_MTP, DSV4_MTP])
+def test_deepseek_dep_and_mtp_lines_pass_the_parser_of_their_build(key, capsys):
     need_tools(engine_builds())
-    code = check_engines(["--config", DEP_MTP, "--configs", str(reference("amd-master.yaml"))])
+    code = check_engines(["--config", key, "--configs", str(reference("amd-master.yaml"))])
     out = capsys.readouterr().out
     assert code == 0, out
     assert "6 command lines checked, 0 rejected" in out
-
-
-DSV4_MTP = "dsv4-fp4-mi355x-sglang-disagg-mtp"
 
 
 @pytest.fixture(scope="module")
@@ -239,14 +238,6 @@ def test_a_model_s_pinned_mori_knobs_replace_the_derived_ones(dsv4_mtp):
     text = dsv4_mtp["fsl8k1k_p1x8_d1x8_mtp"].files["env.sh"]
     assert "MORI_DISPATCH_TOKENS_DECODE = 128 (pinned by the model)" in text
     assert "SWITCH_THRESHOLD (exported above) = 4096 (pinned by the model)" in text
-
-
-def test_deepseek_v4_lines_pass_the_parser_of_their_build(capsys):
-    need_tools(engine_builds())
-    code = check_engines(["--config", DSV4_MTP, "--configs", str(reference("amd-master.yaml"))])
-    out = capsys.readouterr().out
-    assert code == 0, out
-    assert "6 command lines checked, 0 rejected" in out
 
 
 def test_mori_on_a_runner_without_its_rdma_traffic_class_is_refused(rendered):
