@@ -39,7 +39,8 @@ help:
 	@echo "              command line through the real vLLM/SGLang parsers"
 	@echo "make test       the whole test suite"
 	@echo "make schema     regenerate the JSON Schemas under schemas/json/"
-	@echo "make docs [RUN=<run folder>]   docs/recipes/<key>.md + docs/config-reference.md (RUN: record its result first)"
+	@echo "make docs [RUN=<run folder>]   docs/recipes/<key>.md, docs/config-reference.md, docs/reference/"
+	@echo "              (RUN: record its result first)"
 	@echo "              [CONFIGS=<master file> OUT=<folder outside the repository>]: that file's pages there"
 	@echo "make bench-lint time linting the InferenceX reference corpus"
 	@echo "make bench-proxy   our proxy vs direct-to-decode vs vllm-router on simulated, then real CPU engines"
@@ -103,14 +104,15 @@ lock-setup: $(STAMP)
 schema: $(STAMP)
 	$(PY) -m schemas.export
 
-# Recipe pages and the config reference, generated from the configs, Plans and schemas; a test fails when
-# they are stale. RUN=<run folder> records that verified run's result in docs/results/ first.
+# Recipe pages, the config reference and docs/reference/ (exit codes, causes, waits, ports), generated from
+# the configs, Plans, schemas and node tools; a test fails when they are stale. RUN=<run folder> records that verified run's result in docs/results/ first.
 docs: $(STAMP)
 ifdef CONFIGS
 	@$(PY) -m recipes.pages --configs $(CONFIGS) $(if $(OUT),--out $(OUT))
 else
 	@$(PY) -m recipes.pages $(if $(RUN),--run $(RUN))
 	@$(PY) -m recipes.pages.reference
+	@$(PY) -m recipes.pages.numbers
 endif
 
 # Every engine command line of every config (or of the rendered plan.json files under DIR) judged by the real

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from recipes.pages import reference
+from dataclasses import fields
+
+from recipes.pages import numbers, reference
 from recipes.pages import site as pages
+from recipes.plan import Ports
+from scripts import failures
 
 
 def test_recipe_pages_are_current(src):
@@ -23,3 +27,15 @@ def test_every_valid_config_key_has_a_page(src):
     assert names == {f"{key}.md" for key in src.entries} | {"README.md"}, "run `make docs`"
     index = (pages.PAGES / "README.md").read_text()
     assert all(f"]({key}.md)" in index for key in src.entries), "the index lacks a page: run `make docs`"
+
+
+def test_reference_pages_are_current():
+    stale = numbers.stale()
+    assert not stale, f"docs/reference/ is stale ({', '.join(stale)}): run `make docs` and commit the result"
+
+
+def test_every_exit_code_and_port_has_a_meaning():
+    codes = {n for n in dir(failures) if n.startswith("EXIT_")}
+    assert codes == set(numbers.EXIT_MEANINGS), "describe each exit code in recipes/pages/numbers.py"
+    assert {f.name for f in fields(Ports)} == set(numbers.PORT_MEANINGS), "describe each port there too"
+    assert len({getattr(failures, n) for n in codes}) == len(codes), "two exit codes share a number"
