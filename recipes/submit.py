@@ -116,8 +116,8 @@ def stage(rendered: Rendered, recipe: Path) -> dict:
             out[name] = {"path": path, "where": where, **inputs.digest(found)}
         except (inputs.InputError, OSError) as exc:
             raise SubmitError(
-                f"staged input {name}: {exc} (nothing is fetched on a compute node: stage it first; README, "
-                "Stage the agentic traces)"
+                f"staged input {name}: {exc} (nothing is fetched on a compute node: stage it first; "
+                "docs/guides/running-on-a-cluster.md, Stage the agentic traces)"
             ) from None
     return out
 

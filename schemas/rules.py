@@ -3,7 +3,7 @@
 - `inferencex`: InferenceX's own rules (rules_inferencex.INFERENCEX), and the refusal of this repository's
   two extension keys (EXTENSIONS), so its verdict on an entry is InferenceX's.
 - `strict` (this repository's configs): InferenceX's rules and this repository's (rules_strict.STRICT). It
-  accepts the two extension keys: the one deliberate difference from InferenceX (README, Profiles).
+  accepts the two extension keys: the one deliberate difference from InferenceX (docs/guides/validation.md).
 """
 
 from __future__ import annotations

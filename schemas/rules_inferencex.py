@@ -267,7 +267,10 @@ def _extension_keys_absent(ctx: Context):
     """Under the inferencex profile only: this repository's two extension keys (known-issue-workarounds on
     an entry, additional-settings on a single-node point), which InferenceX's validator refuses."""
     said = "is this repository's extension; InferenceX's validator refuses the key"
-    how = "lint it under strict; without it the entry is what InferenceX's tools read (README, Profiles)"
+    how = (
+        "lint it under strict; without it the entry is what InferenceX's tools read "
+        "(docs/guides/validation.md)"
+    )
     if ctx.entry.known_issue_workarounds:
         yield Problem(ctx.path + ("known-issue-workarounds",), f"known-issue-workarounds {said}", how)
     if ctx.entry.multinode:

@@ -27,7 +27,7 @@ except ImportError:  # a node tool, run as a file: its siblings are plain module
 
 one_line = causes.one_line  # node tools and the proxy import it from here
 
-# Exit codes of the node tools (argparse's own is 2); README's "Exit codes of the node tools".
+# Exit codes of the node tools (argparse's own is 2); docs/reference/exit-codes.md lists them (make docs).
 EXIT_USAGE = 2
 EXIT_PROCESS_GONE = 3
 EXIT_NOT_READY = 4

@@ -1,5 +1,5 @@
-"""docs/reference/: the numbers guides would otherwise copy from code (exit codes, cause classes, waits, ports),
-written from the code that defines them. `--check` for CI; a test fails when a page is stale.
+"""docs/reference/: the numbers guides would otherwise copy from code (exit codes, cause classes, waits,
+ports), written from the code that defines them. `--check` for CI; a test fails when a page is stale.
 
 Only what a number means is written here (keyed by the code's own names, and a test fails when a name has
 no meaning); every number, default and order is read from scripts/failures.py, scripts/causes.json,
@@ -34,8 +34,14 @@ EXIT_MEANINGS = {
     "EXIT_USAGE": ("a usage error (argparse's own code)", "every node tool"),
     "EXIT_PROCESS_GONE": ("the process waited on is gone", "`sync.py wait-http --pid`"),
     "EXIT_NOT_READY": ("not ready in time", "`sync.py wait-http`"),
-    "EXIT_BARRIER": ("the barrier failed (timed out, a rank claimed twice, an answer not sealed)", "`sync.py barrier`"),
-    "EXIT_BIND": ("cannot listen, or a port the node's services need is taken", "`sync.py ports-free`, barrier"),
+    "EXIT_BARRIER": (
+        "the barrier failed (timed out, a rank claimed twice, an answer not sealed)",
+        "`sync.py barrier`",
+    ),
+    "EXIT_BIND": (
+        "cannot listen, or a port the node's services need is taken",
+        "`sync.py ports-free`, barrier",
+    ),
     "EXIT_ADDR": ("no address for the node", "`sync.py addr`"),
     "EXIT_PEERS": ("a bad peer table", "`sync.py peers`"),
     "EXIT_VERSION": ("a component is not the pinned version", "`sync.py dist-version`"),
@@ -69,7 +75,9 @@ PORT_MEANINGS = {
 
 def exit_codes() -> str:
     codes = {n: getattr(failures, n) for n in dir(failures) if n.startswith("EXIT_")}
-    rows = [(f"`{code}`", f"`{name}`", *EXIT_MEANINGS[name]) for name, code in sorted(codes.items(), key=_by_code)]
+    rows = [
+        (f"`{code}`", f"`{name}`", *EXIT_MEANINGS[name]) for name, code in sorted(codes.items(), key=_by_code)
+    ]
     classes = [
         (
             c.title,
@@ -84,10 +92,10 @@ def exit_codes() -> str:
         "scripts/failures.py",
         "Exit codes",
         [
-            "A failing node prints `FAILED <step> on <node>: <message>` and exits with the code of what failed;",
-            "the job exits with the code of the node that failed first (`scripts/outcome.py`), and its last",
-            "lines name that node, the step and the [cause class](causes.md). Each node tool fails with one line",
-            "and one of these codes, never a traceback.",
+            "A failing node prints `FAILED <step> on <node>: <message>` and exits with the code of what",
+            "failed; the job exits with the code of the node that failed first (`scripts/outcome.py`), and",
+            "its last lines name that node, the step and the [cause class](causes.md). Each node tool fails",
+            "with one line and one of these codes, never a traceback.",
             "",
             "## Node tools",
             "",
@@ -117,9 +125,16 @@ def causes_page() -> str:
         "scripts/causes.json",
         "Cause classes",
         [
-            *[line for paragraph in about for line in (*textwrap.wrap(paragraph, 110, break_on_hyphens=False, break_long_words=False), "")],
-            "`python3 scripts/causes.py check` classifies every recorded example. Each cause's anchor is its id",
-            "(`causes.md#<id>`).",
+            *[
+                line
+                for paragraph in about
+                for line in (
+                    *textwrap.wrap(paragraph, 110, break_on_hyphens=False, break_long_words=False),
+                    "",
+                )
+            ],
+            "`python3 scripts/causes.py check` classifies every recorded example. Each cause's anchor is its",
+            "id (`causes.md#<id>`).",
             "",
             *_table(("order", "cause", "blame", "title", "matched on", "examples"), rows),
         ],
@@ -154,8 +169,8 @@ def waits_and_ports() -> str:
         "Waits and ports",
         [
             "How long each wait of a job may take before it fails naming what it waited for, per runner",
-            "(`configs/launch.yaml`; a key a profile leaves out takes the default of `schemas/launch.py`), and",
-            "the ports every job uses. Every launch-profile key, with its bounds:",
+            "(`configs/launch.yaml`; a key a profile leaves out takes the default of `schemas/launch.py`),",
+            "and the ports every job uses. Every launch-profile key, with its bounds:",
             "[config reference](../config-reference.md#launch-timeouts).",
             "",
             "## Waits, in seconds",
@@ -166,7 +181,8 @@ def waits_and_ports() -> str:
             "",
             "## Ports",
             "",
-            "One set per job (`recipes/plan.py` `Ports`); each node has its own address, so nodes reuse them.",
+            "One set per job (`recipes/plan.py` `Ports`); each node has its own address, so nodes reuse",
+            "them.",
             "They are literal in the rendered command lines, and every node checks them free before it",
             "starts anything (`sync.py ports-free`).",
             "",

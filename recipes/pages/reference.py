@@ -356,7 +356,7 @@ def _rules_part() -> list[str]:
         "([schemas/rules.py](../schemas/rules.py) names the profiles). `inferencex` is InferenceX's own",
         "validator: its rules, and the refusal of this repository's two extension keys, so its verdict on an",
         "entry is InferenceX's. `strict`, the default, is every InferenceX rule and this repository's own;",
-        "it accepts the two extension keys (README, Profiles).",
+        "it accepts the two extension keys (docs/guides/validation.md).",
         "",
         *_table(("rule", "profiles", "defined in", "checks"), rows),
     ]

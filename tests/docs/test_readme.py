@@ -12,7 +12,12 @@ ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 MAX_README_BYTES = 15_000
 CHECKLISTS = ("### Add a model", "### Add a runner", "### Add a config")
-LINKED = [README, ROOT / "proxy" / "README.md", ROOT / "sim" / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+LINKED = [
+    README,
+    ROOT / "proxy" / "README.md",
+    ROOT / "sim" / "README.md",
+    *sorted((ROOT / "docs").rglob("*.md")),
+]
 
 _FENCE = re.compile(r"^(```|~~~).*?^\1", re.M | re.S)
 _CODE = re.compile(r"(`+).*?\1", re.S)
@@ -23,7 +28,9 @@ _ANCHOR = re.compile(r"<a (?:id|name)=\"([^\"]+)\"")
 
 def test_readme_is_small():
     size = len(README.read_bytes())
-    assert size <= MAX_README_BYTES, f"README.md is {size} bytes (at most {MAX_README_BYTES}): move detail to a guide"
+    assert size <= MAX_README_BYTES, (
+        f"README.md is {size} bytes (at most {MAX_README_BYTES}): move detail to a guide"
+    )
 
 
 def test_readme_has_the_three_checklists():

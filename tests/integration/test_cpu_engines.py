@@ -25,7 +25,7 @@ TOOLS = [
     ROOT / ".venv-lmcache/bin/lmcache",
     ROOT / ".venv-bench/bin/aiperf",
 ]
-JOB_TIMEOUT_S = 1500  # measured 5 minutes on this 2-core machine (README, Real engines on the local cluster)
+JOB_TIMEOUT_S = 1500  # measured 5 minutes on this 2-core machine (docs/guides/local-cluster.md, Real engines)
 
 
 @pytest.fixture(scope="module")
