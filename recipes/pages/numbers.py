@@ -202,19 +202,22 @@ def _short(description: str) -> str:
 
 def _waits() -> list[tuple[str, tuple, object, str]]:
     """(key, path of field names, default, description) of every Timeouts field, and of every other seconds,
-    timeout or grace field of a launch profile's parts."""
+    timeout or grace field of a launch profile's parts, nested parts included."""
     out = [
         (f"timeouts.{_key(name, f)}", ("timeouts", name), f.default, f.description or "")
         for name, f in Timeouts.model_fields.items()
     ]
-    for part, f in LaunchProfile.model_fields.items():
-        model = _model_of(f.annotation)
-        if model is None or model is Timeouts:
-            continue
-        for name, sub in model.model_fields.items():
-            key = _key(name, sub)
-            if any(w in key for w in ("seconds", "timeout", "grace")):
-                out.append((f"{_key(part, f)}.{key}", (part, name), sub.default, sub.description or ""))
+    todo = [((), (), LaunchProfile)]
+    while todo:
+        keys, path, model = todo.pop(0)
+        for name, f in model.model_fields.items():
+            key, inner = (*keys, _key(name, f)), _model_of(f.annotation)
+            if inner is Timeouts:
+                continue
+            if inner is not None:
+                todo.append((key, (*path, name), inner))
+            elif any(w in key[-1] for w in ("seconds", "timeout", "grace")):
+                out.append((".".join(key), (*path, name), f.default, f.description or ""))
     return out
 
 
@@ -223,7 +226,9 @@ def _key(name: str, field) -> str:
 
 
 def _model_of(annotation) -> type[BaseModel] | None:
-    for t in (annotation, *getattr(annotation, "__args__", ())):
+    """The model a field holds, itself or optional; None for anything else (lists and maps included)."""
+    args = getattr(annotation, "__args__", ())
+    for t in (annotation, *(args if type(None) in args else ())):
         if isinstance(t, type) and issubclass(t, BaseModel):
             return t
     return None
