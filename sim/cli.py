@@ -2,8 +2,8 @@
 
 Usage errors (unknown flag, bad value, malformed --kv-transfer-config) print argparse's message and exit
 2, as vLLM does; start-up errors (model path, connector set-up, environment) print one ERROR line and
-exit 1. Only flags vLLM 0.33 has are accepted, with its option strings, arities and choices (held to its
-parser by tests/sim/test_parity.py); the list is the subset recipes plausibly use.
+exit 1. The parser is rebuilt from vLLM 0.33's recorded one (sim/realflags.py): FLAGS names the subset the
+simulator implements (what recipes plausibly use); any other vLLM flag is refused as not simulated.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import argparse
 import json
 import re
 import sys
+from functools import cache
 from typing import Any
 
 from sim import kvconfig, realflags, settings
@@ -59,121 +60,85 @@ def _json_type(text: str) -> dict[str, Any]:
     return value
 
 
-class EnableDisableAction(argparse.Action):
-    """vLLM's on/off flags: `--x` / `--no-x`, and for `--enable-x` also `--disable-x` (real vLLM's
-    EnableDisableAction and BooleanOptionalAction); `off` names the option strings that mean False."""
-
-    def __init__(self, option_strings, dest, off=(), default=None, **kw):
-        self.off = frozenset(off)
-        super().__init__(option_strings, dest, nargs=0, default=default, **kw)
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        setattr(namespace, self.dest, option_string not in self.off)
-
-
-def _pair(p: argparse.ArgumentParser, name: str, *aliases: str, default=None) -> None:
-    """`--name` / `--no-name`; an `--enable-x` also takes `--disable-x`, a `--disable-x` `--enable-x`."""
-    off = [f"--no-{name[2:]}"]
-    if name.startswith("--enable-"):
-        off.append("--disable-" + name.removeprefix("--enable-"))
-    elif name.startswith("--disable-"):
-        off.append("--enable-" + name.removeprefix("--disable-"))
-    p.add_argument(name, *aliases, *off, action=EnableDisableAction, off=off, default=default)
-
-
-# Values vLLM 0.33 takes at parse time and refuses later, when building its config (a config field's
-# Literal): checked at start-up here too, with the same values (tests/sim/test_parity.py).
-STARTUP_CHOICES = {
-    "kv_cache_dtype": (
-        "auto",
-        "float16",
-        "bfloat16",
-        "fp8",
-        "fp8_e4m3",
-        "fp8_e5m2",
-        "fp8_inc",
-        "fp8_ds_mla",
-        "nvfp4_ds_mla",
-        "turboquant_k8v4",
-        "turboquant_4bit_nc",
-        "turboquant_k3v4_nc",
-        "turboquant_3bit_nc",
-        "octave_k3v4",
-        "octave_k3v3",
-        "octave_k3v3_compact",
-        "ultraquant_4bit",
-        "int4_per_token_head",
-        "int8_per_token_head",
-        "fp8_per_token_head",
-        "nvfp4",
-        "nvfp4_4over6",
-    ),
-    "distributed_executor_backend": ("ray", "mp", "uni", "external_launcher"),
+U = realflags.Use
+# The flags the simulator implements (the recipes' and common ones), each named by one of its option
+# strings with how the simulator reads it; option strings, arity, on/off forms and choices are vLLM 0.33's
+# (sim/realflags.py). Every other flag vLLM has is refused as not simulated.
+FLAGS: dict[str, realflags.Use] = {
+    "model_tag": U(),
+    "--model": U(),  # moved to the positional first, as vLLM does (normalize_argv)
+    "--host": U(str),
+    "--port": U(default=8000),
+    "--uvicorn-log-level": U(),
+    "--api-key": U(str),
+    "--served-model-name": U(str),
+    "--tensor-parallel-size": U(default=1),
+    "--pipeline-parallel-size": U(default=1),
+    "--data-parallel-size": U(default=1),
+    "--distributed-executor-backend": U(str),
+    "--mm-encoder-tp-mode": U(),
+    "--kv-cache-dtype": U(default="auto"),
+    "--dtype": U(),
+    "--quantization": U(str),
+    "--block-size": U(),  # any int here; vLLM checks it per platform later
+    "--gpu-memory-utilization": U(default=0.9),
+    "--max-model-len": U(human_int_or_auto),
+    "--max-num-seqs": U(),
+    "--max-num-batched-tokens": U(human_int),
+    "--num-gpu-blocks-override": U(int),  # sizes the simulated HBM prefix cache
+    "--kv-transfer-config": U(_kv_type),
+    "--compilation-config": U(_json_type),
+    "--optimization-level": U(),  # also -O3 / -O 3 (normalize_argv)
+    "--speculative-config": U(_json_type),
+    "--hf-overrides": U(_json_type),
+    "--limit-mm-per-prompt": U(_json_type),
+    "--seed": U(),
+    "--tokenizer": U(),
+    "--revision": U(str),
+    "--download-dir": U(str),
+    "--load-format": U(),
+    "--chat-template": U(str),
+    "--tool-call-parser": U(str),
+    "--reasoning-parser": U(str),
+    "--max-log-len": U(int),
+    "--disable-log-stats": U(),
+    **{
+        name: U(default=False)
+        for name in (
+            "--trust-remote-code",
+            "--enforce-eager",
+            "--enable-expert-parallel",
+            "--disable-custom-all-reduce",
+            "--enable-log-requests",
+            "--enable-auto-tool-choice",
+            "--enable-prompt-tokens-details",
+            "--enable-force-include-usage",
+            "--enable-request-id-headers",
+        )
+    },
+    **{name: U() for name in ("--enable-prefix-caching", "--enable-chunked-prefill", "--async-scheduling")},
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """A subset of `vllm serve`'s flags, each with the real option strings, arity and choices
-    (tests/sim/test_parity.py). Abbreviations are resolved before, over the real flags (sim/realflags.py)."""
-    p = argparse.ArgumentParser(prog=PROG, usage=f"{PROG} [model_tag] [options]", allow_abbrev=False)
-    p.add_argument("model_tag", nargs="?", help="model name or local path")
-    p.add_argument("--model", help=argparse.SUPPRESS)  # moved to the positional first, as vLLM does
-    p.add_argument("--host")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--uvicorn-log-level", choices=["debug", "info", "warning", "error", "critical", "trace"])
-    p.add_argument("--api-key", nargs="+")
-    p.add_argument("--served-model-name", nargs="+")
-    p.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
-    p.add_argument("--pipeline-parallel-size", "-pp", type=int, default=1)
-    p.add_argument("--data-parallel-size", "-dp", type=int, default=1)
-    p.add_argument("--distributed-executor-backend")
-    p.add_argument("--mm-encoder-tp-mode", choices=["weights", "data"])
-    p.add_argument("--kv-cache-dtype", default="auto")
-    p.add_argument("--dtype", choices=["auto", "half", "float16", "bfloat16", "float", "float32"])
-    p.add_argument("--quantization", "-q")
-    p.add_argument("--block-size", type=int)  # any int here; vLLM checks it per platform later
-    p.add_argument("--gpu-memory-utilization", "--device-memory-utilization", type=float, default=0.9)
-    p.add_argument("--max-model-len", type=human_int_or_auto)
-    p.add_argument("--max-num-seqs", type=int)
-    p.add_argument("--max-num-batched-tokens", type=human_int)
-    p.add_argument("--num-gpu-blocks-override", type=int)  # sizes the simulated HBM prefix cache
-    p.add_argument("--kv-transfer-config", type=_kv_type)
-    p.add_argument("--compilation-config", "-cc", type=_json_type)
-    p.add_argument("--optimization-level")  # also -O3 / -O 3 (normalize_argv)
-    p.add_argument("--speculative-config", "-sc", type=_json_type)
-    p.add_argument("--hf-overrides", type=_json_type)
-    p.add_argument("--limit-mm-per-prompt", type=_json_type)
-    p.add_argument("--seed", type=int)
-    p.add_argument("--tokenizer")
-    p.add_argument("--revision")
-    p.add_argument("--download-dir")
-    p.add_argument("--load-format")
-    p.add_argument("--chat-template")
-    p.add_argument("--tool-call-parser")
-    p.add_argument("--reasoning-parser")
-    p.add_argument("--max-log-len", type=int)
-    p.add_argument("--disable-log-stats", action="store_true")
-    _pair(p, "--trust-remote-code", default=False)
-    _pair(p, "--enforce-eager", default=False)
-    _pair(p, "--enable-expert-parallel", "-ep", default=False)
-    _pair(p, "--disable-custom-all-reduce", default=False)
-    for name in (
-        "--enable-log-requests",
-        "--enable-auto-tool-choice",
-        "--enable-prompt-tokens-details",
-        "--enable-force-include-usage",
-        "--enable-request-id-headers",
-    ):
-        _pair(p, name, default=False)
-    for name in ("--enable-prefix-caching", "--enable-chunked-prefill", "--async-scheduling"):
-        _pair(p, name)
-    return p
+@cache
+def build_parser() -> realflags.Parser:
+    """`vllm serve`'s parser, rebuilt from vLLM 0.33's recorded one with the simulator's FLAGS (its parse()
+    resolves abbreviations over every real flag and refuses the ones not simulated)."""
+    return realflags.build("vllm", PROG, FLAGS, usage=f"{PROG} [model_tag] [options]")
 
 
-def normalize_argv(argv: list[str], error=None) -> list[str]:
-    """FlexibleArgumentParser's preprocessing, then argparse's abbreviations: `--model M` moved to the
-    positional (with vLLM's warning), `--max_model_len` = `--max-model-len`, `-O3` / `-O 3` =
-    `--optimization-level 3`, a unique prefix of a real vLLM flag = that flag."""
+def startup_choices() -> dict[str, tuple[str, ...]]:
+    """Values vLLM takes at parse time and refuses when it builds its config (a config field's Literal),
+    for every flag the simulator reads: checked at start-up here too, with the recorded values."""
+    table = realflags.by_name("vllm")
+    real = (table[name] for name in FLAGS if name in table)
+    return {o["dest"]: tuple(o["literal_values"]) for o in real if o["literal_values"] and not o["choices"]}
+
+
+def normalize_argv(argv: list[str]) -> list[str]:
+    """FlexibleArgumentParser's preprocessing: `--model M` moved to the positional (with vLLM's warning),
+    `--max_model_len` = `--max-model-len`, `-O3` / `-O 3` = `--optimization-level 3`. Abbreviations come
+    after (realflags.Parser.parse)."""
     argv = _model_first(list(argv))
     out = []
     for i, arg in enumerate(argv):
@@ -186,11 +151,7 @@ def normalize_argv(argv: list[str], error=None) -> list[str]:
         if arg == "-O" and argv[i + 1 : i + 2] and argv[i + 1] in ("0", "1", "2", "3"):
             arg = "--optimization-level"
         out.append(arg)
-    return realflags.expand(out, realflags.vocabulary("vllm"), error or _usage_error)
-
-
-def _usage_error(message: str) -> None:
-    build_parser().error(message)
+    return out
 
 
 def _model_first(argv: list[str]) -> list[str]:
@@ -211,7 +172,7 @@ def _model_first(argv: list[str]) -> list[str]:
 def parse_serve_args(argv: list[str]) -> argparse.Namespace:
     """argv after `vllm serve`; argparse errors exit 2 with vLLM's usage message."""
     parser = build_parser()
-    args = parser.parse_args(normalize_argv(argv, parser.error))
+    args = parser.parse(normalize_argv(argv))
     if args.model_tag is None:
         parser.error("the following arguments are required: model_tag")
     return args
@@ -256,14 +217,16 @@ def resolve(args: argparse.Namespace, *, model_root: str | None = None) -> Serve
 
 
 def _check_startup_choices(args: argparse.Namespace) -> None:
-    """What vLLM refuses when it builds its config (exit 1, not a usage error), in its words."""
-    if args.kv_cache_dtype not in STARTUP_CHOICES["kv_cache_dtype"]:
-        valid = list(STARTUP_CHOICES["kv_cache_dtype"])
-        raise StartupError(f"Invalid kv_cache_dtype: {args.kv_cache_dtype!r}. Valid values are: {valid}")
-    backend = args.distributed_executor_backend
-    if backend is not None and backend not in STARTUP_CHOICES["distributed_executor_backend"]:
-        *first, last = (repr(v) for v in STARTUP_CHOICES["distributed_executor_backend"])
-        raise StartupError(f"distributed_executor_backend: Input should be {', '.join(first)} or {last}")
+    """What vLLM refuses when it builds its config (exit 1, not a usage error), in its words: its own
+    check of the KV cache dtype, pydantic's of any other Literal field (values listed sorted here)."""
+    for dest, valid in startup_choices().items():
+        value = getattr(args, dest)
+        if value is None or value in valid:
+            continue
+        if dest == "kv_cache_dtype":
+            raise StartupError(f"Invalid kv_cache_dtype: {value!r}. Valid values are: {list(valid)}")
+        *first, last = (repr(v) for v in valid)
+        raise StartupError(f"{dest}: Input should be {', '.join(first)} or {last}")
 
 
 def _text_config(hf_config: dict[str, Any]) -> dict[str, Any]:

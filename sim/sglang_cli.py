@@ -1,13 +1,14 @@
 """`python3 -m sglang.launch_server ARGS` parsed the way SGLang's ServerArgs does, into a frozen SGLangConfig.
 
 The simulated build is OpenBMB's SGLang fork (branch minicpm_sala, docs/upstream-facts.md#minicpm-sala). Its
-own parser is not published, so flag names, arities and choices are held to upstream SGLang 0.5.23's parser
-(sim/parity/sglang-0.5.23.json, tests/sim/test_parity.py) plus the fork's own flags that
-configs/engine-builds.yaml declares with their source (FORK_FLAGS); only a subset is accepted.
+own parser is not published, so the parser is rebuilt from upstream SGLang 0.5.23's recorded one
+(sim/parity/sglang-0.5.23.json, sim/realflags.py) plus the fork's own flags that configs/engine-builds.yaml
+declares with their source (FORK_FLAGS); FLAGS names the subset the simulator implements, any other flag is
+refused as not simulated.
 
-Usage errors (unknown flag, ambiguous abbreviation, bad value or choice, missing --model-path) print
-argparse's message and exit 2,
-as SGLang's parser does; start-up errors print one ERROR line and exit 1.
+Usage errors (unknown or not simulated flag, ambiguous abbreviation, bad value or choice, missing
+--model-path) print argparse's message and exit 2, as SGLang's parser does; start-up errors print one ERROR
+line and exit 1.
 """
 
 from __future__ import annotations
@@ -17,22 +18,12 @@ import os
 import re
 import sys
 from decimal import Decimal
+from functools import cache
 from typing import Any
 
 from sim import realflags, settings
 from sim.config import StartupError, model_dir, read_hf_config
-from sim.sglang_config import (
-    ATTENTION_BACKENDS,
-    FAKE_BOOTSTRAP_HOST,
-    KV_CACHE_DTYPES,
-    LOAD_BALANCE_METHODS,
-    LOAD_FORMATS,
-    QUANTIZATIONS,
-    SCHEDULE_POLICIES,
-    TRANSFER_BACKENDS,
-    VERSION,
-    SGLangConfig,
-)
+from sim.sglang_config import FAKE_BOOTSTRAP_HOST, VERSION, SGLangConfig
 
 __all__ = ["FAKE_BOOTSTRAP_HOST", "VERSION", "SGLangConfig", "main"]
 
@@ -51,7 +42,7 @@ def human_int(text: str) -> int:
             if "." in number:
                 message = f"Decimals are not allowed with IEC suffixes like '{suffix}'."
                 raise argparse.ArgumentTypeError(message)
-            return int(number) * 2 ** (10 * ("KMGT".index(suffix[0]) + 1))
+            return int(number) << (10 * ("KMGT".index(suffix[0]) + 1))
         return int(Decimal(number) * 10 ** (3 * ("kMGT".index(suffix) + 1)))
     try:
         return int(text)
@@ -62,142 +53,128 @@ def human_int(text: str) -> int:
         ) from None
 
 
-class DeprecatedStoreTrueAction(argparse.Action):
-    """SGLang's deprecated switches: still True, with a warning."""
-
-    def __init__(self, option_strings, dest, **kw):
-        super().__init__(option_strings, dest, nargs=0, const=True, default=False, **kw)
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        warning = f"'{option_string}' is deprecated and will be removed in a future release."
-        print(f"WARNING {warning}", file=sys.stderr)
-        setattr(namespace, self.dest, True)
-
-
-def _flag(p: argparse.ArgumentParser, *names: str, **kw: Any) -> None:
-    p.add_argument(*names, **kw)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """A subset of ServerArgs.add_cli_args with upstream 0.5.23's option strings, arities and choices, plus
-    the fork's own flags (declared in configs/engine-builds.yaml); dests are ServerArgs' field names.
-    Abbreviations are resolved before, over those same flags (sim/realflags.py)."""
-    p = argparse.ArgumentParser(prog=PROG, allow_abbrev=False)
-    _flag(p, "--model-path", "--model", dest="model_path", required=True)
-    _flag(p, "--tokenizer-path")
-    _flag(p, "--tokenizer-mode", default="auto", choices=["auto", "slow"])
-    _flag(p, "--load-format", default="auto", choices=LOAD_FORMATS)
-    _flag(p, "--context-length", type=human_int)
-    _flag(p, "--revision")
-    _flag(p, "--host", default="127.0.0.1")
-    _flag(p, "--port", type=int, default=30000)
-    _flag(p, "--warmups")
-    _flag(p, "--dtype", default="auto", choices=["auto", "half", "float16", "bfloat16", "float", "float32"])
-    _flag(p, "--quantization", choices=QUANTIZATIONS)
-    _flag(p, "--kv-cache-dtype", default="auto", choices=KV_CACHE_DTYPES)
-    _flag(p, "--mem-fraction-static", type=float)
-    _flag(p, "--max-running-requests", type=int)
-    _flag(p, "--max-queued-requests", type=int)
-    _flag(p, "--max-total-tokens", type=human_int)
-    _flag(p, "--chunked-prefill-size", type=int)
-    _flag(p, "--max-prefill-tokens", type=human_int, default=16384)
-    _flag(p, "--prefill-max-requests", type=int)
-    _flag(p, "--schedule-policy", default="fcfs", choices=SCHEDULE_POLICIES)
-    _flag(p, "--schedule-conservativeness", type=float, default=1.0)
-    _flag(p, "--page-size", type=int)
-    _flag(p, "--device")
-    _flag(p, "--tp-size", "--tensor-parallel-size", dest="tp_size", type=int, default=1)
-    _flag(p, "--pipeline-parallel-size", "--pp-size", dest="pp_size", type=int, default=1)
-    _flag(p, "--stream-interval", type=int, default=1)
-    _flag(p, "--random-seed", type=int)
-    _flag(p, "--watchdog-timeout", type=float, default=300)
-    _flag(p, "--dist-timeout", type=int)
-    _flag(p, "--download-dir")
-    _flag(p, "--base-gpu-id", type=int, default=0)
-    _flag(p, "--log-level", default="info")
-    _flag(p, "--log-level-http")
-    _flag(p, "--log-requests-level", type=int, default=2, choices=[0, 1, 2, 3])
-    _flag(p, "--decode-log-interval", type=int, default=40)
-    _flag(p, "--api-key")
-    _flag(p, "--served-model-name")
-    _flag(p, "--chat-template")
-    _flag(p, "--data-parallel-size", "--dp-size", dest="dp_size", type=int, default=1)
-    _flag(p, "--load-balance-method", default="auto", choices=LOAD_BALANCE_METHODS)
-    _flag(p, "--dist-init-addr", "--nccl-init-addr", dest="dist_init_addr")
-    _flag(p, "--nnodes", type=int, default=1)
-    _flag(p, "--node-rank", type=int, default=0)
-    _flag(p, "--json-model-override-args", default="{}")
-    for name in ("--attention-backend", "--prefill-attention-backend", "--decode-attention-backend"):
-        _flag(p, name, choices=ATTENTION_BACKENDS)
-    _flag(p, "--sampling-backend", choices=["flashinfer", "pytorch", "ascend", "intel_xpu"])
-    _flag(p, "--grammar-backend", choices=["xgrammar", "outlines", "llguidance", "none"])
-    _flag(p, "--torch-compile-max-bs", type=int, default=32)
-    _flag(p, "--num-continuous-decode-steps", type=int, default=1)
-    _flag(p, "--disaggregation-mode", default="null", choices=["null", "prefill", "decode"])
-    _flag(p, "--disaggregation-transfer-backend", default="mooncake", choices=TRANSFER_BACKENDS)
-    _flag(p, "--disaggregation-bootstrap-port", type=int, default=8998)
-    _flag(p, "--disaggregation-ib-device")
-    _flag(p, "--num-reserved-decode-tokens", type=int, default=512)
-    _flag(p, "--enable-hierarchical-cache", "--enable-hicache", action="store_true")
-    for name in ("--disable-cuda-graph", "--enable-dp-attention"):
-        _flag(p, name, action=DeprecatedStoreTrueAction)
-    for name in (
-        "--trust-remote-code",
-        "--skip-tokenizer-init",
-        "--skip-server-warmup",
-        "--enable-metrics",
-        "--enable-metrics-for-all-schedulers",
-        "--log-requests",
-        "--enable-cache-report",
-        "--disable-radix-cache",
-        "--disable-cuda-graph-padding",
-        "--disable-custom-all-reduce",
-        "--disable-overlap-schedule",
-        "--enable-mixed-chunk",
-        "--enable-torch-compile",
-        "--enable-p2p-check",
-        "--allow-auto-truncate",
-        "--triton-attention-reduce-in-fp32",
-        "--disaggregation-decode-enable-offload-kvcache",
-    ):
-        _flag(p, name, action="store_true")
-    _fork_flags(p)
-    return p
-
-
-def _fork_flags(p: argparse.ArgumentParser) -> None:
-    """The fork's own flags (its server_args.py; declared, with that source, in configs/engine-builds.yaml
-    for build sglang-minicpm-sala-fork): upstream 0.5.23 has none of them."""
-    for name in ("--dense-as-sparse", "--force-dense-minicpm", "--fuse-topk", "--split-stage1"):
-        _flag(p, name, action="store_true")
-    _flag(p, "--enable-piecewise-cuda-graph", action="store_true")
-    _flag(p, "--cuda-graph-max-bs", type=int)
-    _flag(p, "--cuda-graph-bs", type=int, nargs="+")
-    _flag(p, "--disaggregation-decode-tp", type=int)
-    _flag(p, "--disaggregation-decode-dp", type=int)
-    _flag(p, "--disaggregation-prefill-pp", type=int, default=1)
+U = realflags.Use
+# The fork's own flags (its server_args.py), as configs/engine-builds.yaml declares them for build
+# sglang-minicpm-sala-fork (flag: values): upstream 0.5.23 has none of them.
+FORK_FLAGS = {
+    "--dense-as-sparse": "none",
+    "--force-dense-minicpm": "none",
+    "--fuse-topk": "none",
+    "--split-stage1": "none",
+    "--enable-piecewise-cuda-graph": "none",
+    "--cuda-graph-max-bs": "one",
+    "--cuda-graph-bs": "one-or-more",
+    "--disaggregation-decode-tp": "one",
+    "--disaggregation-decode-dp": "one",
+    "--disaggregation-prefill-pp": "one",
+}
+EXTRA = tuple(FORK_FLAGS.items())
+# The flags the simulator implements, each named by one of its option strings with how the simulator reads
+# it; option strings, dests (ServerArgs' field names), arity and choices are upstream 0.5.23's (and the
+# declared ones the fork's): sim/realflags.py. Every other flag SGLang has is refused as not simulated.
+FLAGS: dict[str, realflags.Use] = {
+    "--tokenizer-mode": U(default="auto"),
+    "--load-format": U(default="auto"),
+    "--context-length": U(human_int),
+    "--host": U(default="127.0.0.1"),
+    "--port": U(default=30000),
+    "--dtype": U(default="auto"),
+    "--kv-cache-dtype": U(default="auto"),
+    "--max-total-tokens": U(human_int),
+    "--max-prefill-tokens": U(human_int, default=16384),
+    "--schedule-policy": U(default="fcfs"),
+    "--schedule-conservativeness": U(default=1.0),
+    "--tp-size": U(default=1),
+    "--pp-size": U(default=1),
+    "--stream-interval": U(default=1),
+    "--watchdog-timeout": U(default=300),
+    "--base-gpu-id": U(default=0),
+    "--log-level": U(default="info"),
+    "--log-requests-level": U(default=2),
+    "--decode-log-interval": U(default=40),
+    "--dp-size": U(default=1),
+    "--load-balance-method": U(default="auto"),
+    "--nnodes": U(default=1),
+    "--node-rank": U(default=0),
+    "--json-model-override-args": U(default="{}"),
+    "--torch-compile-max-bs": U(default=32),
+    "--num-continuous-decode-steps": U(default=1),
+    "--disaggregation-mode": U(default="null"),
+    # Any recorded backend parses; start-up refuses those not simulated (SIMULATED_TRANSFERS).
+    "--disaggregation-transfer-backend": U(default="mooncake"),
+    "--disaggregation-bootstrap-port": U(default=8998),
+    "--num-reserved-decode-tokens": U(default=512),
+    "--disaggregation-prefill-pp": U(int, default=1),
+    **{name: U(int) for name in ("--cuda-graph-max-bs", "--cuda-graph-bs")},
+    **{name: U(int) for name in ("--disaggregation-decode-tp", "--disaggregation-decode-dp")},
+    **{
+        name: U()
+        for name in (
+            "--model-path",
+            "--tokenizer-path",
+            "--revision",
+            "--warmups",
+            "--quantization",
+            "--mem-fraction-static",
+            "--max-running-requests",
+            "--max-queued-requests",
+            "--chunked-prefill-size",
+            "--prefill-max-requests",
+            "--page-size",
+            "--device",
+            "--random-seed",
+            "--dist-timeout",
+            "--download-dir",
+            "--log-level-http",
+            "--api-key",
+            "--served-model-name",
+            "--chat-template",
+            "--dist-init-addr",
+            "--attention-backend",
+            "--prefill-attention-backend",
+            "--decode-attention-backend",
+            "--sampling-backend",
+            "--grammar-backend",
+            "--disaggregation-ib-device",
+            # switches
+            "--enable-hierarchical-cache",
+            "--disable-cuda-graph",
+            "--enable-dp-attention",
+            "--trust-remote-code",
+            "--skip-tokenizer-init",
+            "--skip-server-warmup",
+            "--enable-metrics",
+            "--enable-metrics-for-all-schedulers",
+            "--log-requests",
+            "--enable-cache-report",
+            "--disable-radix-cache",
+            "--disable-cuda-graph-padding",
+            "--disable-custom-all-reduce",
+            "--disable-overlap-schedule",
+            "--enable-mixed-chunk",
+            "--enable-torch-compile",
+            "--enable-p2p-check",
+            "--allow-auto-truncate",
+            "--triton-attention-reduce-in-fp32",
+            "--disaggregation-decode-enable-offload-kvcache",
+            *(flag for flag, values in FORK_FLAGS.items() if values == "none"),
+        )
+    },
+}
 
 
-FORK_FLAGS = (
-    "--dense-as-sparse",
-    "--force-dense-minicpm",
-    "--fuse-topk",
-    "--split-stage1",
-    "--enable-piecewise-cuda-graph",
-    "--cuda-graph-max-bs",
-    "--cuda-graph-bs",
-    "--disaggregation-decode-tp",
-    "--disaggregation-decode-dp",
-    "--disaggregation-prefill-pp",
-)
+@cache
+def build_parser() -> realflags.Parser:
+    """launch_server's parser, rebuilt from upstream 0.5.23's recorded one and the fork's declared flags with
+    the simulator's FLAGS (its parse() resolves abbreviations over all of those flags and refuses the ones
+    not simulated)."""
+    return realflags.build("sglang", PROG, FLAGS, extra=EXTRA)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """argv after `-m sglang.launch_server`; argparse errors exit 2. Abbreviations resolve over upstream
     0.5.23's flags and the fork's, as SGLang's parser (allow_abbrev) does over its own."""
-    parser = build_parser()
-    vocabulary = realflags.vocabulary("sglang", FORK_FLAGS)
-    return parser.parse_args(realflags.expand(list(argv), vocabulary, parser.error))
+    return build_parser().parse(list(argv))
 
 
 def context_length(requested: int | None, hf_config: dict[str, Any]) -> int:
