@@ -1,7 +1,7 @@
 """The real engines judge the rendered command lines: `make check-engines` passes on every shipped config,
 and lines mutated the way mistakes happen are refused in the engine's own words. The mutated lines go
 through one probe process per engine, which also describes each parser: the descriptions must be the ones
-committed in sim/parity/, which the simulators are held to (tests/sim/test_parity.py).
+committed in sim/parity/, which the simulators build their parsers from (sim/realflags.py).
 
 Slow (each engine imports for 20-70 s): one `make check-engines` and one judge() per module."""
 
