@@ -123,10 +123,10 @@ def _port(text: str) -> int:
     return int(text)
 
 
-def _positive(kind: type) -> Callable[[str], float]:
+def _positive(kind: type[float]) -> Callable[[str], float]:
     def parse(text: str) -> float:
         try:
-            value = kind(text)
+            value: float = kind(text)
         except ValueError:
             value = 0
         if not 0 < value < math.inf:  # also refuses nan, and inf: every wait stays bounded

@@ -1,4 +1,9 @@
-"""Counters and histograms, written out in the Prometheus text format on GET /metrics."""
+"""Counters and histograms, written out in the Prometheus text format on GET /metrics.
+
+Hand-written rather than prometheus_client 0.26.0: with it, one request's updates cost ~7x (a lock and a
+label lookup each: ~6 -> ~40 us, tests/proxy/libeval.py) and a scrape ~50x, the backend gauges would
+still need a custom collector, and the code would not get shorter.
+"""
 
 from __future__ import annotations
 

@@ -14,8 +14,8 @@ import httpx
 import msgspec
 
 from proxy import inbound, mooncake, validate
-from proxy.asgi import JSON, SSE, Message, Receive, Reply, Send, read_body
-from proxy.backends import Pick, Pool, affinity_key, set_down
+from proxy.asgi import JSON, SSE, Header, Message, Receive, Reply, Send, read_body
+from proxy.backends import Backend, Pick, Pool, affinity_key, set_down
 from proxy.errors import (
     NOT_DELIVERED,
     BadAnswer,
@@ -79,7 +79,9 @@ async def relay(rt: Runtime, scope: Message, receive: Receive, send: Send) -> No
         await fail(rt, reply, call.leg, error)
 
 
-async def _read_call(rt: Runtime, scope: Message, receive: Receive, headers: dict, request_id: bytes) -> Call:
+async def _read_call(
+    rt: Runtime, scope: Message, receive: Receive, headers: dict[bytes, bytes], request_id: bytes
+) -> Call:
     """The request as vLLM would accept it, or BadRequest before any engine sees it."""
     config = rt.config
     inbound.declared_length(scope["headers"], config.limits.body_bytes)
@@ -116,7 +118,7 @@ async def _exchange(rt: Runtime, call: Call, reply: Reply, guard: Guard) -> None
 async def _with_failover(pool: Pool, key: bytes | None, run: Callable[[Pick], Awaitable[T]]) -> T:
     """Runs a leg on the chosen engine. One that refuses the connection never saw the request: it
     leaves rotation at once and the next choice gets the request."""
-    tried = []
+    tried: list[Backend] = []
     while True:
         pick = pool.pick(key, tried)
         pick.backend.outstanding += 1
@@ -230,7 +232,7 @@ async def _decode(rt: Runtime, call: Call, reply: Reply, guard: Guard, prefill: 
 
 
 async def _stream(
-    rt: Runtime, response: httpx.Response, reply: Reply, guard: Guard, start: float, headers: list
+    rt: Runtime, response: httpx.Response, reply: Reply, guard: Guard, start: float, headers: list[Header]
 ) -> None:
     await reply.start(response.status_code, SSE, headers)
     chunks = size = 0

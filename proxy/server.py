@@ -49,7 +49,7 @@ if HttpToolsProtocol is not None:
         limits: Any
         report: Report
 
-        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+        def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
             self._head_open = False  # a request head has begun and is not complete
             self._head_bytes = self._body_bytes = 0

@@ -48,7 +48,7 @@ class _Connection(asyncio.Protocol):
         self._buffered = 0
         self._paused = False
         self._error: Exception | None = None
-        self._waiter: asyncio.Future | None = None
+        self._waiter: asyncio.Future[None] | None = None
         self._last = 0.0  # loop time of the last byte or of the start of the wait: the read timeout
         self._timer: asyncio.TimerHandle | None = None
 
@@ -246,7 +246,7 @@ class FastTransport(httpx.AsyncBaseTransport):
         self._in_use = 0
         self._idle: dict[Origin, deque[_Connection]] = {}  # oldest left, most recently used right
         self._idle_count = 0
-        self._waiters: deque[asyncio.Future] = deque()
+        self._waiters: deque[asyncio.Future[None]] = deque()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         timeouts = request.extensions.get("timeout", {})

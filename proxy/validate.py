@@ -164,9 +164,12 @@ def _max_tokens(body: Body, endpoint: str) -> str | None:
 
 def output_cap(body: Body, endpoint: str) -> int | None:
     """The client's cap on output tokens as vLLM reads it (types already checked); None: the server's."""
+    cap: int | None
     if endpoint == CHAT:  # max_completion_tokens wins over the deprecated max_tokens
         cap = _optional_int(body, "max_completion_tokens")
-        return _optional_int(body, "max_tokens") if cap is None else cap
+        if cap is None:
+            cap = _optional_int(body, "max_tokens")
+        return cap
     cap = _optional_int(body, "max_tokens")
     cap = COMPLETION_MAX_TOKENS if cap is None else cap
     # A completion echoing its prompt may ask for no output at all; vLLM then generates one token.

@@ -279,6 +279,8 @@ def _node_setup(t: Target, setup) -> NodeSetup | None:
         return None
     sets = []
     for name, commands in nodesetup.SETS.items():
+        if name == "proxy" and not _runs_our_proxy(t):
+            continue
         lock = nodesetup.lock_path(name, setup.python, setup.platform)
         if not lock.is_file():
             raise Unsupported(
@@ -314,10 +316,14 @@ def _node_setup(t: Target, setup) -> NodeSetup | None:
     return NodeSetup(setup.python, setup.platform, setup.root, tuple(sets))
 
 
+def _runs_our_proxy(t: Target) -> bool:
+    return t.disagg and t.router.name == PD_PROXY
+
+
 def _shipped(t: Target) -> tuple:
     """Repository folders the job reads, copied into its run folder: the node tools, our proxy when it is
     the router, and what the runner's launch profile ships (a trace set)."""
-    proxy = (("proxy", "proxy"),) if t.disagg and t.router.name == PD_PROXY else ()
+    proxy = (("proxy", "proxy"),) if _runs_our_proxy(t) else ()
     return (("scripts", "scripts"), *proxy, *sorted(t.launch.ship.items()))
 
 

@@ -7,6 +7,7 @@ from schemas import settings as reg
 from schemas.entries import dram_budget, splits_experts
 from schemas.kv_path import LMCACHE_MP, kv_connectors
 
+from . import nodesetup
 from .plan import Ports, Service, Timeouts
 from .target import LOCAL_ADDR, NODE_ADDR, Target, Unsupported
 from .words import Ref, argv, json_word, word
@@ -400,11 +401,12 @@ def router_service(t: Target, backends: list, ports: Ports, timeouts: Timeouts, 
             *t.launch.router_args.get("vllm-router", []),
         ]
         return Service("router", argv(*args), url, timeouts.router_ready)
-    # The proxy runs from the job's snapshot of this repository, not from an installed package.
+    # The proxy runs from the job's snapshot of this repository, not from an installed package, on the
+    # server stack it is tested with (the node setup's proxy set) where the runner has a node setup.
     args = [
         "env",
         word("PYTHONPATH=", Ref("RECIPE_DIR")),
-        "python3",
+        nodesetup.PROXY_PYTHON if t.launch.node_setup else "python3",
         "-m",
         "proxy",
         "--host",

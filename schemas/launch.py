@@ -322,8 +322,9 @@ class SiteWheel(Model):
 
 
 class NodeSetup(Model):
-    """The tools a job needs that the image lacks (AIPerf), installed on the nodes from pinned wheels with
-    their SHA-256 that `make submit` puts in the run folder (no network on the nodes)."""
+    """The tools a job needs that the image lacks (AIPerf) or carries at other versions than the tested
+    ones (our proxy's server stack), installed on the nodes from pinned wheels with their SHA-256 that
+    `make submit` puts in the run folder (no network on the nodes)."""
 
     python: PythonVersion = Field(
         description="The image's python3 (MAJOR.MINOR): the wheels are fetched for it, and the node checks "
@@ -534,7 +535,8 @@ class LaunchProfile(Model):
     )
     node_setup: NodeSetup | None = Field(
         None,
-        description="Install the benchmark client (AIPerf, in no engine image) on the nodes from the run's "
+        description="Install the benchmark client (AIPerf, in no engine image) and, when the router is "
+        "pd-proxy, the proxy's pinned server stack (uvicorn, httptools, ...) on rank 0 from the run's "
         "wheelhouse; needed where the image's engines run (engine-build image).",
     )
     mooncake_bootstrap: MooncakeBootstrap = Field(default_factory=MooncakeBootstrap)

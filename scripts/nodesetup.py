@@ -14,6 +14,7 @@ import argparse
 import fcntl
 import hashlib
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -130,18 +131,32 @@ def install(args: argparse.Namespace) -> str:
         link.unlink(missing_ok=True)
         link.symlink_to(env / "site")
     for command in args.command:
-        target = scripts / command
-        if not os.access(target, os.X_OK):
-            raise SetupError(f"{lock.name} installs no command {command} ({target})")
-        link = bin_dir / command
-        link.unlink(missing_ok=True)
-        link.symlink_to(target)
+        _put_on_path(command, scripts, bin_dir, lock.name)
     took = time.monotonic() - started
     where = f"; on python3's path as {args.layer_link}" if layer else ""
     return (
         f"node setup {lock.stem}: {wheels} pinned wheels {how} in {took:.0f} s at {env} "
         f"(lock sha256 {digest[:16]}); on PATH: {', '.join(args.command)}{where}"
     )
+
+
+def _put_on_path(command: str, scripts: Path, bin_dir: Path, lock: str) -> None:
+    """COMMAND, a console script of the set, linked into BIN_DIR; NAME=python3, the environment's own
+    python3 as NAME (for a program the job ships, the proxy): a script that runs it by its path, as a link
+    would start the image's Python outside the environment (it finds its pyvenv.cfg by the path it ran as)."""
+    name, _, program = command.partition("=")
+    if program not in ("", "python3"):
+        raise SetupError(f"--command {command}: only python3 is given another name")
+    target = scripts / (program or name)
+    if not os.access(target, os.X_OK):
+        raise SetupError(f"{lock} installs no command {program or name} ({target})")
+    link = bin_dir / name
+    link.unlink(missing_ok=True)
+    if program:
+        link.write_text(f'#!/bin/sh\nexec {shlex.quote(str(target))} "$@"\n')
+        link.chmod(0o755)
+    else:
+        link.symlink_to(target)
 
 
 def cmd_setup_env(args: argparse.Namespace) -> int:
@@ -159,7 +174,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--root", required=True, help="where environments are kept, one per lock hash")
     p.add_argument("--python", required=True, help="MAJOR.MINOR the wheels are for; python3 must be it")
     p.add_argument("--bin-dir", required=True, help="folder the set's commands are linked into")
-    p.add_argument("--command", action="append", default=[], help="a console script the set provides")
+    p.add_argument(
+        "--command",
+        action="append",
+        default=[],
+        help="a console script the set provides; NAME=python3: the environment's python3, as NAME",
+    )
     p.add_argument(
         "--layer-link",
         help="install onto the image's Python path instead (pip --target, a library the engine imports); "

@@ -1,6 +1,7 @@
 """Node setup, the submitting side: the tools a job needs that its image lacks (AIPerf is in no engine image,
-docs/upstream-facts.md#aiperf), as pinned wheels with their SHA-256, fetched into the run's wheelhouse at
-submission, so that nodes install them with no network (scripts/nodesetup.py: --no-index --require-hashes).
+docs/upstream-facts.md#aiperf) or carries at other versions than the tested ones (the proxy's server stack),
+as pinned wheels with their SHA-256, fetched into the run's wheelhouse at submission, so that nodes install
+them with no network (scripts/nodesetup.py: --no-index --require-hashes).
 
 What a set holds is a pyproject.toml extra (SETS); its lock, one per target Python and platform of a runner's
 node-setup (configs/launch.yaml), is recipes/nodesetup/locks/<extra>-cp<XY>-<platform>.txt, written by
@@ -27,8 +28,12 @@ from schemas.pins import requirements
 ROOT = Path(__file__).resolve().parents[2]
 LOCKS = Path(__file__).resolve().parent / "locks"
 CACHE = ROOT / ".cache" / "wheelhouse"
-# A pyproject.toml extra -> the commands it puts on a node's PATH.
-SETS = {"bench": ("aiperf",)}
+# The proxy's server stack (uvicorn, httptools, ...) as tested here, not as the image carries it: its
+# environment's python3 is on rank 0's PATH under this name (scripts/nodesetup.py, NAME=python3).
+PROXY_PYTHON = "proxy-python3"
+# A pyproject.toml extra -> the commands it puts on a node's PATH. Every set goes to rank 0; proxy only
+# when the router is ours (recipes/build.py).
+SETS = {"bench": ("aiperf",), "proxy": (f"{PROXY_PYTHON}=python3",)}
 DOWNLOAD_TIMEOUT_S = 1800
 SITE_WHEEL_BYTES = 4 << 30  # far above any build of a library; a server streaming forever is cut here
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)")
@@ -109,6 +114,17 @@ def platform_tags(platform: str) -> list[str]:
     return tags + [f"{name}_{arch}" for g, name in legacy.items() if g <= glibc]
 
 
+def fits(wheel: str, python: str, platform: str) -> bool:
+    """A wheel file a node of this Python and platform installs: a lock names every build's hash, and one
+    cache holds the builds of every runner's Python (a cp311 build in a cp312 wheelhouse fails the node)."""
+    pythons, abis, platforms = (set(tags.split(".")) for tags in wheel.removesuffix(".whl").split("-")[-3:])
+    minor = int(python.split(".")[1])
+    python_ok = bool(pythons & {"py3", f"py3{minor}", f"cp3{minor}"}) or (
+        "abi3" in abis and any(t.startswith("cp3") and int(t[3:]) <= minor for t in pythons)
+    )
+    return python_ok and ("any" in platforms or bool(platforms & set(platform_tags(platform))))
+
+
 def _normal(name: str) -> str:
     return re.sub(r"[-_.]+", "_", name).lower()
 
@@ -159,7 +175,9 @@ def wheelhouse(
         found = [
             (p, digest)
             for p in sorted(by_name.get(_normal(pin.name), []))
-            if p.name.split("-")[1] == pin.version and (digest := _sha256(p)) in pin.hashes
+            if p.name.split("-")[1] == pin.version
+            and fits(p.name, python, platform)
+            and (digest := _sha256(p)) in pin.hashes
         ]
         if not found:
             raise SetupError(f"no wheel of {pin.name}=={pin.version} with a pinned hash in {cache}")

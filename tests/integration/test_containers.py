@@ -64,10 +64,13 @@ def test_the_demo_runs_every_node_in_its_own_container_and_leaves_none(cluster, 
     assert "removed disagg-" not in job_out  # nothing was left to sweep: each container ended with its node
     # AIPerf came from the run's wheelhouse, installed inside sim1's container (the runner's node-setup),
     # and preflight found exactly the pinned version there
+    # and so did the proxy's server stack, which the router ran on
     lock = json.loads((run_dir / "lock.json").read_text())["node_setup"]
-    wheels = lock["sets"]["bench"]["wheels"]
-    assert len(wheels) == len(list((run_dir / "recipe" / "wheelhouse").iterdir())) > 100
-    assert f"sim1 node setup bench: {len(wheels)} pinned wheels installed in" in job_out
+    files = {w["file"] for s in lock["sets"].values() for w in s["wheels"]}  # the sets share some wheels
+    assert len(files) == len(list((run_dir / "recipe" / "wheelhouse").iterdir())) > 100
+    for name, s in lock["sets"].items():
+        assert f"sim1 node setup {name}: {len(s['wheels'])} pinned wheels installed in" in job_out
+    assert "proxy-python3=python3" in job_out and sorted(lock["sets"]) == ["bench", "proxy"]
     env = re.search(r"sim1 aiperf: aiperf 0\.13\.0 \((\S+)/bin/python\)", job_out)
     assert env and env[1].startswith(f"{run_dir}/setup-env/bench-"), job_out
     # before the containers: every host's NICs checked (the simulated nicctl); then what the image reference

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib.metadata
 import os
 import shlex
 import subprocess
@@ -16,7 +17,7 @@ from recipes import nodesetup, submit
 from recipes.build import Unsupported, build_plan
 from recipes.render import render_config, render_plan
 from schemas.launch import SiteWheel
-from schemas.pins import pinned_version
+from schemas.pins import requirements
 from tests.recipes.test_render import SHELLCHECK
 from tests.wheels import make_wheel
 
@@ -24,12 +25,21 @@ MI355X = "kimik2.5-fp4-mi355x-vllm-disagg-agentic"
 
 
 @pytest.mark.parametrize("lock", sorted(nodesetup.LOCKS.glob("*.txt")), ids=lambda p: p.name)
-def test_every_lock_pins_the_extra_s_version_and_hashes_every_wheel(lock):
+def test_every_lock_pins_the_extra_s_versions_and_hashes_every_wheel(lock):
+    """The proxy's lock is what runs in a job; its extra is what tests/proxy runs against: the same pins."""
     pins = {p.name: p for p in nodesetup.read_lock(lock)}
     extra = lock.name.split("-cp", 1)[0]
-    for command in nodesetup.SETS[extra]:
-        assert pins[command].version == pinned_version(extra, command)
-    assert all(len(p.hashes) >= 1 for p in pins.values()) and len(pins) > 10
+    assert extra in nodesetup.SETS
+    for requirement in requirements(extra):
+        name, version = requirement.split("==")
+        assert pins[name].version == version, requirement
+    assert all(len(p.hashes) >= 1 for p in pins.values()) and len(pins) > len(requirements(extra))
+
+
+def test_the_tests_run_the_proxy_on_the_pins_a_job_runs_it_on():
+    for requirement in requirements("proxy"):
+        name, version = requirement.split("==")
+        assert importlib.metadata.version(name) == version, requirement
 
 
 def test_every_runner_with_a_node_setup_has_its_locks(configs):
@@ -39,6 +49,19 @@ def test_every_runner_with_a_node_setup_has_its_locks(configs):
                 assert nodesetup.lock_path(
                     extra, profile.node_setup.python, profile.node_setup.platform
                 ).is_file(), label
+
+
+def test_our_proxy_runs_on_the_proxy_set_where_the_runner_has_a_node_setup(configs):
+    """The proxy's server stack (its uvicorn subclass) is the pinned one the tests run, not the image's;
+    vllm-router's recipe installs no proxy set; a runner without a node setup keeps its python3."""
+    proxy = build_plan(configs.targets(MI355X)[0])
+    assert [s.name for s in proxy.node_setup.sets] == ["bench", "proxy"]
+    assert proxy.router.argv[2:5] == (("proxy-python3",), ("-m",), ("proxy",))
+    assert ("proxy-python3",) in proxy.leader_commands  # preflight: on PATH after the node setup
+    router = build_plan(configs.targets("kimik2.5-fp4-mi355x-vllm-disagg")[0])
+    assert [s.name for s in router.node_setup.sets] == ["bench"]
+    local = build_plan(configs.targets("local-sim-vllm-disagg-agentic")[0])
+    assert local.node_setup is None and local.router.argv[2:5] == (("python3",), ("-m",), ("proxy",))
 
 
 def test_platform_tags_are_every_older_manylinux_too():
@@ -70,6 +93,40 @@ def test_the_wheelhouse_holds_each_pinned_wheel_checked_against_its_hash(tmp_pat
     assert os.path.samefile(tmp_path / "wh" / wheel.name, wheel)  # a hard link, not a second copy
 
 
+@pytest.mark.parametrize(
+    ("wheel", "fits"),
+    [
+        ("a-1-py3-none-any.whl", True),
+        ("a-1-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl", True),
+        ("a-1-cp311-cp311-manylinux_2_28_x86_64.whl", False),  # another Python
+        ("a-1-cp310-abi3-manylinux_2_28_x86_64.whl", True),  # the stable ABI of an older one
+        ("a-1-cp312-cp312-manylinux_2_34_x86_64.whl", False),  # a newer glibc
+        ("a-1-cp312-cp312-manylinux_2_28_aarch64.whl", False),
+        ("a-1-cp312-cp312-musllinux_1_2_x86_64.whl", False),
+    ],
+)
+def test_a_wheelhouse_takes_only_the_builds_its_node_installs(wheel, fits):
+    assert nodesetup.fits(wheel, "3.12", "manylinux_2_28_x86_64") is fits
+
+
+def test_the_wheelhouse_takes_its_python_s_build_from_a_cache_holding_every_runner_s(tmp_path, cache):
+    built = make_wheel(cache)
+    builds = {
+        py: cache / built.name.replace("py3-none-any", f"{py}-{py}-manylinux_2_28_x86_64")
+        for py in ("cp311", "cp312")
+    }
+    for py, path in builds.items():
+        path.write_bytes(built.read_bytes() + py.encode())  # another file, another hash
+    built.unlink()
+    hashes = " ".join(f"--hash=sha256:{hashlib.sha256(p.read_bytes()).hexdigest()}" for p in builds.values())
+    lock = tmp_path / "proxy.txt"
+    lock.write_text(f"demo-tool==1.0 {hashes}\n")
+    (got,) = nodesetup.wheelhouse(
+        lock, "3.12", "manylinux_2_28_x86_64", tmp_path / "wh", cache=cache, say=print
+    )
+    assert got.file == builds["cp312"].name
+
+
 def test_a_cached_wheel_with_another_hash_is_refused(tmp_path, cache):
     make_wheel(cache)
     lock = tmp_path / "bench.txt"
@@ -99,29 +156,32 @@ def test_the_dry_run_lists_every_wheel_with_its_hashes(capsys, tmp_path):
 
 def test_the_run_holds_the_lock_and_the_lock_file_names_every_wheel(configs, tmp_path, monkeypatch):
     rendered = render_config(MI355X, configs)[0]
+    made = {"bench": ("aiperf-0.13.0-py3-none-any.whl", "aiperf", "0.13.0"),
+            "proxy": ("uvicorn-0.54.0-py3-none-any.whl", "uvicorn", "0.54.0")}  # fmt: skip
 
     def fake_wheelhouse(lock, python, platform, dest, **kw):
-        dest.mkdir(parents=True)
-        return [nodesetup.Wheel("aiperf-0.13.0-py3-none-any.whl", "aiperf", "0.13.0", "a" * 64)]
+        dest.mkdir(parents=True, exist_ok=True)
+        return [nodesetup.Wheel(*made[lock.name.split("-cp")[0]], "a" * 64)]
 
     monkeypatch.setattr(nodesetup, "wheelhouse", fake_wheelhouse)
     recipe = tmp_path / "recipe"
     recipe.mkdir()
     recorded = submit.node_setup(rendered, recipe)
-    (s,) = rendered.plan.node_setup.sets
-    assert (recipe / "setup" / "bench.txt").read_bytes() == (nodesetup.LOCKS / s.lock).read_bytes()
+    sets = rendered.plan.node_setup.sets
+    assert [s.name for s in sets] == ["bench", "proxy"]  # the MI355X recipe's router is our proxy
+    for s in sets:
+        assert (recipe / "setup" / f"{s.name}.txt").read_bytes() == (nodesetup.LOCKS / s.lock).read_bytes()
     assert recorded == {
         "python": "3.12",
         "platform": "manylinux_2_28_x86_64",
         "sets": {
-            "bench": {
+            s.name: {
                 "lock": s.lock,
                 "requirements_sha256": s.requirements_sha256,
                 "installed_on": "leader",
-                "wheels": [
-                    {"file": "aiperf-0.13.0-py3-none-any.whl", "version": "0.13.0", "sha256": "a" * 64}
-                ],
+                "wheels": [{"file": made[s.name][0], "version": made[s.name][2], "sha256": "a" * 64}],
             }
+            for s in sets
         },
     }
     assert submit.lock(rendered, recorded)["node_setup"] == recorded
@@ -142,8 +202,9 @@ def with_site_wheel(configs, source: str = SITE):
 
 def test_a_site_lmcache_wheel_goes_onto_the_prefill_nodes_python_path(configs, tmp_path):
     plan = build_plan(with_site_wheel(configs))
-    bench, lmcache = plan.node_setup.sets
+    bench, proxy, lmcache = plan.node_setup.sets
     assert (bench.where, bench.layer, bench.commands) == ("leader", False, ("aiperf",))
+    assert (proxy.where, proxy.layer, proxy.commands) == ("leader", False, ("proxy-python3=python3",))
     assert (lmcache.where, lmcache.layer, lmcache.version, lmcache.source) == (
         "prefill",
         True,

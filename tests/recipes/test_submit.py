@@ -126,7 +126,7 @@ def test_submit_copies_only_what_the_plan_ships(configs, tmp_path, fake_sbatch, 
     node setup's lock and wheels where the runner has one (tests/recipes/test_nodesetup.py)."""
     env, _ = fake_sbatch
     monkeypatch.setattr(
-        nodesetup, "wheelhouse", lambda lock, python, platform, dest, **kw: dest.mkdir() or []
+        nodesetup, "wheelhouse", lambda lock, python, platform, dest, **kw: dest.mkdir(exist_ok=True) or []
     )
     setup = {"setup", "wheelhouse"}
     staged = {"sha256": "0" * 64, "files": {}, "bytes": 0}  # the site's trace set: test_staging below

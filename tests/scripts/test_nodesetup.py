@@ -50,6 +50,23 @@ def test_installs_from_the_wheelhouse_and_links_only_the_sets_commands(tmp_path)
     assert len(envs) == 1 and envs[0].name.startswith("bench-")
 
 
+def test_python3_goes_on_path_by_another_name_and_runs_in_the_environment(tmp_path):
+    """The proxy set's interpreter: a link would start the base Python, outside the environment."""
+    lock = lock_for(make_wheel(tmp_path / "wheelhouse"), tmp_path / "proxy.txt")
+    done = setup_env(tmp_path, lock, command="proxy-python3=python3")
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in (tmp_path / "bin").iterdir()) == ["proxy-python3"]
+    probe = (
+        "import sys, importlib.metadata as m; print(sys.prefix != sys.base_prefix, m.version('demo-tool'))"
+    )
+    ran = subprocess.run(
+        [str(tmp_path / "bin" / "proxy-python3"), "-c", probe], capture_output=True, text=True, check=True
+    )
+    assert ran.stdout == "True 1.0\n"
+    other = setup_env(tmp_path, lock, command="tool=demotool")
+    assert other.returncode != 0 and "only python3 is given another name" in other.stderr
+
+
 def test_a_second_job_with_the_same_lock_reuses_the_environment(tmp_path):
     lock = lock_for(make_wheel(tmp_path / "wheelhouse"), tmp_path / "bench.txt")
     assert setup_env(tmp_path, lock).returncode == 0

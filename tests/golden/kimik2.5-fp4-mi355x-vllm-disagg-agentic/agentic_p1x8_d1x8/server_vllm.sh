@@ -32,6 +32,7 @@ esac
 if [[ $RANK == 0 ]]; then
   step "node setup"
   install_set bench 3.12 "$RUN_DIR/setup-env" env aiperf
+  install_set proxy 3.12 "$RUN_DIR/setup-env" env proxy-python3=python3
 fi
 
 step "preflight"
@@ -46,7 +47,7 @@ case "$ROLE" in
 esac
 require_drained_gpus 0.1
 if [[ $RANK == 0 ]]; then
-  require_commands python3 aiperf
+  require_commands python3 proxy-python3 aiperf
   require_version aiperf aiperf 0.13.0
   # make submit RESUME=<run> lists the benchmarks an earlier run of the same lock collected.
   load_resumed "$RUN_DIR/resume.json"
@@ -273,7 +274,7 @@ barrier ready "$RANK" 2 "$LEADER_ADDR:29500" 3600 \
 
 if [[ $RANK == 0 ]]; then
   step "router"
-  start_service router env PYTHONPATH="${RECIPE_DIR}" python3 \
+  start_service router env PYTHONPATH="${RECIPE_DIR}" proxy-python3 \
     -m proxy \
     --host "${NODE_ADDR}" \
     --port 30000 \
