@@ -623,7 +623,7 @@ class LaunchProfile(Model):
         ports = {**self.ports.model_dump(by_alias=True), "mooncake-bootstrap": self.mooncake_bootstrap.port}
         for name, port in ports.items():
             if port in taken:
-                raise ValueError(f"ports: {name} and {taken[port]} are both {port}")
+                raise ValueError(f"ports: {taken[port]} and {name} are both {port}")
             taken[port] = name
         return self
 

@@ -27,6 +27,7 @@ import pytest
 from recipes.build import build_plan, timeouts_of
 from recipes.render import render_plan
 from recipes.submit import snapshot
+from scripts import statefiles
 
 FAKE = Path(__file__).resolve().parent / "fakes" / "fake_tool.py"
 LOCAL = "local-sim-vllm-disagg-agentic"
@@ -434,5 +435,5 @@ def test_a_service_death_is_the_root_cause_even_when_a_peer_notices_first(cluste
 
 def node_outcome(job: Job, node: str) -> dict[str, str]:
     """The key=value lines a node script writes to state/<node>/outcome as it ends."""
-    text = (job.run_dir / "state" / node / "outcome").read_text()
+    text = (job.run_dir / statefiles.FOLDER / node / statefiles.OUTCOME).read_text()
     return dict(line.split("=", 1) for line in text.splitlines())
