@@ -30,7 +30,21 @@ from .benchmark import (
     sweep,
 )
 from .engine import Engine
-from .plan import Container, Node, NodeSetup, Pinned, Plan, Ports, Role, Service, SetupSet, Slurm, Timeouts
+from .plan import (
+    Container,
+    FailureReport,
+    Node,
+    NodeSetup,
+    Pinned,
+    Plan,
+    Ports,
+    Role,
+    Service,
+    SetupSet,
+    Slurm,
+    Teardown,
+    Timeouts,
+)
 from .target import NODE_ADDR, Target, Unsupported, peer_url, program
 from .words import Ref, argv, word
 
@@ -56,22 +70,14 @@ NODE_ENV = (
 )
 
 
-def build_plan(
-    t: Target,
-    *,
-    ports: Ports | None = None,
-    timeouts: Timeouts | None = None,
-    soak_seconds: int | None = None,
-) -> Plan:
-    """timeouts: by default the runner's launch profile's. soak_seconds: instead of the sweep, phases of
-    varied concurrency and prompt length for that long."""
+def build_plan(t: Target, *, timeouts: Timeouts | None = None, soak_seconds: int | None = None) -> Plan:
+    """timeouts: by default the runner's launch profile's (timeouts_of). soak_seconds: instead of the sweep,
+    phases of varied concurrency and prompt length for that long."""
     _check_supported(t)
     engine = ENGINES[t.engine]
     profile = t.launch
-    ports = ports or Ports(mooncake_bootstrap=profile.mooncake_bootstrap.port)
-    timeouts = timeouts or Timeouts(
-        done=seconds_of(profile.time_limit), **profile.timeouts.model_dump(by_alias=False)
-    )
+    ports = ports_of(profile)
+    timeouts = timeouts or timeouts_of(profile)
     if soak_seconds is not None:
         check_soak_fits(soak_seconds, profile.time_limit)
     nodes = _nodes(t)
@@ -117,6 +123,8 @@ def build_plan(
         container=container,
         ports=ports,
         timeouts=timeouts,
+        teardown=Teardown(**profile.teardown.model_dump(by_alias=False)),
+        failure_report=FailureReport(**profile.failure_report.model_dump(by_alias=False)),
         address_args=_address_args(t),
         node_local_addr=_private_addr(t) if t.uses_lmcache else None,
         env_exported=tuple(sorted((k, str(v)) for k, v in _engine_env(t, engine, ports).items())),
@@ -148,6 +156,26 @@ def build_plan(
         caveats=engine.caveats(t),
         log_signatures=signatures,
     )
+
+
+def ports_of(profile) -> Ports:
+    """The job's ports, as the runner's launch profile (schemas/launch.py) decides them."""
+    p = profile.ports
+    return Ports(
+        vllm=p.engine,
+        mooncake_bootstrap=profile.mooncake_bootstrap.port,
+        lmcache=p.lmcache,
+        lmcache_http=p.lmcache_http,
+        router=p.router,
+        router_metrics=p.router_metrics,
+        barrier=p.barrier,
+    )
+
+
+def timeouts_of(profile) -> Timeouts:
+    """The job's timeouts, as the runner's launch profile decides them; non-leaders wait for the benchmark
+    as long as the job may run."""
+    return Timeouts(done=seconds_of(profile.time_limit), **profile.timeouts.model_dump(by_alias=False))
 
 
 def _check_supported(t: Target) -> None:
@@ -361,7 +389,7 @@ def _roles(t: Target, engine, ports: Ports, timeouts: Timeouts, signatures: tupl
     for role in t.roles:
         services = engine.services(t, role, ports, timeouts)
         if signatures:  # started before the engine, so that start-up is watched too
-            services.insert(-1, _log_watch(services))
+            services.insert(-1, _log_watch(services, timeouts.poll_interval))
         pinned = (
             (Pinned("lmcache", "lmcache", t.point.space.kv_offload_backend.version),)
             if (role == "prefill" and t.uses_lmcache)
@@ -412,7 +440,7 @@ def _log_signatures(t: Target) -> tuple:
     return known + ENGINES[t.engine].watch_signatures(t)
 
 
-def _log_watch(services: list) -> Service:
+def _log_watch(services: list, interval: int) -> Service:
     """Follows the log of every service of the node (the engine's last): a signature may be in any."""
     logs = [
         arg
@@ -425,6 +453,8 @@ def _log_watch(services: list) -> Service:
         "--plan",
         word(Ref("RECIPE_DIR"), "/plan.json"),
         *logs,
+        "--interval",
+        interval,
     )
     return Service(name="known-issues", argv=args, ready_url=None, ready_timeout=0)
 

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from schemas.runners import Runners
 from schemas.yamlio import load_file
 from scripts import causes as cause_registry
+from scripts import statefiles
 from scripts.safejson import JSONError, loads, read_regular
 
 from .render import ROOT_DIR
@@ -177,7 +178,9 @@ def learn(out: Path, ledger: Ledger, *, ttl_s: float = TTL_S) -> list[Entry]:
     blame = {c.id: c.blame for c in cause_registry.load()}
     seen = {e.evidence for e in ledger.entries}
     new: list[Entry] = []
-    outcomes = sorted((Path(out) / "runs").glob("*/*/*/state/*/outcome"))[-MAX_RUNS_SCANNED:]
+    outcomes = sorted((Path(out) / "runs").glob(f"*/*/*/{statefiles.FOLDER}/*/{statefiles.OUTCOME}"))[
+        -MAX_RUNS_SCANNED:
+    ]
     for path in outcomes:
         if str(path) in seen:
             continue

@@ -24,31 +24,49 @@ def _pairs(**kw):
 
 @dataclass(frozen=True)
 class Ports:
-    """Every port of a job, in one place. Each node has its own address, so nodes reuse them."""
+    """Every port of a job, in one place, from the runner's launch profile (its ports and
+    mooncake-bootstrap). Each node has its own address, so nodes reuse them."""
 
-    vllm: int = 8000
-    mooncake_bootstrap: int = 8998
-    lmcache: int = 5555
-    lmcache_http: int = 8080
-    router: int = 30000
-    router_metrics: int = 29000
-    barrier: int = 29500
+    vllm: int  # every engine's HTTP API (the launch profile's ports.engine)
+    mooncake_bootstrap: int
+    lmcache: int
+    lmcache_http: int
+    router: int
+    router_metrics: int
+    barrier: int
 
 
 @dataclass(frozen=True)
 class Timeouts:
-    """Seconds, from the runner's launch profile (real engines load ~557 GB of weights)."""
+    """Seconds, from the runner's launch profile (schemas/launch.py says what each one bounds)."""
 
     barrier: int
     done: int  # non-leaders wait this long for rank 0 to finish the benchmark: the job's time limit
     lmcache_ready: int
     engine_ready: int
     router_ready: int
-    stall: int = 600  # a starting service with no log growth and no CPU time this long fails its node
-    stopped: int = 10  # a service stopped (state T) this long fails its node
-    serving_stall: int = 300  # requests in flight and no token this long, while a benchmark runs: failed
-    cache_flush: int = 120  # each engine emptying its caches before an agentic SGLang concurrency
-    poll_interval: int = 1
+    stall: int  # a starting service with no log growth and no CPU time this long fails its node
+    stopped: int  # a service stopped (state T) this long fails its node
+    serving_stall: int  # requests in flight and no token this long, while a benchmark runs: failed
+    cache_flush: int  # each engine emptying its caches before an agentic SGLang concurrency
+    poll_interval: int  # the node's watcher checks its services this often
+
+
+@dataclass(frozen=True)
+class Teardown:
+    """Seconds a node's teardown gives its processes, from the runner's launch profile."""
+
+    grace: int  # TERM to SIGKILL after a clean run
+    fail_grace: int  # the same when failing
+    container_stop: int  # docker stop --time of a node's container (container-runtime docker)
+
+
+@dataclass(frozen=True)
+class FailureReport:
+    """How many log lines a failure report shows, from the runner's launch profile."""
+
+    log_lines: int  # of the failed service's log
+    router_warning_lines: int  # of the router's warnings, after a result fails its check
 
 
 @dataclass(frozen=True)
@@ -162,6 +180,8 @@ class Plan:
     container: Container
     ports: Ports
     timeouts: Timeouts
+    teardown: Teardown
+    failure_report: FailureReport
     address_args: tuple = _argv()  # sync.py addr options that find a node's data-plane address
     node_local_addr: tuple | None = _word()  # where node-private services (LMCache) bind; None: none
     env_exported: tuple = _pairs()  # (NAME, value): read by engines

@@ -12,7 +12,7 @@ import re
 import sys
 from pathlib import Path
 
-from scripts import promtext
+from scripts import promtext, statefiles
 
 PERCENTILES = ("p50", "p90", "p99")
 LATENCIES = {"ttft_ms": "time_to_first_token", "itl_ms": "inter_token_latency", "e2e_ms": "request_latency"}
@@ -30,8 +30,8 @@ def node_facts(run_dir: Path) -> dict:
     "nics" (nic-facts.json, the host preflight's), each read with a size bound; a file that is not a JSON
     object is reported as such, not trusted."""
     out: dict[str, dict] = {}
-    for name, key in (("node-facts.json", None), ("nic-facts.json", "nics")):
-        for path in sorted((run_dir / "state").glob(f"*/{name}")):
+    for name, key in ((statefiles.NODE_FACTS, None), (statefiles.NIC_FACTS, "nics")):
+        for path in sorted((run_dir / statefiles.FOLDER).glob(f"*/{name}")):
             try:
                 with path.open("rb") as handle:
                     raw = handle.read(FACTS_BYTES + 1)
@@ -53,7 +53,7 @@ def node_images(run_dir: Path) -> dict:
     """What the job's image reference was on each node (docker runners): {node: {image, id, digests}}, or
     {node: {error}} for a file that is not what container.sh writes."""
     out = {}
-    for path in sorted((run_dir / "state").glob("*/image")):
+    for path in sorted((run_dir / statefiles.FOLDER).glob(f"*/{statefiles.IMAGE}")):
         try:
             with path.open("rb") as handle:
                 raw = handle.read(IMAGE_BYTES + 1)
@@ -181,7 +181,7 @@ def summarize(run_dir: Path) -> dict:
         raise ReportError(f"no result in {results}: the job finished no concurrency")
     lock_file = run_dir / "lock.json"
     lock = json.loads(lock_file.read_text()) if lock_file.is_file() else {}
-    lock["nodes"] = sorted(p.name for p in (run_dir / "state").glob("*") if p.is_dir())
+    lock["nodes"] = sorted(p.name for p in (run_dir / statefiles.FOLDER).glob("*") if p.is_dir())
     facts = node_facts(run_dir)
     images = node_images(run_dir)
     for node, image in images.items():

@@ -96,6 +96,74 @@ class Timeouts(Model):
         description="Each engine emptying its caches before a concurrency of an agentic SGLang sweep (it "
         f"waits for the requests still in flight; InferenceX's drain timeout). {_WAIT}",
     )
+    poll_interval: bounded(1, 60) = Field(
+        1,
+        description="How often a node's watcher checks its services (an exit, a stopped process): a "
+        "service that dies fails the node within this many seconds.",
+    )
+
+
+class Teardown(Model):
+    """Seconds a node's teardown gives its processes: the graces bound how long a job outlives its end or
+    its first failure, so they stay well below SLURM's KillWait (usually 30 s), after which slurmstepd
+    SIGKILLs the node's processes and a docker client dies without stopping its container."""
+
+    grace: bounded(1, 120) = Field(
+        15,
+        description="After a clean run, from TERM to SIGKILL of every service of the node: engines and "
+        "LMCache get time to exit on their own.",
+    )
+    fail_grace: bounded(1, 120) = Field(
+        2,
+        description="The same when the node is failing (or a foreground command left processes behind): "
+        "a graceful exit buys nothing then, and every second of it delays the job's verdict.",
+    )
+    container_stop: bounded(1, 120) = Field(
+        20,
+        description="container-runtime docker: `docker stop --time` of a node's container when its step is "
+        "signalled. The node's own teardown runs inside meanwhile; below SLURM's KillWait, so the container "
+        "is stopped by name before its client is SIGKILLed.",
+    )
+
+    @model_validator(mode="after")
+    def _graces_fit(self):
+        if self.fail_grace > self.grace:
+            raise ValueError(
+                f"fail-grace {self.fail_grace} is above grace {self.grace}: failing is never slower"
+            )
+        if self.fail_grace >= self.container_stop:
+            raise ValueError(
+                f"container-stop {self.container_stop} leaves a failing node's teardown (fail-grace "
+                f"{self.fail_grace}) no time inside its container"
+            )
+        return self
+
+
+class FailureReport(Model):
+    """How much of a log a failure report shows: enough to see the error, short enough to read in the job's
+    output (the whole log stays in the run folder)."""
+
+    log_lines: bounded(1, 1000) = Field(
+        20, description="The last lines of the failed service's log, under its headline."
+    )
+    router_warning_lines: bounded(1, 1000) = Field(
+        5,
+        description="The router's last WARNING or ERROR lines after a benchmark result fails its check: "
+        "which engine answered what (the benchmark's error summary has the status, never the engine).",
+    )
+
+
+class Ports(Model):
+    """The ports of a job's services. Each node has its own address, so nodes reuse them; runners whose
+    nodes share one host's addresses give ports no other job of the host uses. Mooncake's bootstrap port
+    is mooncake-bootstrap.port."""
+
+    engine: Port = Field(8000, description="Every engine's HTTP API (vLLM's default 8000).")
+    lmcache: Port = Field(5555, description="The LMCache server's ZMQ port the engines connect to.")
+    lmcache_http: Port = Field(8080, description="The LMCache server's HTTP port (/healthcheck).")
+    router: Port = Field(30000, description="The router the benchmark sends its requests to, on rank 0.")
+    router_metrics: Port = Field(29000, description="The router's Prometheus /metrics, where it has its own.")
+    barrier: Port = Field(29500, description="The barriers' leader, on rank 0 (scripts/barrier.py).")
 
 
 class AgenticReplay(Model):
@@ -503,6 +571,9 @@ class LaunchProfile(Model):
         "interface and RDMA devices above up, and with nicctl the NICs' QoS and DCQCN. Unset: no check.",
     )
     timeouts: Timeouts = Field(default_factory=Timeouts)
+    teardown: Teardown = Field(default_factory=Teardown)
+    failure_report: FailureReport = Field(default_factory=FailureReport)
+    ports: Ports = Field(default_factory=Ports)
     benchmark: Benchmark = Field(default_factory=Benchmark)
     ship: dict[ShipName, RelPath] = Field(
         default_factory=dict,
@@ -547,6 +618,16 @@ class LaunchProfile(Model):
         if self.container is not None:
             return self.container
         return NO_CONTAINER_OPTIONS if self.gpu_vendor == "none" else Container()
+
+    @model_validator(mode="after")
+    def _ports_distinct(self):
+        taken = {}
+        ports = {**self.ports.model_dump(by_alias=True), "mooncake-bootstrap": self.mooncake_bootstrap.port}
+        for name, port in ports.items():
+            if port in taken:
+                raise ValueError(f"ports: {taken[port]} and {name} are both {port}")
+            taken[port] = name
+        return self
 
     @model_validator(mode="after")
     def _interface_when_read(self):

@@ -14,7 +14,6 @@ set -Eeuo pipefail
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib/outcome.sh"
 
 LABEL=disagg-recipes.node  # every container of ours carries its node (sim/containers.py NODE_LABEL)
-STOP_S=${CONTAINER_STOP_S:-20}  # the node's own teardown runs inside; below SLURM's usual KillWait 30 s
 DOCKER=${DOCKER:-docker}
 
 : "${SLURM_JOB_ID:?container.sh runs in a SLURM job step}"
@@ -59,8 +58,8 @@ sweep() {
 # job's verdict (outcome.py) names this node and its code instead of "no outcome".
 # write_outcome CODE CAUSE DETAIL — CAUSE a cause id of scripts/causes.json (no Python on this side).
 write_outcome() {
-  local dir="${RUN_DIR:?}/state/$SLURMD_NODENAME"
-  [[ ! -s $dir/outcome ]] || return 0
+  local dir="${RUN_DIR:?}/$STATE_FOLDER/$SLURMD_NODENAME"
+  [[ ! -s $dir/$STATE_OUTCOME ]] || return 0
   mkdir -p -- "$dir"
   write_outcome_file "$dir" "$1" failure "$EPOCHREALTIME" container "$2" "$3"
 }
@@ -70,11 +69,11 @@ write_outcome() {
 # make report puts these in the run's provenance and says when the nodes of one job ran different images.
 record_image() {
   [[ -n ${CONTAINER_IMAGE:-} ]] || return 0
-  local dir="${RUN_DIR:?}/state/$SLURMD_NODENAME" out
+  local dir="${RUN_DIR:?}/$STATE_FOLDER/$SLURMD_NODENAME" out
   mkdir -p -- "$dir"
   if out=$("$DOCKER" image inspect --format '{{.Id}} {{join .RepoDigests ","}}' "$CONTAINER_IMAGE" 2>&1); then
-    printf 'image=%s\nid=%s\ndigests=%s\n' "$CONTAINER_IMAGE" "${out%% *}" "${out#* }" > "$dir/image.tmp"
-    mv -f -- "$dir/image.tmp" "$dir/image"
+    printf 'image=%s\nid=%s\ndigests=%s\n' "$CONTAINER_IMAGE" "${out%% *}" "${out#* }" > "$dir/$STATE_IMAGE.tmp"
+    mv -f -- "$dir/$STATE_IMAGE.tmp" "$dir/$STATE_IMAGE"
   else
     say "cannot inspect $CONTAINER_IMAGE before the run: ${out//$'\n'/ } (docker run pulls it, or says why not)"
   fi
@@ -87,13 +86,15 @@ on_signal() {
   local out
   stop_signal=$1
   trap '' TERM INT HUP  # one stop is enough
-  say "received SIG$1: stopping $NAME (up to $STOP_S s for the node's own teardown)"
-  if ! out=$("$DOCKER" stop --time "$STOP_S" "$NAME" 2>&1) && [[ $out != *"o such container"* ]]; then
+  say "received SIG$1: stopping $NAME (up to $CONTAINER_STOP_S s for the node's own teardown)"
+  if ! out=$("$DOCKER" stop --time "$CONTAINER_STOP_S" "$NAME" 2>&1) && [[ $out != *"o such container"* ]]; then
     say "docker stop $NAME: $out"
   fi
 }
 
 run() {
+  # The node's own teardown runs inside meanwhile (the runner's teardown.container-stop, set by job.sbatch).
+  : "${CONTAINER_STOP_S:?set by job.sbatch}"
   if ! sweep "$NAME"; then
     write_outcome 1 container-leftover "a container of an earlier job on $SLURMD_NODENAME cannot be removed"
     exit 1

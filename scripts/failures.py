@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 try:
-    from . import causes  # host side: scripts.failures
+    from . import causes, statefiles  # host side: scripts.failures
 except ImportError:  # a node tool, run as a file: its siblings are plain modules
     import causes  # type: ignore[no-redef]
+    import statefiles  # type: ignore[no-redef]
 
 one_line = causes.one_line  # node tools and the proxy import it from here
 
@@ -555,14 +556,14 @@ BY_NAME = {c.name: c for c in CLASSES}
 def node_cause(state_dir: str, *, step: str, code: str) -> causes.Classified:
     """The cause of a node's failure for its outcome file: the one its service report classified, else
     what the node said (STATE_DIR/said: its FAILED lines) with its step and exit code."""
-    path = os.path.join(state_dir, "cause")
+    path = os.path.join(state_dir, statefiles.CAUSE)
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
             id_, blame, detail = handle.read(4096).rstrip("\n").split("\t", 2)
         return causes.Classified(id_, blame, detail)
     except (OSError, ValueError):
         pass  # none recorded (or garbled): classify what the node said
-    said = causes.read_tail(os.path.join(state_dir, "said")) or ""  # none: the cause is unknown
+    said = causes.read_tail(os.path.join(state_dir, statefiles.SAID)) or ""  # none: the cause is unknown
     found = cause(text=said, code=code, step=step)
     record_cause(path, found)
     return found
@@ -581,7 +582,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("step", "node", "service", "headline", "log"):
         r.add_argument(f"--{name}", required=True)
     r.add_argument("--code", default=None, help="its exit code (none: it still runs)")
-    r.add_argument("--lines", type=int, default=20, help="log lines shown")
+    r.add_argument("--lines", type=int, required=True, help="log lines shown (the plan's)")
     r.add_argument("--cause-file", default=None, help="where the node keeps its first failure's cause")
     n = sub.add_parser("node-cause", help="<id><TAB><detail> of a failed node, for its outcome file")
     n.add_argument("--state-dir", required=True)

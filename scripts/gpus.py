@@ -139,7 +139,9 @@ def _fraction(text: str) -> float:
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("gpu-drain", help="every AMD GPU of the node is free (VRAM, device holders)")
-    p.add_argument("--max-used", type=_fraction, default=0.10, help="VRAM in use above this fraction fails")
+    p.add_argument(
+        "--max-used", type=_fraction, required=True, help="VRAM in use above this fraction fails (the plan's)"
+    )
     p.add_argument("--sysfs", default="/sys/class/drm", help="where the cards are (tests: a fake tree)")
     p.add_argument("--proc", default="/proc")
     p.add_argument(

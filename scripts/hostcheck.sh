@@ -18,7 +18,7 @@ source "$(dirname -- "${BASH_SOURCE[0]}")/lib/outcome.sh"
 : "${SLURMD_NODENAME:?hostcheck.sh runs in a SLURM job step}"
 : "${SLURM_JOB_ID:?hostcheck.sh runs in a SLURM job step}"
 NODE=$SLURMD_NODENAME
-STATE=$RUN_DIR/state/$NODE
+STATE=$RUN_DIR/$STATE_FOLDER/$NODE
 SYNC=$(dirname -- "${BASH_SOURCE[0]}")/sync.py
 STEP="host preflight"
 DETAIL_MAX=1000  # the outcome file is read with a 4 KiB bound (scripts/outcome.py)
@@ -49,5 +49,5 @@ if [[ ${1:-} == --sweep-containers ]]; then
 fi
 check leftover-process leftovers --job "$SLURM_JOB_ID"
 if (($# > 0)); then
-  check nic-not-ready nic-check --facts-out "$STATE/nic-facts.json" "$@"
+  check nic-not-ready nic-check --facts-out "$STATE/$STATE_NIC_FACTS" "$@"
 fi

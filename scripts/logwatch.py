@@ -163,7 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="logwatch.py", description=__doc__.splitlines()[0])
     p.add_argument("--plan", required=True, help="plan.json: its log_signatures")
     p.add_argument("--log", required=True, action="append", help="a log file to follow (may not exist yet)")
-    p.add_argument("--interval", type=positive_float, default=os.environ.get("POLL_INTERVAL", "1"))
+    p.add_argument(
+        "--interval", type=positive_float, required=True, help="seconds between reads (the plan's)"
+    )
     args = p.parse_args(argv)
     try:
         signatures = load_signatures(args.plan)

@@ -322,7 +322,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--cnp-dscp", type=int, help="the site's CNP DSCP")
     p.add_argument("--rdma-dscp", type=int, help="the DSCP the runner's RDMA traffic is marked with")
     p.add_argument("--rdma-priority", type=int, help="the no-drop priority the NICs must map it to")
-    p.add_argument("--timeout", type=float, default=20.0, help="seconds one nicctl command may take")
+    p.add_argument(
+        "--timeout", type=float, required=True, help="seconds one nicctl command may take (the plan's)"
+    )
     p.add_argument("--facts-out", help="write what the node showed here (JSON)")
     p.add_argument("--net", default="/sys/class/net", help="network interfaces (tests: a fake tree)")
     p.add_argument("--rdma", default="/sys/class/infiniband", help="RDMA devices (tests: a fake tree)")

@@ -27,6 +27,7 @@ import sys
 from dataclasses import dataclass
 
 import causes
+import statefiles
 from failures import line, one_line
 from safejson import loads, read_regular
 
@@ -67,7 +68,7 @@ KINDS = ("failure", "signal")
 def read_outcome(run_dir: str, node: str) -> Outcome | None:
     """NODE's outcome; None when it is missing or not what a node script writes: a garbled file must not
     name a wrong first failure (a NaN time sorts anywhere) nor put control characters in the verdict."""
-    path = os.path.join(run_dir, "state", node, "outcome")
+    path = os.path.join(statefiles.node_dir(run_dir, node), statefiles.OUTCOME)
     try:
         data = read_regular(path, MAX_OUTCOME_BYTES)
         fields = dict(line.split("=", 1) for line in data.decode("utf-8").splitlines() if "=" in line)
@@ -187,7 +188,9 @@ def read_router_saw(run_dir: str, node: str) -> tuple[RouterSaw, ...]:
     address mapped to a node by NODE's barrier table (state/<node>/peers.json); () when either is missing or
     unreadable (another router logs otherwise: the verdict then goes by the nodes' reports alone)."""
     try:
-        table = loads(read_regular(os.path.join(run_dir, "state", node, "peers.json"), 1 << 20))
+        table = loads(
+            read_regular(os.path.join(statefiles.node_dir(run_dir, node), statefiles.PEERS), 1 << 20)
+        )
         by_addr = {
             str(ipaddress.ip_address(entry["data"]["addr"])): str(entry["node"])
             for entry in table["ranks"].values()

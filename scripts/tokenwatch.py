@@ -25,6 +25,7 @@ from httpget import FetchError, fetch
 from nodeargs import positive_float
 from promtext import total
 from results import MAX_METRICS_BYTES
+from statefiles import STEP
 
 # Progress and load, per engine family: counters that move with every prefill and decoded token, and the
 # gauges of requests it holds.
@@ -37,7 +38,7 @@ STEP_PREFIX = "benchmark "
 
 def read_step(state_dir: str) -> str:
     try:
-        with open(os.path.join(state_dir, "step"), encoding="utf-8", errors="replace") as handle:
+        with open(os.path.join(state_dir, STEP), encoding="utf-8", errors="replace") as handle:
             return handle.read(512).strip()
     except OSError:
         return ""

@@ -2,8 +2,9 @@
 # shellcheck source-path=SCRIPTDIR
 # Fail-fast node runtime (source me): traps, steps, services, supervision and teardown.
 #
-# The node script runs under `set -Eeuo pipefail`, sets NODE_NAME, LOG_DIR, STATE_DIR and
-# SCRIPTS_DIR (optional: POLL_INTERVAL=1, GRACE_S=15, FAIL_GRACE_S=2, LOG_TAIL_LINES=20, PYTHON=python3),
+# The node script runs under `set -Eeuo pipefail`, sets NODE_NAME, LOG_DIR, STATE_DIR, SCRIPTS_DIR and
+# the runner's values (POLL_INTERVAL, STOPPED_GRACE_S, STALL_GRACE_S, GRACE_S, FAIL_GRACE_S,
+# LOG_TAIL_LINES, ROUTER_WARNING_LINES: rendered from the plan, no default here; optional PYTHON=python3),
 # sources this file and calls node_init. Then:
 #   step NAME                              names what follows in every message
 #   start_service NAME CMD [ARGS...]       own session; log $LOG_DIR/NAME.log; pid $STATE_DIR/NAME.pid
@@ -54,16 +55,16 @@ node_init() {
   _node_check_config
   mkdir -p -- "$LOG_DIR" "$STATE_DIR"
   # State of an earlier run in the same directory must not look like ours.
-  rm -f -- "$STATE_DIR/services" "$STATE_DIR/failure" "$STATE_DIR/failure.code" "$STATE_DIR/failure.at" \
-    "$STATE_DIR/outcome" "$STATE_DIR/said" "$STATE_DIR/cause"
-  printf '%s\n' "$_NODE_STEP" > "$STATE_DIR/step"
+  rm -f -- "$STATE_DIR/$STATE_SERVICES" "$STATE_DIR/$STATE_FAILURE" "$STATE_DIR/$STATE_FAILURE_CODE" \
+    "$STATE_DIR/$STATE_FAILURE_AT" "$STATE_DIR/$STATE_OUTCOME" "$STATE_DIR/$STATE_SAID" "$STATE_DIR/$STATE_CAUSE"
+  printf '%s\n' "$_NODE_STEP" > "$STATE_DIR/$STATE_STEP"
 }
 
 step() {
   _NODE_STEP=$1
   # The watcher is a separate process: it reads the current step from this file.
-  printf '%s\n' "$1" > "$STATE_DIR/step.tmp"
-  mv -f -- "$STATE_DIR/step.tmp" "$STATE_DIR/step"
+  printf '%s\n' "$1" > "$STATE_DIR/$STATE_STEP.tmp"
+  mv -f -- "$STATE_DIR/$STATE_STEP.tmp" "$STATE_DIR/$STATE_STEP"
   _node_info "step: $1"
   _node_check_watcher
 }
@@ -80,14 +81,17 @@ _node_check_config() {
     [[ -n ${!var:-} ]] || fail "node_init: $var is not set"
   done
   [[ -f $SCRIPTS_DIR/sync.py ]] || fail "node_init: $SCRIPTS_DIR/sync.py not found"
-  for var in POLL_INTERVAL GRACE_S FAIL_GRACE_S; do
-    if [[ -n ${!var:-} && ! ${!var} =~ ^[0-9]+(\.[0-9]+)?$ ]]; then
-      fail "node_init: $var must be a number of seconds (got '${!var}')"
+  # The runner's values (schemas/launch.py): each set by the node script, none defaulted here.
+  for var in POLL_INTERVAL STOPPED_GRACE_S STALL_GRACE_S GRACE_S FAIL_GRACE_S; do
+    if [[ ! ${!var:-} =~ ^[0-9]+(\.[0-9]+)?$ ]]; then
+      fail "node_init: $var must be a number of seconds (got '${!var:-}', unset: the node script sets it)"
     fi
   done
-  if [[ -n ${LOG_TAIL_LINES:-} && ! $LOG_TAIL_LINES =~ ^[1-9][0-9]*$ ]]; then
-    fail "node_init: LOG_TAIL_LINES must be a positive integer (got '$LOG_TAIL_LINES')"
-  fi
+  for var in LOG_TAIL_LINES ROUTER_WARNING_LINES; do
+    if [[ ! ${!var:-} =~ ^[1-9][0-9]*$ ]]; then
+      fail "node_init: $var must be a positive integer (got '${!var:-}', unset: the node script sets it)"
+    fi
+  done
 }
 
 _node_info() {
@@ -100,7 +104,7 @@ _node_say() {
   said=$(_node_word headline "$_NODE_STEP" "${NODE_NAME:-?}" "$1")
   printf '%s\n' "$said" >&2
   if [[ -d ${STATE_DIR:-} ]]; then
-    printf '%s\n' "$said" >> "$STATE_DIR/said" || :  # the line is out already; the cause says unknown
+    printf '%s\n' "$said" >> "$STATE_DIR/$STATE_SAID" || :  # the line is out already; the cause says unknown
   fi
 }
 
@@ -129,7 +133,7 @@ _node_write_outcome() {
   fi
   if [[ $_NODE_RC != 0 && $kind == failure ]]; then
     local reported=''  # a service report has printed its cause line already
-    [[ ! -s $STATE_DIR/cause ]] || reported=1
+    [[ ! -s $STATE_DIR/$STATE_CAUSE ]] || reported=1
     if out=$("${PYTHON:-python3}" "$_NODE_LIB/../failures.py" node-cause --state-dir "$STATE_DIR" \
       --step "$step" --code "$_NODE_RC" 2>&1) && [[ $out == *$'\t'* ]]; then
       cause=${out%%$'\t'*}
@@ -165,7 +169,7 @@ _node_tell_others() {
   [[ $_NODE_RC != 0 && ${_NODE_FAILED_KIND:-failure} != signal ]] || return 0
   [[ -n ${SLURM_JOB_ID:-} && -n ${SLURM_STEP_ID:-} ]] || return 0
   [[ -d ${STATE_DIR:-} ]] && command -v scancel > /dev/null 2>&1 || return 0
-  local step="$SLURM_JOB_ID.$SLURM_STEP_ID" out="$STATE_DIR/scancel.out" pid deadline
+  local step="$SLURM_JOB_ID.$SLURM_STEP_ID" out="$STATE_DIR/$STATE_SCANCEL_OUT" pid deadline
   rm -f -- "$out.rc"
   # In the background and polled: the TERM it brings reaches this very step, and a `timeout` wrapper
   # would die of it (this shell and its children ignore TERM by now); bounded, if slurmctld is slow.
@@ -194,7 +198,7 @@ _node_on_signal() {
   local term_at=$EPOCHREALTIME  # before anything else: what died earlier died of something else
   _node_failing
   _node_stop_watcher  # one writer of the failure report from here on: this trap
-  local report="${STATE_DIR:-}/failure"
+  local report="${STATE_DIR:-}/$STATE_FAILURE"
   # A service that died before the stop signal came is this node's failure, even when another node's
   # failure (caused by it, say: a peer's request to it) stopped the job before the watcher's next round.
   if [[ ! -s $report && -d ${STATE_DIR:-} ]] && _node_find_died_before "$term_at"; then
@@ -202,10 +206,10 @@ _node_on_signal() {
   fi
   if [[ -s $report ]]; then
     cat -- "$report" >&2
-    _NODE_FAILED_AT=$(< "$report.at") || _NODE_FAILED_AT=$EPOCHREALTIME
+    _NODE_FAILED_AT=$(< "${STATE_DIR:-}/$STATE_FAILURE_AT") || _NODE_FAILED_AT=$EPOCHREALTIME
     _NODE_FAILED_KIND=failure
     _NODE_FAILED_STEP=$_NODE_STEP
-    _node_exit "$(< "$report.code")"
+    _node_exit "$(< "${STATE_DIR:-}/$STATE_FAILURE_CODE")"
   fi
   _node_say "$(_node_word signal "$1")"
   _node_exit $((128 + $(kill -l "$1"))) signal

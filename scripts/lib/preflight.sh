@@ -26,7 +26,7 @@ require_version() {
 require_drained_gpus() {
   local rc=0
   _node_capture gpu-drain "${PYTHON:-python3}" "$SCRIPTS_DIR/sync.py" gpu-drain --max-used "$1" \
-    --facts-out "$STATE_DIR/node-facts.json" || rc=$?
+    --facts-out "$STATE_DIR/$STATE_NODE_FACTS" || rc=$?
   ((rc == 0)) || fail "$_NODE_OUT"
   _node_info "$_NODE_OUT"
 }
@@ -54,14 +54,14 @@ install_set() {
   shift 4
   local options=()
   for cmd in "$@"; do options+=(--command "$cmd"); done
-  [[ $mode == layer ]] && options+=(--layer-link "$STATE_DIR/site-$name")
+  [[ $mode == layer ]] && options+=(--layer-link "$STATE_DIR/$STATE_SITE_PREFIX$name")
   _node_capture "setup-$name" "${PYTHON:-python3}" "$SCRIPTS_DIR/sync.py" setup-env \
     --lock "$RECIPE_DIR/setup/$name.txt" --wheelhouse "$RECIPE_DIR/wheelhouse" --root "$root" \
-    --python "$python" --bin-dir "$STATE_DIR/bin" "${options[@]}" || rc=$?
+    --python "$python" --bin-dir "$STATE_DIR/$STATE_BIN" "${options[@]}" || rc=$?
   ((rc == 0)) || fail "$_NODE_OUT"
   _node_info "$_NODE_OUT"
-  PATH=$STATE_DIR/bin:$PATH
+  PATH=$STATE_DIR/$STATE_BIN:$PATH
   if [[ $mode == layer ]]; then
-    export PYTHONPATH="$STATE_DIR/site-$name${PYTHONPATH:+:$PYTHONPATH}"
+    export PYTHONPATH="$STATE_DIR/$STATE_SITE_PREFIX$name${PYTHONPATH:+:$PYTHONPATH}"
   fi
 }

@@ -6,7 +6,7 @@ _node_report() {
   local out rc=0
   out=$("${PYTHON:-python3}" "$_NODE_LIB/../failures.py" report --step "$(_node_step_now)" \
     --node "$NODE_NAME" --service "$1" --headline "$2" --log "$LOG_DIR/$1.log" --code "${3-}" \
-    --lines "${LOG_TAIL_LINES:-20}" --cause-file "$STATE_DIR/cause" 2>&1) || rc=$?
+    --lines "${LOG_TAIL_LINES:?the node script sets LOG_TAIL_LINES}" --cause-file "$STATE_DIR/$STATE_CAUSE" 2>&1) || rc=$?
   if ((rc != 0)); then  # the headline at least, whatever happened to the report
     _node_word headline "$(_node_step_now)" "$NODE_NAME" "$2 (no report: $out)"
     return 0
@@ -17,8 +17,8 @@ _node_report() {
 # The watcher runs in its own process, so the current step comes from the file step() writes.
 _node_step_now() {
   local now=''
-  if [[ -s $STATE_DIR/step ]]; then
-    read -r now < "$STATE_DIR/step"
+  if [[ -s $STATE_DIR/$STATE_STEP ]]; then
+    read -r now < "$STATE_DIR/$STATE_STEP"
   fi
   printf '%s\n' "${now:-$_NODE_STEP}"
 }

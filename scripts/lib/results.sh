@@ -25,7 +25,7 @@ collect_result() {
 _node_router_warnings() {
   local log="$LOG_DIR/router.log" found
   [[ -s $log ]] || return 0
-  found=$(tail -n 2000 -- "$log" | grep -E 'WARNING|ERROR' | tail -n "${ROUTER_WARNING_LINES:-5}") || return 0
+  found=$(tail -n 2000 -- "$log" | grep -E 'WARNING|ERROR' | tail -n "${ROUTER_WARNING_LINES:?the node script sets it}") || return 0
   printf -- "--- the router's last warnings (%s) ---\n%s\n--- end of router warnings ---\n" "$log" \
     "$found" >&2
 }

@@ -8,14 +8,14 @@ start_service() {
   local name=$1 pid
   shift
   _node_check_new_service "$name"
-  local log="$LOG_DIR/$name.log" rc_file="$STATE_DIR/$name.rc"
+  local log="$LOG_DIR/$name.log" rc_file="$STATE_DIR/$name$STATE_RC_SUFFIX"
   rm -f -- "$rc_file"
   # No job control here, so the background child is no group leader and setsid(1) execs in place:
   # $! is the wrapper, the session leader and the process group id.
   setsid bash "$_NODE_LIB/run-service.sh" "$name" "$rc_file" "$@" > "$log" 2>&1 < /dev/null &
   pid=$!
-  printf '%s\n' "$pid" > "$STATE_DIR/$name.pid"
-  printf '%s\n' "$name" >> "$STATE_DIR/services"  # after the pid file: the watcher reads both
+  printf '%s\n' "$pid" > "$STATE_DIR/$name$STATE_PID_SUFFIX"
+  printf '%s\n' "$name" >> "$STATE_DIR/$STATE_SERVICES"  # after the pid file: the watcher reads both
   _node_info "started $name (pid $pid, log $log)"
 }
 
@@ -24,7 +24,7 @@ service_pid() {
   _node_services
   for name in "${_NODE_NAMES[@]}"; do
     if [[ $name == "${1:-}" ]]; then
-      printf '%s\n' "$(< "$STATE_DIR/$name.pid")"
+      printf '%s\n' "$(< "$STATE_DIR/$name$STATE_PID_SUFFIX")"
       return 0
     fi
   done
@@ -65,9 +65,9 @@ _node_fg() {
   _NODE_FG_PID=$!
   # Which process is the foreground command (the benchmark client, a proof): for operators and the
   # failure bench, whatever the program renames its processes to.
-  [[ -z ${STATE_DIR:-} ]] || printf '%s\n' "$_NODE_FG_PID" > "$STATE_DIR/foreground.pid"
+  [[ -z ${STATE_DIR:-} ]] || printf '%s\n' "$_NODE_FG_PID" > "$STATE_DIR/$STATE_FOREGROUND_PID"
   wait "$_NODE_FG_PID" || rc=$?
-  [[ -z ${STATE_DIR:-} ]] || rm -f -- "$STATE_DIR/foreground.pid"
+  [[ -z ${STATE_DIR:-} ]] || rm -f -- "$STATE_DIR/$STATE_FOREGROUND_PID"
   _node_reap_session "$_NODE_FG_PID" "$1"
   _NODE_FG_PID=
   case $rc in
@@ -85,7 +85,7 @@ _node_fg() {
 # ended, so a node in a minutes-long pip install (node setup) or a hung probe would ignore the TERM of a
 # scancel or of a failing peer until then, and outlive its step (a container past docker stop's grace).
 _node_capture() {
-  local file="$STATE_DIR/$1.out" rc=0
+  local file="$STATE_DIR/$1$STATE_OUT_SUFFIX" rc=0
   shift
   _node_fg "+$file" "$@" || rc=$?
   _NODE_OUT=$(< "$file")
@@ -100,7 +100,7 @@ _node_reap_session() {
   printf '%s on %s: %s left process(es) %s behind; stopping them\n' "$(_node_step_now)" \
     "${NODE_NAME:-?}" "$2" "${_NODE_PIDS[*]}" >&2
   kill -s TERM "${_NODE_PIDS[@]}" 2> /dev/null || :  # some may have ended meanwhile
-  deadline=$(($(_node_now_us) + $(_node_us "${FAIL_GRACE_S:-2}")))
+  deadline=$(($(_node_now_us) + $(_node_us "${FAIL_GRACE_S:?the node script sets FAIL_GRACE_S}")))
   while _node_session_pids "$1"; do
     if (($(_node_now_us) >= deadline)); then
       kill -s KILL "${_NODE_PIDS[@]}" 2> /dev/null || :
@@ -125,8 +125,8 @@ _node_quote() {
 
 _node_services() {
   _NODE_NAMES=()
-  if [[ -s $STATE_DIR/services ]]; then
-    mapfile -t _NODE_NAMES < "$STATE_DIR/services"
+  if [[ -s $STATE_DIR/$STATE_SERVICES ]]; then
+    mapfile -t _NODE_NAMES < "$STATE_DIR/$STATE_SERVICES"
   fi
 }
 
@@ -152,11 +152,11 @@ _node_alive() {
 # _node_exited NAME — status 0 once NAME has exited; its code (or "unknown") is left in _NODE_CODE and
 # when it exited (epoch seconds; now, if the wrapper could not say) in _NODE_CODE_AT.
 _node_exited() {
-  local rc_file="$STATE_DIR/$1.rc" pid
+  local rc_file="$STATE_DIR/$1$STATE_RC_SUFFIX" pid
   _NODE_CODE=
   _NODE_CODE_AT=
   if [[ ! -s $rc_file ]]; then
-    read -r pid < "$STATE_DIR/$1.pid"
+    read -r pid < "$STATE_DIR/$1$STATE_PID_SUFFIX"
     if _node_alive "$pid"; then
       return 1
     fi

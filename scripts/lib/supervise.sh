@@ -8,7 +8,7 @@ supervise() {
   fi
   _node_watch &
   _NODE_WATCHER_PID=$!
-  _node_info "supervising services (watcher pid $_NODE_WATCHER_PID, every ${POLL_INTERVAL:-1} s)"
+  _node_info "supervising services (watcher pid $_NODE_WATCHER_PID, every ${POLL_INTERVAL:?} s)"
 }
 
 # A dead watcher would leave services unwatched: every step checks that it still runs.
@@ -39,7 +39,7 @@ _node_watch() {
       kill -TERM "$_NODE_MAIN_PID"
       exit 0
     fi
-    sleep "${POLL_INTERVAL:-1}" &
+    sleep "${POLL_INTERVAL:?the node script sets POLL_INTERVAL}" &
     _NODE_NAP_PID=$!
     wait "$_NODE_NAP_PID"
   done
@@ -91,7 +91,7 @@ _node_find_stopped() {
   _node_services
   now=$(_node_now_us)
   for name in "${_NODE_NAMES[@]}"; do
-    read -r sid 2> /dev/null < "$STATE_DIR/$name.pid" || continue
+    read -r sid 2> /dev/null < "$STATE_DIR/$name$STATE_PID_SUFFIX" || continue
     pid=''
     if _node_session_pids "$sid"; then
       for pid in "${_NODE_PIDS[@]}"; do
@@ -107,7 +107,7 @@ _node_find_stopped() {
     fi
     since=${_NODE_STOPPED_SINCE[$name]:-$now}
     _NODE_STOPPED_SINCE[$name]=$since
-    if ((now - since >= $(_node_us "${STOPPED_GRACE_S:-10}"))); then
+    if ((now - since >= $(_node_us "${STOPPED_GRACE_S:?the node script sets STOPPED_GRACE_S}"))); then
       _NODE_FOUND=$name
       _NODE_STOPPED_PID=$pid
       _NODE_CODE_AT=$((since / 1000000)).$(printf '%06d' $((since % 1000000)))
@@ -120,10 +120,10 @@ _node_find_stopped() {
 # _node_write_failure NAME CODE AT [HEADLINE] — the report of a service that exited (or stopped: CODE
 # "stopped"), for the node script to print.
 _node_write_failure() {
-  local report="$STATE_DIR/failure"
+  local report="$STATE_DIR/$STATE_FAILURE"
   _node_report "$1" "${4:-$(_node_word service-exit "$1" "$2")}" "$2" > "$report.tmp"
-  _node_failure_code "$2" > "$report.code"
-  printf '%s\n' "$3" > "$report.at"
+  _node_failure_code "$2" > "$STATE_DIR/$STATE_FAILURE_CODE"
+  printf '%s\n' "$3" > "$STATE_DIR/$STATE_FAILURE_AT"
   mv -f -- "$report.tmp" "$report"  # complete before the node script reads it
 }
 
@@ -141,9 +141,9 @@ _node_watch_exit() {
     # first: the node is being stopped, the node script says so; no failure of the watcher's.
     kill -TERM "$_NODE_MAIN_PID" 2> /dev/null || :  # the node script may have exited already
   elif (($1 != 0)); then
-    echo 1 > "$STATE_DIR/failure.code"
+    echo 1 > "$STATE_DIR/$STATE_FAILURE_CODE"
     _node_word headline "$(_node_step_now)" "$NODE_NAME" "$(_node_word watcher-stopped "$1")" \
-      > "$STATE_DIR/failure"
+      > "$STATE_DIR/$STATE_FAILURE"
     kill -TERM "$_NODE_MAIN_PID"
   fi
 }

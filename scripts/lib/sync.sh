@@ -6,12 +6,12 @@ wait_http() {
   (($# >= 3)) || fail "usage: wait_http NAME URL TIMEOUT [--expect KEY=VALUE ...]"
   local name=$1 url=$2 timeout=$3 pid rc=0
   shift 3
-  local err_file="$STATE_DIR/$name.wait-http.err"
+  local err_file="$STATE_DIR/$name$STATE_WAIT_ERR_SUFFIX"
   pid=$(service_pid "$name")
   _node_check_watcher
   _node_fg "$err_file" "${PYTHON:-python3}" "$SCRIPTS_DIR/sync.py" wait-http --url "$url" \
     --timeout "$timeout" --pid "$pid" --name "$name" --log "$LOG_DIR/$name.log" \
-    --stall "${STALL_GRACE_S:-0}" "$@" || rc=$?
+    --stall "${STALL_GRACE_S:?the node script sets STALL_GRACE_S}" "$@" || rc=$?
   if ((rc == 0)); then
     return 0
   fi
@@ -38,7 +38,7 @@ wait_http() {
 barrier() {
   (($# >= 5)) || fail "usage: barrier NAME RANK SIZE HOST:PORT TIMEOUT [sync.py barrier options]"
   [[ $1 =~ ^[A-Za-z0-9][A-Za-z0-9_.-]*$ ]] || fail "barrier: bad barrier name '$1' (letters, digits, _ . -)"
-  local err_file="$STATE_DIR/barrier-$1.err" rc=0
+  local err_file="$STATE_DIR/$STATE_BARRIER_ERR_PREFIX$1.err" rc=0
   _node_check_watcher
   _node_fg "$err_file" "${PYTHON:-python3}" "$SCRIPTS_DIR/sync.py" barrier --name "$1" --rank "$2" \
     --size "$3" --leader "$4" --timeout "$5" --node "$NODE_NAME" "${@:6}" || rc=$?

@@ -15,9 +15,9 @@ _node_teardown() {
 }
 
 _node_stop_groups() {
-  local grace=${GRACE_S:-15}
+  local grace=${GRACE_S:?the node script sets GRACE_S}
   if [[ $_NODE_RC != 0 ]]; then
-    grace=${FAIL_GRACE_S:-2}  # failing: a graceful exit buys nothing, speed does
+    grace=${FAIL_GRACE_S:?the node script sets FAIL_GRACE_S}  # failing: a graceful exit buys nothing
   fi
   _node_info "teardown: stopping ${_NODE_LABELS[*]} (grace ${grace} s)"
   _node_signal_groups TERM
@@ -31,9 +31,9 @@ _node_stop_groups() {
 
 # A failure the watcher flagged just as the script ended still counts (its TERM was ignored).
 _node_late_failure() {
-  if [[ $_NODE_RC == 0 && -s ${STATE_DIR:-}/failure ]]; then
-    cat -- "$STATE_DIR/failure" >&2
-    _NODE_RC=$(< "$STATE_DIR/failure.code")
+  if [[ $_NODE_RC == 0 && -s ${STATE_DIR:-}/$STATE_FAILURE ]]; then
+    cat -- "$STATE_DIR/$STATE_FAILURE" >&2
+    _NODE_RC=$(< "$STATE_DIR/$STATE_FAILURE_CODE")
   fi
 }
 
@@ -66,7 +66,7 @@ _node_collect_groups() {
   _node_services
   for ((i = ${#_NODE_NAMES[@]} - 1; i >= 0; i--)); do
     name=${_NODE_NAMES[i]}
-    if read -r pid < "$STATE_DIR/$name.pid" && _node_group_alive "$pid"; then
+    if read -r pid < "$STATE_DIR/$name$STATE_PID_SUFFIX" && _node_group_alive "$pid"; then
       _NODE_GROUPS+=("$pid")
       _NODE_LABELS+=("$name")
     fi
@@ -150,5 +150,5 @@ _node_us() {
     frac=${1#*.}
   fi
   frac="${frac}000000"
-  echo $((10#${whole:-0} * 1000000 + 10#${frac:0:6}))
+  echo $((10#0$whole * 1000000 + 10#${frac:0:6}))  # 0 before: "" is 0
 }

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from recipes.render import load, render_config
+from schemas.launch import NicCheck
 from sim import demo
 from sim.cluster.layout import ROOT
 from sim.demo import NODE_TOOLS, DemoError, node_bin, node_tools
@@ -82,6 +83,7 @@ def test_the_simulated_host_lists_the_runners_rdma_devices_as_the_kernel_does_an
     assert sorted(p.name for p in rdma.iterdir()) == ["ionic_0", "ionic_1"]
     assert (rdma / "ionic_0" / "ports" / "1" / "state").read_text() == "4: ACTIVE\n"
     check = [sys.executable, str(ROOT / "scripts" / "sync.py"), "nic-check", "--rdma", str(rdma)]
+    check += ["--timeout", str(NicCheck().timeout)]  # the rendered line always gives the runner's
     done = subprocess.run(
         [*check, "--rdma-device", "ionic_0", "--rdma-device", "ionic_1"],
         capture_output=True,

@@ -24,16 +24,17 @@ from pathlib import Path
 
 import pytest
 
-from recipes.build import build_plan
-from recipes.plan import Timeouts
+from recipes.build import build_plan, timeouts_of
 from recipes.render import render_plan
 from recipes.submit import snapshot
+from scripts import statefiles
 
 FAKE = Path(__file__).resolve().parent / "fakes" / "fake_tool.py"
 LOCAL = "local-sim-vllm-disagg-agentic"
 NODES = ("sim1", "sim2", "sim3")  # ranks 0, 1: prefill (rank 0 also router + benchmark); rank 2: decode
 # The start barrier waits for python and bash to start on a loaded 2-core machine: it gets longer.
-FAST = Timeouts(barrier=8, done=30, lmcache_ready=3, engine_ready=3, router_ready=3)
+FAST = {"barrier": 8, "done": 30, "lmcache_ready": 3, "engine_ready": 3, "router_ready": 3}
+FAST_TEARDOWN = {"grace": 3, "fail_grace": 1}  # the fakes exit on TERM at once
 SRUN_KILL_WAIT_S = 10  # srun's TERM-then-KILL grace for the other tasks
 JOB_BOUND_S = 25  # a generous ceiling; a fault costs 3 s of timeout at most plus teardown
 
@@ -64,9 +65,11 @@ class Cluster:
         base = f"127.{random.randint(100, 250)}.{random.randint(1, 250)}"
         self.addrs = {node: f"{base}.{i + 1}" for i, node in enumerate(NODES)}
         target = configs.targets(LOCAL)[0]
+        teardown = target.launch.teardown.model_copy(update=FAST_TEARDOWN)
+        target = dataclasses.replace(target, launch=target.launch.model_copy(update={"teardown": teardown}))
         if launch:  # past validation on purpose: quoting must hold even for what lint would refuse
             target = dataclasses.replace(target, launch=target.launch.model_copy(update=launch))
-        self.plan = build_plan(target, timeouts=FAST)
+        self.plan = build_plan(target, timeouts=dataclasses.replace(timeouts_of(target.launch), **FAST))
         self.run_dir = self.root / "run"
         self.recipe = self.run_dir / "recipe"
         snapshot(render_plan(self.plan), self.run_dir)
@@ -118,8 +121,6 @@ class Cluster:
             LEADER_ADDR=self.addrs[NODES[0]],
             NODE_NAMES=",".join(NODES),
             FAKE_NODEADDRS=",".join(f"{n}={a}" for n, a in self.addrs.items()),
-            GRACE_S="3",
-            FAIL_GRACE_S="1",
             **faults,
         )
         return env
@@ -434,5 +435,5 @@ def test_a_service_death_is_the_root_cause_even_when_a_peer_notices_first(cluste
 
 def node_outcome(job: Job, node: str) -> dict[str, str]:
     """The key=value lines a node script writes to state/<node>/outcome as it ends."""
-    text = (job.run_dir / "state" / node / "outcome").read_text()
+    text = (job.run_dir / statefiles.FOLDER / node / statefiles.OUTCOME).read_text()
     return dict(line.split("=", 1) for line in text.splitlines())

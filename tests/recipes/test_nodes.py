@@ -11,6 +11,7 @@ import pytest
 
 from recipes import nodes, submit
 from recipes.render import render_config
+from scripts import statefiles
 
 NODES = ("sim1", "sim2", "sim3")
 RUNNER = "cluster:local-sim"
@@ -33,12 +34,12 @@ def failed_run(
     (run_dir / "recipe" / "plan.json").write_text(
         json.dumps({"runner": runner, "model": "amd/Kimi-K2.5-MXFP4", "engine": "vllm"})
     )
-    state = run_dir / "state" / node
+    state = run_dir / statefiles.FOLDER / node
     state.mkdir(parents=True)
-    (state / "outcome").write_text(
+    (state / statefiles.OUTCOME).write_text(
         f"rc=1\nkind={kind}\nat={at}\nstep=preflight\ncause={cause}\ndetail=FAILED preflight on {node}: x\n"
     )
-    return state / "outcome"
+    return state / statefiles.OUTCOME
 
 
 def test_a_node_s_own_fault_excludes_it_from_the_next_job_of_its_runner(tmp_path):
@@ -124,9 +125,9 @@ def test_a_broken_ledger_is_an_error_naming_it_never_an_empty_one(tmp_path, cont
 def test_garbled_outcomes_and_foreign_folders_teach_nothing(tmp_path):
     path = failed_run(tmp_path, "sim1", "disk-full")
     path.write_bytes(b"\xff\xfe" * 10)
-    odd = tmp_path / "runs" / "a" / "b" / "c" / "state" / "sim2"
+    odd = tmp_path / "runs" / "a" / "b" / "c" / statefiles.FOLDER / "sim2"
     odd.mkdir(parents=True)  # no recipe/plan.json beside it
-    (odd / "outcome").write_text("rc=1\nkind=failure\nat=1\nstep=x\ncause=disk-full\n")
+    (odd / statefiles.OUTCOME).write_text("rc=1\nkind=failure\nat=1\nstep=x\ncause=disk-full\n")
     assert nodes.exclusions(tmp_path, RUNNER, 1, NODES).excluded == ()
 
 

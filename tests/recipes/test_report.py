@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from recipes import report
+from scripts import statefiles
 from tests.recipes.golden import GOLDEN
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,7 +59,7 @@ def run_dir(tmp_path: Path) -> Path:
     snapshot(results / "metrics" / "conc2", (800, 1000), (0, 200), 10_600)
     snapshot(results / "metrics" / "conc4", (1700, 2000), (100, 400), 30_600)
     for node in ("sim1", "sim2", "sim3"):
-        (run / "state" / node).mkdir(parents=True)
+        (run / statefiles.FOLDER / node).mkdir(parents=True)
     (run / "lock.json").write_text(json.dumps({"components": {"lmcache": "0.5.6"}}))
     return run
 
@@ -80,18 +81,20 @@ def test_what_each_node_showed_at_preflight_reaches_the_lock(run_dir):
     """Driver, ROCm and NIC firmware (the AMD drain gate's node-facts.json) go into the summary's lock; a file
     that is not a JSON object, or is too large to be one, is marked, never trusted."""
     facts = {"amdgpu_driver": "6.18.3", "rocm": "7.2.0", "rdma_firmware": {"rdma0": "1.117.5-a-45"}}
-    (run_dir / "state" / "sim1" / "node-facts.json").write_text(json.dumps(facts))
-    (run_dir / "state" / "sim2" / "node-facts.json").write_text("[1, 2]")
-    (run_dir / "state" / "sim3" / "node-facts.json").write_text(" " * (report.FACTS_BYTES + 1) + "{}")
+    (run_dir / statefiles.FOLDER / "sim1" / statefiles.NODE_FACTS).write_text(json.dumps(facts))
+    (run_dir / statefiles.FOLDER / "sim2" / statefiles.NODE_FACTS).write_text("[1, 2]")
+    (run_dir / statefiles.FOLDER / "sim3" / statefiles.NODE_FACTS).write_text(
+        " " * (report.FACTS_BYTES + 1) + "{}"
+    )
     bad = {"error": "node-facts.json is not a JSON object"}
     assert report.summarize(run_dir)["lock"]["node_facts"] == {"sim1": facts, "sim2": bad, "sim3": bad}
 
 
 def test_the_hosts_nics_join_each_nodes_facts(run_dir):
     nics = {"interface": {"operstate": "up"}, "qos": {"0000:06:00.0": {"classification": "DSCP"}}}
-    (run_dir / "state" / "sim1" / "nic-facts.json").write_text(json.dumps(nics))
-    (run_dir / "state" / "sim1" / "node-facts.json").write_text(json.dumps({"rocm": "7.2.0"}))
-    (run_dir / "state" / "sim2" / "nic-facts.json").write_text("not json")
+    (run_dir / statefiles.FOLDER / "sim1" / statefiles.NIC_FACTS).write_text(json.dumps(nics))
+    (run_dir / statefiles.FOLDER / "sim1" / statefiles.NODE_FACTS).write_text(json.dumps({"rocm": "7.2.0"}))
+    (run_dir / statefiles.FOLDER / "sim2" / statefiles.NIC_FACTS).write_text("not json")
     facts = report.summarize(run_dir)["lock"]["node_facts"]
     assert facts["sim1"] == {"rocm": "7.2.0", "nics": nics}
     assert facts["sim2"] == {"nics": {"error": "nic-facts.json is not a JSON object"}}
@@ -103,7 +106,7 @@ DIGEST = "sha256:8b62dd6df94eed8bdcab3767c02856ca853a60379b12fd8a68f55a0b86bcd92
 
 def image_file(run_dir: Path, node: str, image_id: str = IMAGE_ID, digests: str = "") -> None:
     text = f"image=localhost/disagg-recipes-node:bookworm\nid={image_id}\ndigests={digests}\n"
-    (run_dir / "state" / node / "image").write_text(text)
+    (run_dir / statefiles.FOLDER / node / statefiles.IMAGE).write_text(text)
 
 
 def test_the_image_every_node_ran_is_the_locks_digest(run_dir):
@@ -118,7 +121,7 @@ def test_the_image_every_node_ran_is_the_locks_digest(run_dir):
 def test_nodes_that_ran_different_images_under_one_tag_are_said_and_no_digest_is_claimed(run_dir):
     image_file(run_dir, "sim1", digests=f"localhost/disagg-recipes-node@{DIGEST}")
     image_file(run_dir, "sim2", image_id="289a94bfca67" + "0" * 52)
-    (run_dir / "state" / "sim3" / "image").write_text("id=$(reboot)\n")
+    (run_dir / statefiles.FOLDER / "sim3" / statefiles.IMAGE).write_text("id=$(reboot)\n")
     s = report.summarize(run_dir)
     assert s["lock"].get("image_digest") is None
     assert s["lock"]["node_facts"]["sim3"]["image"] == {

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from schemas.launch import FailureReport, Timeouts
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts"
 SYNC = SCRIPTS / "sync.py"
@@ -26,6 +28,14 @@ STUB = Path(__file__).resolve().parent / "stubs" / "service_stub.py"
 LOAD_SLACK_S = 6.0
 # SYNC_PYTHON runs sync.py under another interpreter (it must work on Python 3.8 in old containers).
 SYNC_PYTHON = os.environ.get("SYNC_PYTHON", sys.executable)
+
+# What a rendered node script sets from the plan, here the schema's defaults (node.sh defaults nothing).
+RUNNER_DEFAULTS = {
+    "STOPPED_GRACE_S": str(Timeouts().stopped),
+    "STALL_GRACE_S": str(Timeouts().stall),
+    "LOG_TAIL_LINES": str(FailureReport().log_lines),
+    "ROUTER_WARNING_LINES": str(FailureReport().router_warning_lines),
+}
 
 # Each driver plays one node: the header is what a rendered node script does before its steps.
 DRIVER_HEADER = """\
@@ -101,6 +111,7 @@ class NodeDriver:
             POLL_INTERVAL="0.2",
             GRACE_S="5",
             FAIL_GRACE_S="1",
+            **RUNNER_DEFAULTS,
         )
         env.update(extra or {})
         return env

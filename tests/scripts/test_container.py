@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from scripts import statefiles
 from sim import containers
 from tests.scripts.conftest import hostcheck, stub_squeue
 
@@ -67,7 +68,7 @@ class Node:
         return containers.containers_of(self.bin_dir, self.name)
 
     def outcome(self) -> str:
-        return (self.run_dir / "state" / self.name / "outcome").read_text()
+        return (self.run_dir / statefiles.FOLDER / self.name / statefiles.OUTCOME).read_text()
 
     def remove_all(self) -> None:
         for name in self.containers():
@@ -115,7 +116,7 @@ def test_a_clean_node_leaves_no_outcome_of_ours_and_no_container(node):
     done = node.start("102", "echo node started")
     out, err = done.communicate(timeout=RUN_TIMEOUT_S)
     assert (done.returncode, out, err) == (0, "node started\n", "")
-    assert node.containers() == [] and not (node.run_dir / "state").exists()
+    assert node.containers() == [] and not (node.run_dir / statefiles.FOLDER).exists()
 
 
 def test_the_steps_stop_signal_reaches_the_node_script_inside(node):
@@ -181,7 +182,8 @@ def test_what_the_images_reference_is_on_the_node_is_recorded_before_the_run(nod
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     fields = dict(
-        x.split("=", 1) for x in (node.run_dir / "state" / node.name / "image").read_text().splitlines()
+        x.split("=", 1)
+        for x in (node.run_dir / statefiles.FOLDER / node.name / statefiles.IMAGE).read_text().splitlines()
     )
     inspected = subprocess.run(
         [str(node.bin_dir / "docker"), "image", "inspect", "--format", "{{.Id}}", node.image],
@@ -199,7 +201,7 @@ def test_an_image_that_cannot_be_inspected_is_said_and_docker_run_says_why(node)
     )
     assert done.returncode == 125
     assert f"container on {node.name}: cannot inspect {missing} before the run:" in done.stderr
-    assert not (node.run_dir / "state" / node.name / "image").exists()
+    assert not (node.run_dir / statefiles.FOLDER / node.name / statefiles.IMAGE).exists()
 
 
 def test_the_host_preflight_removes_what_an_earlier_job_left_before_anything_starts(node, tmp_path):

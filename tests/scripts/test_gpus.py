@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from schemas.launch import GpuDrain
+
 SYNC = Path(__file__).resolve().parents[2] / "scripts" / "sync.py"
 TOTAL, IDLE = 206141652992, 297771008
 
@@ -38,10 +40,14 @@ def sysfs(tmp_path: Path) -> Path:
     return root
 
 
+MAX = ("--max-used", str(GpuDrain().max_vram_used))  # the rendered line always gives the runner's
+
+
 def drain(sysfs: Path, *extra: str) -> subprocess.CompletedProcess:
     nothing = sysfs.parent.parent / "no-device"  # no process holds it
     return subprocess.run(
-        [sys.executable, str(SYNC), "gpu-drain", "--sysfs", str(sysfs), "--device", str(nothing), *extra],
+        [sys.executable, str(SYNC), "gpu-drain", "--sysfs", str(sysfs), "--device", str(nothing),
+         *MAX, *extra],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
 
@@ -98,7 +104,7 @@ def test_a_process_holding_a_gpu_device_is_named(sysfs, tmp_path):
     try:
         assert holder.stdout.readline() == "open\n"  # it holds the file now
         done = subprocess.run(
-            [sys.executable, str(SYNC), "gpu-drain", "--sysfs", str(sysfs), "--device", str(device)],
+            [sys.executable, str(SYNC), "gpu-drain", "--sysfs", str(sysfs), "--device", str(device), *MAX],
             capture_output=True, text=True, timeout=60, check=False,
         )  # fmt: skip
     finally:

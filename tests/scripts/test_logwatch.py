@@ -16,6 +16,7 @@ import pytest
 from tests.scripts.conftest import LOAD_SLACK_S, SCRIPTS
 
 LOGWATCH = SCRIPTS / "logwatch.py"
+INTERVAL = ("--interval", "1")  # the rendered line always gives the plan's poll interval
 SIGNATURE = {
     "issue": "minicpm-sala-kv-indptr",
     "title": "CUDA-graph replay crashes in FlashInfer plan()",
@@ -119,7 +120,7 @@ def test_a_stalled_mooncake_transfer_fails_the_node_at_its_first_line_as_its_own
 
 def test_a_plan_without_signatures_is_a_usage_error_not_a_silent_watcher(tmp_path):
     done = subprocess.run(
-        [sys.executable, str(LOGWATCH), "--plan", str(plan_file(tmp_path, ())), "--log", "x.log"],
+        [sys.executable, str(LOGWATCH), "--plan", str(plan_file(tmp_path, ())), "--log", "x.log", *INTERVAL],
         capture_output=True,
         text=True,
     )
@@ -134,7 +135,8 @@ def test_the_node_fails_at_once_with_the_issue_named_when_its_engine_logs_the_si
         f"""
 supervise
 step "decode known-issues"
-start_service known-issues "$PYTHON" "$SCRIPTS_DIR/logwatch.py" --plan {plan} --log "$LOG_DIR/engine.log"
+start_service known-issues "$PYTHON" "$SCRIPTS_DIR/logwatch.py" --plan {plan} --log "$LOG_DIR/engine.log" \\
+  --interval "$POLL_INTERVAL"
 step "decode engine"
 start_service engine bash -c 'echo ready; sleep 0.3; echo "{CRASH}"; exec sleep 60 # $MARKER'
 step "benchmark conc8"
@@ -294,7 +296,7 @@ def test_a_plan_it_cannot_use_is_a_usage_error_in_one_line(tmp_path, plan, probl
     else:
         path.write_text(plan if isinstance(plan, str) else json.dumps(plan))
     done = subprocess.run(
-        [sys.executable, str(LOGWATCH), "--plan", str(path), "--log", str(tmp_path / "x.log")],
+        [sys.executable, str(LOGWATCH), "--plan", str(path), "--log", str(tmp_path / "x.log"), *INTERVAL],
         capture_output=True,
         text=True,
         timeout=30,
@@ -312,7 +314,7 @@ def test_a_log_path_that_is_no_file_is_a_usage_error_in_one_line(tmp_path, kind)
     else:
         os.mkfifo(log)
     done = subprocess.run(
-        [sys.executable, str(LOGWATCH), "--plan", str(plan_file(tmp_path)), "--log", str(log)],
+        [sys.executable, str(LOGWATCH), "--plan", str(plan_file(tmp_path)), "--log", str(log), *INTERVAL],
         capture_output=True,
         text=True,
         timeout=30,

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from schemas.launch import NicCheck
 from tests.scripts.conftest import REPO as ROOT
 from tests.scripts.conftest import hostcheck, stub_squeue, sync
 
@@ -108,8 +109,11 @@ def nicctl(tmp_path: Path):
     return make
 
 
+TIMEOUT = ("--timeout", str(NicCheck().timeout))  # the rendered line always gives the runner's
+
+
 def check(*args: str | Path) -> subprocess.CompletedProcess:
-    return sync("nic-check", *map(str, args), timeout=60)
+    return sync("nic-check", *TIMEOUT, *map(str, args), timeout=60)
 
 
 def link(net: Path, name: str, *, operstate="up", flags="0x1003", carrier="1") -> None:
@@ -212,7 +216,9 @@ def test_a_traffic_class_on_a_priority_pfc_does_not_hold_is_refused(nicctl):
 def test_the_simulated_nics_hold_the_local_runners_class_until_one_moves_it():
     nicctl, args = str(ROOT / "sim" / "bin" / "nicctl"), ("--rdma-dscp", "24", "--rdma-priority", "3")
     assert check(*args, "--nicctl", nicctl).returncode == 0
-    moved = sync("nic-check", *args, "--nicctl", nicctl, env={**os.environ, "SIM_NIC_FAULT": "dscp-moved"})
+    moved = sync(
+        "nic-check", *TIMEOUT, *args, "--nicctl", nicctl, env={**os.environ, "SIM_NIC_FAULT": "dscp-moved"}
+    )
     assert moved.returncode == 1
     assert moved.stderr == (
         "NICs not ready: NIC 0000:16:00.0: DSCP 24 maps to priority 0, the runner's rdma-traffic-class has "
@@ -331,7 +337,7 @@ def host(run_dir: Path, *args: str | Path) -> subprocess.CompletedProcess:
     leftover check it runs first: tests/scripts/test_leftovers.py)."""
     slurm = stub_squeue(run_dir.parent / "slurm")
     env = {**os.environ, "RUN_DIR": str(run_dir), "SLURMD_NODENAME": "sim2", "SLURM_JOB_ID": "77"}
-    return hostcheck({**env, "PATH": f"{slurm}:{os.environ['PATH']}"}, *args, timeout=60)
+    return hostcheck({**env, "PATH": f"{slurm}:{os.environ['PATH']}"}, *TIMEOUT, *args, timeout=60)
 
 
 def test_a_failing_host_says_so_and_writes_the_outcome_the_verdict_names(nicctl, tmp_path):

@@ -11,6 +11,8 @@ import subprocess
 import pytest
 from conftest import DRIVER_HEADER, SCRIPTS
 
+from scripts import statefiles
+
 FAST = 6.0  # seconds within which every failure below must end the node script
 
 
@@ -463,7 +465,7 @@ step done
 
 
 def _outcome(run) -> dict[str, str]:
-    text = (run.work / "state" / "outcome").read_text()
+    text = (run.work / "state" / statefiles.OUTCOME).read_text()
     return dict(line.split("=", 1) for line in text.splitlines())
 
 
@@ -537,7 +539,9 @@ run_cmd "$PYTHON" "$STUB" --marker "$MARKER" --no-server
     err = (work / "err.txt").read_text()
     assert rc == 1, err
     assert "FAILED finish barrier on sim0: decode exited (code 1)" in err
-    outcome = dict(line.split("=", 1) for line in (work / "state" / "outcome").read_text().splitlines())
+    outcome = dict(
+        line.split("=", 1) for line in (work / "state" / statefiles.OUTCOME).read_text().splitlines()
+    )
     assert (outcome["kind"], outcome["cause"]) == ("failure", "crashed"), outcome
     assert float(outcome["at"]) == pytest.approx(crashed_at, abs=1e-3)  # when it died, not when TERM came
     assert_no_leftovers()

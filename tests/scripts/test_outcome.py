@@ -10,6 +10,8 @@ import sys
 import pytest
 from conftest import SCRIPTS
 
+from scripts import statefiles
+
 sys.path.insert(0, str(SCRIPTS))
 from outcome import MAX_SKEW_S, SYMPTOM_WINDOW_S, Outcome, RouterSaw, read_outcome, read_router_saw, verdict  # noqa: E402 (scripts/ is not a package: it runs on the nodes)
 
@@ -60,9 +62,9 @@ def test_the_verdict_names_the_first_failure_s_cause_class():
 
 
 def test_the_cause_is_read_from_the_outcome_file(tmp_path):
-    state = tmp_path / "state" / "sim2"
+    state = tmp_path / statefiles.FOLDER / "sim2"
     state.mkdir(parents=True)
-    (state / "outcome").write_bytes(GOOD + b"cause=killed\ndetail=killed by SIGKILL:\tdmesg\n")
+    (state / statefiles.OUTCOME).write_bytes(GOOD + b"cause=killed\ndetail=killed by SIGKILL:\tdmesg\n")
     got = read_outcome(str(tmp_path), "sim2")
     assert (got.cause, got.detail) == ("killed", "killed by SIGKILL: dmesg")
 
@@ -92,14 +94,14 @@ GOOD = b"rc=3\nkind=failure\nat=1700000000.5\nstep=prefill lmcache\n"
     ids=lambda c: str(c)[:40],
 )
 def test_a_malformed_outcome_is_no_outcome_never_a_traceback(tmp_path, content):
-    state = tmp_path / "state" / "sim1"
+    state = tmp_path / statefiles.FOLDER / "sim1"
     state.mkdir(parents=True)
     if content == "directory":
-        (state / "outcome").mkdir()
+        (state / statefiles.OUTCOME).mkdir()
     elif content == "fifo":
-        os.mkfifo(state / "outcome")
+        os.mkfifo(state / statefiles.OUTCOME)
     else:
-        (state / "outcome").write_bytes(content)
+        (state / statefiles.OUTCOME).write_bytes(content)
     assert read_outcome(str(tmp_path), "sim1") is None
     done = subprocess.run(
         [
@@ -124,13 +126,13 @@ def test_a_malformed_outcome_is_no_outcome_never_a_traceback(tmp_path, content):
 
 
 def test_an_outcome_as_the_node_script_writes_it_is_read(tmp_path):
-    state = tmp_path / "state" / "sim1"
+    state = tmp_path / statefiles.FOLDER / "sim1"
     state.mkdir(parents=True)
-    (state / "outcome").write_bytes(GOOD)
+    (state / statefiles.OUTCOME).write_bytes(GOOD)
     assert read_outcome(str(tmp_path), "sim1") == Outcome(
         "sim1", 3, "failure", 1700000000.5, "prefill lmcache"
     )
-    (state / "outcome").write_bytes(b"rc=0\nkind=failure\nat=\nstep=finish barrier\n")  # a clean end
+    (state / statefiles.OUTCOME).write_bytes(b"rc=0\nkind=failure\nat=\nstep=finish barrier\n")  # a clean end
     assert read_outcome(str(tmp_path), "sim1") == Outcome("sim1", 0, "failure", 0.0, "finish barrier")
 
 
@@ -219,11 +221,11 @@ def test_router_evidence_is_used_only_when_it_can_be(saw, node_report):
 
 
 def _write_run(tmp_path, router_log: str) -> None:
-    state, logs = tmp_path / "state" / "sim1", tmp_path / "logs" / "sim1"
+    state, logs = tmp_path / statefiles.FOLDER / "sim1", tmp_path / "logs" / "sim1"
     state.mkdir(parents=True)
     logs.mkdir(parents=True)
     ranks = {str(i): {"node": f"sim{i + 1}", "data": {"addr": f"127.0.0.1{i + 1}"}} for i in range(3)}
-    (state / "peers.json").write_text(json.dumps({"ranks": ranks}))
+    (state / statefiles.PEERS).write_text(json.dumps({"ranks": ranks}))
     (logs / "router.log").write_text(router_log)
 
 

@@ -3,6 +3,7 @@ rendered ones are (tests/recipes/test_render.py)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -21,3 +22,26 @@ def test_the_shipped_shell_files_are_shellcheck_clean():
         [SHELLCHECK, "--severity=style", *map(str, SHIPPED)], cwd=ROOT, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stdout
+
+
+# `${NAME:-60}`: a number decided in bash, a second home of a value the runner's launch profile decides
+# (schemas/launch.py) and the plan carries; the node reads such a value with `${NAME:?...}` instead.
+NUMBER_DEFAULT = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*:?-[0-9]")
+TEMPLATES = sorted((ROOT / "recipes" / "templates").glob("*.j2"))
+
+
+def test_no_shipped_bash_defaults_a_number():
+    assert TEMPLATES and SHIPPED
+    found = [
+        f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+        for path in (*SHIPPED, *TEMPLATES)
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if NUMBER_DEFAULT.search(line)
+    ]
+    assert found == [], "\n".join(found)
+
+
+def test_the_rule_sees_a_numeric_default():
+    assert NUMBER_DEFAULT.search('sleep "${POLL_INTERVAL:-1}"')
+    assert NUMBER_DEFAULT.search("grace=${GRACE_S-15}")
+    assert not NUMBER_DEFAULT.search('"${POLL_INTERVAL:?set by the node script}" ${PYTHON:-python3}')

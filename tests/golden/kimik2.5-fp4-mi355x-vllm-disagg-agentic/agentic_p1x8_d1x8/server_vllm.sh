@@ -11,16 +11,23 @@ RANK=${SLURM_NODEID:?run under srun}
 NODE_NAME=${SLURMD_NODENAME:-$(hostname)}
 SCRIPTS_DIR=$RECIPE_DIR/scripts
 LOG_DIR=$RUN_DIR/logs/$NODE_NAME
-STATE_DIR=$RUN_DIR/state/$NODE_NAME
 RESULTS_DIR=$RUN_DIR/results
+# The runner's timeouts, teardown graces and failure-report lengths (configs/launch.yaml), for node.sh.
 POLL_INTERVAL=1
 STOPPED_GRACE_S=10
 STALL_GRACE_S=600
-export NODE_NAME SCRIPTS_DIR LOG_DIR STATE_DIR POLL_INTERVAL STOPPED_GRACE_S STALL_GRACE_S
+GRACE_S=15
+FAIL_GRACE_S=2
+LOG_TAIL_LINES=20
+ROUTER_WARNING_LINES=5
+export NODE_NAME SCRIPTS_DIR LOG_DIR POLL_INTERVAL STOPPED_GRACE_S STALL_GRACE_S GRACE_S FAIL_GRACE_S
+export LOG_TAIL_LINES ROUTER_WARNING_LINES
 # shellcheck source=/dev/null
 source "$RECIPE_DIR/env.sh"
 # shellcheck source=/dev/null
 source "$SCRIPTS_DIR/lib/node.sh"
+STATE_DIR=$RUN_DIR/$STATE_FOLDER/$NODE_NAME  # the folder's name is scripts/statefiles.py's, loaded by node.sh
+export STATE_DIR
 node_init
 
 case "$RANK" in
@@ -79,8 +86,8 @@ step "start barrier"
 # Every barrier line is sealed with the job's secret (written by make submit): only this job's nodes join.
 barrier start "$RANK" 2 "$LEADER_ADDR:29500" 600 \
   --nodes "$NODE_NAMES" --secret-file "$RUN_DIR/job.secret" --publish-field addr="$NODE_ADDR" \
-  --out "$STATE_DIR/peers.json"
-peers=$(python3 "$SCRIPTS_DIR/sync.py" peers --file "$STATE_DIR/peers.json" --field addr --address --distinct)
+  --out "$STATE_DIR/$STATE_PEERS"
+peers=$(python3 "$SCRIPTS_DIR/sync.py" peers --file "$STATE_DIR/$STATE_PEERS" --field addr --address --distinct)
 mapfile -t PEER_ADDR <<<"$peers"
 supervise
 
@@ -103,7 +110,8 @@ start_prefill() {
   start_service known-issues python3 "${SCRIPTS_DIR}"/logwatch.py \
     --plan "${RECIPE_DIR}"/plan.json \
     --log "${LOG_DIR}"/vllm.log \
-    --log "${LOG_DIR}"/lmcache.log
+    --log "${LOG_DIR}"/lmcache.log \
+    --interval 1
   step "prefill vllm"
   start_service vllm env VLLM_HOST_IP="${NODE_ADDR}" vllm serve /models/amd/Kimi-K2.5-MXFP4 \
     --served-model-name amd/Kimi-K2.5-MXFP4 \
@@ -126,7 +134,8 @@ start_decode() {
   step "decode known-issues"
   start_service known-issues python3 "${SCRIPTS_DIR}"/logwatch.py \
     --plan "${RECIPE_DIR}"/plan.json \
-    --log "${LOG_DIR}"/vllm.log
+    --log "${LOG_DIR}"/vllm.log \
+    --interval 1
   step "decode vllm"
   start_service vllm env VLLM_HOST_IP="${NODE_ADDR}" vllm serve /models/amd/Kimi-K2.5-MXFP4 \
     --served-model-name amd/Kimi-K2.5-MXFP4 \
