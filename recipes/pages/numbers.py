@@ -12,14 +12,12 @@ import json
 import sys
 import textwrap
 from collections import Counter
-from dataclasses import fields
 from pathlib import Path
 
 from pydantic import BaseModel
 
-from recipes.plan import Ports
 from schemas.launch import _WAIT as WAIT_BOUNDS
-from schemas.launch import LaunchProfile, LaunchProfiles, Timeouts
+from schemas.launch import LaunchProfile, LaunchProfiles, MooncakeBootstrap, Ports, Timeouts
 from schemas.yamlio import load_file
 from scripts import causes, failures
 
@@ -58,18 +56,6 @@ EXIT_MEANINGS = {
     ),
     "EXIT_NO_TOKENS": ("serving stalled: requests in flight and no token", "`tokenwatch.py`"),
     "EXIT_NOT_FLUSHED": ("an engine did not empty its caches before a benchmark", "`sync.py flush-caches`"),
-}
-
-# What listens on each port of recipes/plan.py Ports.
-PORT_MEANINGS = {
-    "vllm": "each engine's HTTP server (vLLM, SGLang or ATOM), on every prefill and decode node",
-    "mooncake_bootstrap": "Mooncake's bootstrap server on prefill engines (a runner may move it: "
-    "`mooncake-bootstrap.port` in its launch profile)",
-    "lmcache": "the LMCache server's ZMQ port (prefill nodes, on the private-bind address)",
-    "lmcache_http": "the LMCache server's HTTP health and metrics",
-    "router": "the PD router or proxy on rank 0 (the benchmark's target)",
-    "router_metrics": "the router's Prometheus metrics",
-    "barrier": "the start, ready and finish barriers' leader on rank 0",
 }
 
 
@@ -163,9 +149,12 @@ def waits_and_ports() -> str:
         (f"`{key}`", _show(default), *(_show(_get(p, path)) for p in profiles.values()), _short(meaning))
         for key, path, default, meaning in _waits()
     ]
-    ports = [(f"`{f.name}`", f"`{f.default}`", PORT_MEANINGS[f.name]) for f in fields(Ports)]
+    ports = [
+        (f"`{key}`", _show(default), *(_show(_get(p, path)) for p in profiles.values()), meaning)
+        for key, path, default, meaning in _ports()
+    ]
     return _page(
-        "schemas/launch.py, configs/launch.yaml and recipes/plan.py",
+        "schemas/launch.py and configs/launch.yaml",
         "Waits and ports",
         [
             "How long each wait of a job may take before it fails naming what it waited for, per runner",
@@ -181,16 +170,11 @@ def waits_and_ports() -> str:
             "",
             "## Ports",
             "",
-            "One set per job (`recipes/plan.py` `Ports`); each node has its own address, so nodes reuse",
-            "them.",
-            "They are literal in the rendered command lines, and every node checks them free before it",
-            "starts anything (`sync.py ports-free`).",
+            "One set per job, per runner (`ports` and `mooncake-bootstrap.port` of its launch profile);",
+            "each node has its own address, so nodes reuse them. They are literal in the rendered command",
+            "lines, and every node checks them free before it starts anything (`sync.py ports-free`).",
             "",
-            *_table(("port", "number", "what listens"), ports),
-            "",
-            "Mooncake's bootstrap port per runner (`mooncake-bootstrap.port`): "
-            + ", ".join(f"`{label}` {p.mooncake_bootstrap.port}" for label, p in profiles.items())
-            + ".",
+            *_table(header[:-1] + ("what listens",), ports),
         ],
     )
 
@@ -219,6 +203,16 @@ def _waits() -> list[tuple[str, tuple, object, str]]:
             elif any(w in key[-1] for w in ("seconds", "timeout", "grace")):
                 out.append((".".join(key), (*path, name), f.default, f.description or ""))
     return out
+
+
+def _ports() -> list[tuple[str, tuple, object, str]]:
+    """(key, path of field names, default, description) of every port a launch profile decides."""
+    out = [
+        (f"ports.{_key(name, f)}", ("ports", name), f.default, f.description or "")
+        for name, f in Ports.model_fields.items()
+    ]
+    f = MooncakeBootstrap.model_fields["port"]
+    return [*out, ("mooncake-bootstrap.port", ("mooncake_bootstrap", "port"), f.default, f.description or "")]
 
 
 def _key(name: str, field) -> str:

@@ -47,9 +47,7 @@ class Recipe:
 
 def render(config: str = CONFIG, variant: str = VARIANT) -> Recipe:
     rendered = pick(render_config(config, load(config)), variant)
-    script = rendered.files[f"server_{rendered.plan.engine}.sh"]
-    poll = re.search(r"^POLL_INTERVAL=([0-9.]+)$", script, re.M)
-    return Recipe(rendered, float(poll[1]) if poll else 1.0, config, variant)
+    return Recipe(rendered, float(rendered.plan.timeouts.poll_interval), config, variant)
 
 
 @dataclass
