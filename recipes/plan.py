@@ -3,23 +3,29 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, is_dataclass
+from typing import TYPE_CHECKING
 
 from .words import Ref, shown
 
+if TYPE_CHECKING:
+    # The three below are dataclasses.field with a plan.json view in its metadata; a type checker reads them
+    # as field itself, so it knows which fields have defaults.
+    from dataclasses import field as _argv
+    from dataclasses import field as _pairs
+    from dataclasses import field as _word
+else:
 
-def _argv(**kw):
-    """A field holding an argv (a tuple of Words): plan.json shows it as a list of strings."""
-    return field(metadata={"json": "argv"}, **kw)
+    def _argv(**kw):
+        """A field holding an argv (a tuple of Words): plan.json shows it as a list of strings."""
+        return field(metadata={"json": "argv"}, **kw)
 
+    def _word(**kw):
+        """A field holding one Word (or None): plan.json shows it as one string."""
+        return field(metadata={"json": "word"}, **kw)
 
-def _word(**kw):
-    """A field holding one Word (or None): plan.json shows it as one string."""
-    return field(metadata={"json": "word"}, **kw)
-
-
-def _pairs(**kw):
-    """A field holding (NAME, value) pairs: plan.json shows them as an object."""
-    return field(metadata={"json": "pairs"}, **kw)
+    def _pairs(**kw):
+        """A field holding (NAME, value) pairs: plan.json shows them as an object."""
+        return field(metadata={"json": "pairs"}, **kw)
 
 
 @dataclass(frozen=True)

@@ -18,13 +18,16 @@ from .yamlio import Document
 DEFAULT_REPO = "disagg-recipes/disagg-recipes"
 PLACEHOLDERS = re.compile(r"(?i)\b(x{3,}|tbd|todo|placeholder|n/?a|none|pending)\b", re.ASCII)
 # A config key, or an fnmatch pattern of them ('*', '?', '[...]').
-KeyPattern = shape(
-    r"[a-z0-9._*?!\[\]-]+",
-    "a config key or pattern",
-    max_length=128,
-    allowed="lowercase ASCII letters, digits, '.', '_', '-' and the wildcards '*', '?', '[...]'",
-)
-Description = prose("a description line", 2000)  # the longest real one has 1081 characters
+KeyPattern = Annotated[
+    str,
+    shape(
+        r"[a-z0-9._*?!\[\]-]+",
+        "a config key or pattern",
+        max_length=128,
+        allowed="lowercase ASCII letters, digits, '.', '_', '-' and the wildcards '*', '?', '[...]'",
+    ),
+]
+Description = Annotated[str, prose("a description line", 2000)]  # the longest real one has 1081 characters
 Scenario = Literal["fixed-seq-len", "agentic-coding"]
 
 
@@ -55,7 +58,7 @@ class ChangelogEntry(Model):
     append_only: bool | None = Field(
         None, description="Run only the points added while keeping every existing one; no eval selection."
     )
-    eval_min_prefill_ep: bounded(1, 1024) | None = Field(
+    eval_min_prefill_ep: Annotated[int, bounded(1, 1024)] | None = Field(
         None, description="Multinode evals: drop rows whose prefill ep is below this, 1 to 1024."
     )
 

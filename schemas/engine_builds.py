@@ -14,7 +14,7 @@ import fnmatch
 import json
 from functools import cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, RootModel, ValidationError, model_validator
 
@@ -27,8 +27,10 @@ from .yamlio import Document, load_file
 
 BUILDS_FILE = "configs/engine-builds.yaml"
 Engine = Literal["vllm", "sglang", "atom"]
-Flag = shape(r"--[a-z0-9][a-z0-9-]*", "a flag", max_length=64, allowed="--name in lowercase ASCII and '-'")
-Text = prose("a one-line text", 500)
+Flag = Annotated[
+    str, shape(r"--[a-z0-9][a-z0-9-]*", "a flag", max_length=64, allowed="--name in lowercase ASCII and '-'")
+]
+Text = Annotated[str, prose("a one-line text", 500)]
 
 
 class DeclaredFlag(Model):

@@ -68,47 +68,64 @@ def _log_regex(value: str) -> str:
 
 
 # A flag's value is what a setting's value can be: a number, a choice, a name or a path.
-_FLAG = shape(
-    r"--[a-z0-9][a-z0-9-]*(=[A-Za-z0-9._/:+-]+)?",
-    "an engine flag",
-    max_length=128,
-    allowed="--name or --name=value, in ASCII letters, digits and '._/:+-'",
-)
+_FLAG = Annotated[
+    str,
+    shape(
+        r"--[a-z0-9][a-z0-9-]*(=[A-Za-z0-9._/:+-]+)?",
+        "an engine flag",
+        max_length=128,
+        allowed="--name or --name=value, in ASCII letters, digits and '._/:+-'",
+    ),
+]
 EngineFlag = Annotated[_FLAG, AfterValidator(_engine_flag)]
 SettingItem = Annotated[
     str, AfterValidator(_setting_item), Field(json_schema_extra={"pattern": "^[A-Z][A-Z0-9_]*="})
 ]
-Commit = shape(r"[0-9a-f]{40}", "a full commit", max_length=40, allowed="40 lowercase hex digits")
+Commit = Annotated[
+    str, shape(r"[0-9a-f]{40}", "a full commit", max_length=40, allowed="40 lowercase hex digits")
+]
 # No quote, space, '$', '`', '\\', brackets or braces: a URL here is a plain link.
-Url = shape(
-    r"https://[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+(/[A-Za-z0-9._~:/?#@!&*+,;=%-]*)?",
-    "an https:// URL",
-    max_length=512,
-    allowed="https://host/path in URL-safe ASCII",
-)
+Url = Annotated[
+    str,
+    shape(
+        r"https://[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+(/[A-Za-z0-9._~:/?#@!&*+,;=%-]*)?",
+        "an https:// URL",
+        max_length=512,
+        allowed="https://host/path in URL-safe ASCII",
+    ),
+]
 _GLOB = "'*', '?' and '[...]' globs"
-ImageGlob = shape(
-    r"[A-Za-z0-9._/:@*?!\[\]-]+",
-    "an image reference or glob",
-    max_length=256,
-    allowed=f"an image reference in ASCII, with {_GLOB}",
-)
-ModelGlob = shape(
-    r"[A-Za-z0-9._/*?!\[\]-]+",
-    "a model id or glob",
-    max_length=128,
-    allowed=f"org/name in ASCII letters, digits and '._-', with {_GLOB}",
-)
+ImageGlob = Annotated[
+    str,
+    shape(
+        r"[A-Za-z0-9._/:@*?!\[\]-]+",
+        "an image reference or glob",
+        max_length=256,
+        allowed=f"an image reference in ASCII, with {_GLOB}",
+    ),
+]
+ModelGlob = Annotated[
+    str,
+    shape(
+        r"[A-Za-z0-9._/*?!\[\]-]+",
+        "a model id or glob",
+        max_length=128,
+        allowed=f"org/name in ASCII letters, digits and '._-', with {_GLOB}",
+    ),
+]
 # An engine build of configs/engine-builds.yaml (schemas/engine_builds.py), as in vllm-0.33.0.
-BuildId = shape(
-    r"[a-z0-9]+([.-][a-z0-9]+)*",
-    "a build id",
-    max_length=64,
-    allowed="lowercase ASCII words of letters and digits joined by '-' or '.', as in vllm-0.33.0",
-)
-Title = prose("a title", 200)
-Text = prose("a one-line text", 500)
-Signature = prose("a one-line regex", 256)
+BuildId = Annotated[
+    str,
+    shape(
+        r"[a-z0-9]+([.-][a-z0-9]+)*",
+        "a build id",
+        max_length=64,
+        allowed="lowercase ASCII words of letters and digits joined by '-' or '.', as in vllm-0.33.0",
+    ),
+]
+Title = Annotated[str, prose("a title", 200)]
+Text = Annotated[str, prose("a one-line text", 500)]
+Signature = Annotated[str, prose("a one-line regex", 256)]
 
 
 class Trigger(Model):

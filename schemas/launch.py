@@ -34,32 +34,49 @@ Engine = Literal["vllm", "sglang", "atom"]
 Role = Literal["prefill", "decode", "server"]
 Router = Literal["pd-proxy", "vllm-router", "sglang-router", "atomesh"]
 # One word of a command line the runner adds (a flag or its value): no space, quote, '$' or glob.
-Arg = shape(
-    r"[A-Za-z0-9-][A-Za-z0-9._/:=,+@%-]*",
-    "a command-line word",
-    max_length=256,
-    allowed="ASCII letters, digits and '._/:=,+@%-', as in --health-timeout or 10",
-)
-PythonModule = shape(
-    r"[A-Za-z_][A-Za-z0-9_]*",
-    "a top-level Python module name",
-    max_length=64,
-    allowed="as in local_cpu_mooncake",
-)
-ToolName = shape(
-    r"[a-z][a-z0-9-]*",
-    "a tool name",
-    max_length=64,
-    allowed="a pyproject.toml extra and its .venv-<name>, as in vllm-cpu",
-)
-Port = bounded(1024, 65535)
-HMS = shape(
-    r"[0-9]{1,3}:[0-5][0-9]:[0-5][0-9]", "a time limit", max_length=9, allowed="H:MM:SS, as in 04:00:00"
-)
-SettingName = shape(r"[A-Z][A-Z0-9_]*", "a setting name", max_length=128, allowed="UPPER_SNAKE_CASE ASCII")
-ShipName = shape(
-    r"[a-z][a-z0-9-]*", "a folder name", max_length=64, allowed="lowercase ASCII letters, digits and '-'"
-)
+Arg = Annotated[
+    str,
+    shape(
+        r"[A-Za-z0-9-][A-Za-z0-9._/:=,+@%-]*",
+        "a command-line word",
+        max_length=256,
+        allowed="ASCII letters, digits and '._/:=,+@%-', as in --health-timeout or 10",
+    ),
+]
+PythonModule = Annotated[
+    str,
+    shape(
+        r"[A-Za-z_][A-Za-z0-9_]*",
+        "a top-level Python module name",
+        max_length=64,
+        allowed="as in local_cpu_mooncake",
+    ),
+]
+ToolName = Annotated[
+    str,
+    shape(
+        r"[a-z][a-z0-9-]*",
+        "a tool name",
+        max_length=64,
+        allowed="a pyproject.toml extra and its .venv-<name>, as in vllm-cpu",
+    ),
+]
+Port = Annotated[int, bounded(1024, 65535)]
+HMS = Annotated[
+    str,
+    shape(
+        r"[0-9]{1,3}:[0-5][0-9]:[0-5][0-9]", "a time limit", max_length=9, allowed="H:MM:SS, as in 04:00:00"
+    ),
+]
+SettingName = Annotated[
+    str, shape(r"[A-Z][A-Z0-9_]*", "a setting name", max_length=128, allowed="UPPER_SNAKE_CASE ASCII")
+]
+ShipName = Annotated[
+    str,
+    shape(
+        r"[a-z][a-z0-9-]*", "a folder name", max_length=64, allowed="lowercase ASCII letters, digits and '-'"
+    ),
+]
 _WAIT = f"Seconds, 1 to {MAX_WAIT_S} (a day: a wait longer than that is a hang)."
 
 
@@ -130,7 +147,7 @@ class AgenticReplay(Model):
         description="AIPerf --trajectory-start-min-ratio and -max-ratio: each trajectory's warm-up start, "
         "drawn from this share of its turns.",
     )
-    dataset_entries: bounded(1, 1_000_000) = Field(
+    dataset_entries: Annotated[int, bounded(1, 1_000_000)] = Field(
         393,
         description="AIPerf --num-dataset-entries: traces loaded (a ceiling; the with-subagents sets hold "
         "393).",
@@ -147,7 +164,9 @@ class AgenticReplay(Model):
 class TraceSetChoice(Model):
     """The trace set a config naming none (WEKA_LOADER_OVERRIDE) replays, by its model's context length."""
 
-    min_context: bounded(0, 2**24) = Field(description="The model's context (max-positions) reaches this.")
+    min_context: Annotated[int, bounded(0, 2**24)] = Field(
+        description="The model's context (max-positions) reaches this."
+    )
     set: Ident = Field(description="The trace set's folder under trace-cache.")
 
 
@@ -234,18 +253,18 @@ class NicCheck(Model):
         "empty: no QoS/DCQCN check (NICs without nicctl). Once set, a nicctl that is missing, refused or "
         "sees no NIC fails the job: the check is never skipped quietly.",
     )
-    no_drop_priorities: list[bounded(0, 7)] = Field(
+    no_drop_priorities: list[Annotated[int, bounded(0, 7)]] = Field(
         default_factory=list,
         max_length=8,
         description="nicctl: the PFC no-drop priorities the site's RoCE traffic uses; every NIC must list "
         "exactly these (empty: any, as long as PFC covers each one listed).",
     )
-    cnp_dscp: bounded(0, 63) | None = Field(
+    cnp_dscp: Annotated[int, bounded(0, 63)] | None = Field(
         None,
         description="nicctl: the DSCP value of congestion notification packets the site sets; every RoCE "
         "device must use it (unset: one value on all of them).",
     )
-    timeout: bounded(1, 120) = Field(20, description="Seconds one nicctl command may take.")
+    timeout: Annotated[int, bounded(1, 120)] = Field(20, description="Seconds one nicctl command may take.")
     rdma_sysfs: AbsPath | None = Field(
         None,
         description="Where the host lists its RDMA devices, one folder each with ports/<n>/state as the "
@@ -263,8 +282,10 @@ class RdmaTrafficClass(Model):
     checks that each NIC maps this DSCP to this priority and that PFC holds it no-drop, before any container
     starts."""
 
-    dscp: bounded(0, 63) = Field(description="The DSCP RDMA packets are marked with.")
-    priority: bounded(0, 7) = Field(description="The PFC no-drop priority the NICs map that DSCP to.")
+    dscp: Annotated[int, bounded(0, 63)] = Field(description="The DSCP RDMA packets are marked with.")
+    priority: Annotated[int, bounded(0, 7)] = Field(
+        description="The PFC no-drop priority the NICs map that DSCP to."
+    )
 
     @property
     def traffic_class(self) -> int:
@@ -281,7 +302,7 @@ class Lmcache(Model):
         "context, which the default (lmcache_driven) has no handler for: the engine then waits 2 x "
         "lmcache.mp.mq_timeout at start.",
     )
-    worker_reap_timeout: bounded(0, MAX_WAIT_S) | None = Field(
+    worker_reap_timeout: Annotated[int, bounded(0, MAX_WAIT_S)] | None = Field(
         None,
         description="--worker-reap-timeout-seconds (LMCache's default 120; 0: never). A reaped engine's next "
         "store waits forever while its /health stays 200: a busy CPU engine misses heartbeats for minutes.",
@@ -298,16 +319,23 @@ class MooncakeBootstrap(Model):
     )
 
 
-PythonVersion = shape(r"3\.[0-9]{1,2}", "a Python version", max_length=5, allowed="MAJOR.MINOR, as in 3.12")
-WheelPlatform = shape(
-    r"manylinux_2_[0-9]{1,2}_(x86_64|aarch64)",
-    "a wheel platform",
-    max_length=32,
-    allowed="manylinux_2_<glibc minor>_<arch>, as in manylinux_2_28_x86_64",
-)
+PythonVersion = Annotated[
+    str, shape(r"3\.[0-9]{1,2}", "a Python version", max_length=5, allowed="MAJOR.MINOR, as in 3.12")
+]
+WheelPlatform = Annotated[
+    str,
+    shape(
+        r"manylinux_2_[0-9]{1,2}_(x86_64|aarch64)",
+        "a wheel platform",
+        max_length=32,
+        allowed="manylinux_2_<glibc minor>_<arch>, as in manylinux_2_28_x86_64",
+    ),
+]
 
 
-Sha256 = shape(r"[0-9a-f]{64}", "a SHA-256", max_length=64, allowed="64 lowercase hexadecimal digits")
+Sha256 = Annotated[
+    str, shape(r"[0-9a-f]{64}", "a SHA-256", max_length=64, allowed="64 lowercase hexadecimal digits")
+]
 
 
 class SiteWheel(Model):
@@ -344,15 +372,21 @@ class NodeSetup(Model):
     )
 
 
-DockerWord = shape(
-    r"[A-Za-z0-9/-][A-Za-z0-9._/:=,+@%-]*",
-    "a docker run word",
-    max_length=256,
-    allowed="ASCII letters, digits and '._/:=,+@%-', as in --ulimit or memlock=-1",
-)
-Ulimit = shape(
-    r"-1|[0-9]{1,19}(:[0-9]{1,19})?", "a ulimit", max_length=40, allowed="-1 (unlimited), N, or SOFT:HARD"
-)
+DockerWord = Annotated[
+    str,
+    shape(
+        r"[A-Za-z0-9/-][A-Za-z0-9._/:=,+@%-]*",
+        "a docker run word",
+        max_length=256,
+        allowed="ASCII letters, digits and '._/:=,+@%-', as in --ulimit or memlock=-1",
+    ),
+]
+Ulimit = Annotated[
+    str,
+    shape(
+        r"-1|[0-9]{1,19}(:[0-9]{1,19})?", "a ulimit", max_length=40, allowed="-1 (unlimited), N, or SOFT:HARD"
+    ),
+]
 
 
 class Container(Model):
@@ -365,9 +399,9 @@ class Container(Model):
         default_factory=lambda: {"memlock": "-1", "stack": "67108864", "nofile": "1048576:1048576"},
         description="--ulimit NAME=VALUE each (memlock -1: RDMA registers GPU and host memory).",
     )
-    cap_add: list[shape(r"[A-Z_]{2,32}", "a capability", max_length=32, allowed="as in SYS_PTRACE")] = Field(
-        default_factory=lambda: ["SYS_PTRACE"], description="--cap-add each."
-    )
+    cap_add: list[
+        Annotated[str, shape(r"[A-Z_]{2,32}", "a capability", max_length=32, allowed="as in SYS_PTRACE")]
+    ] = Field(default_factory=lambda: ["SYS_PTRACE"], description="--cap-add each.")
     security_opt: list[DockerWord] = Field(
         default_factory=lambda: ["seccomp=unconfined"], description="--security-opt each."
     )
@@ -440,7 +474,7 @@ class LaunchProfile(Model):
         description="Absolute path where model weights live (mounted into containers)."
     )
     container_image: (
-        shape(REFERENCE, "an image reference", max_length=256, allowed=REFERENCE_WORDS) | None
+        Annotated[str, shape(REFERENCE, "an image reference", max_length=256, allowed=REFERENCE_WORDS)] | None
     ) = Field(
         None,
         description="docker, engines not the image's (engine-build simulator or cpu): the image the nodes "

@@ -18,15 +18,18 @@ from .settings import REGISTRY, SettingError, flag_owner, lookup, resolve, split
 
 # The GPU vendor a recipe block is for (a launch profile's gpu-vendor), or `any`: every vendor.
 Vendor = Literal["any", "amd", "nvidia", "none"]
-ConfigName = shape(
-    r"[A-Za-z_][A-Za-z0-9_]*",
-    "a config.json key",
-    max_length=64,
-    allowed="ASCII letters, digits and '_', as in n_routed_experts",
-)
+ConfigName = Annotated[
+    str,
+    shape(
+        r"[A-Za-z_][A-Za-z0-9_]*",
+        "a config.json key",
+        max_length=64,
+        allowed="ASCII letters, digits and '_', as in n_routed_experts",
+    ),
+]
 # A flag's value that is JSON (--compilation-config): written as a YAML mapping, serialized on render.
 JsonArg = dict[ConfigName, Any]
-Count = bounded(1, 2**20)
+Count = Annotated[int, bounded(1, 2**20)]
 MAX_SEQ_WORDS = 4096
 
 
@@ -48,8 +51,8 @@ class Seq(Model):
 
 # Tried in order: a word, a number, a number range, then a JSON mapping.
 EngineArg = Annotated[Arg | EnvInt | Seq | JsonArg, Field(union_mode="left_to_right")]
-Size = bounded(0, 2**24)
-Source = prose("a source", 400)
+Size = Annotated[int, bounded(0, 2**24)]
+Source = Annotated[str, prose("a source", 400)]
 
 
 class ExpertKeys(Model):
@@ -139,12 +142,15 @@ class DpAttentionArgs(Model):
     )
 
 
-MoriDtype = shape(
-    r"[a-z0-9_]*",
-    "a MoRI dtype name",
-    max_length=32,
-    allowed="lowercase letters, digits and '_' (auto, fp8_direct_cast), or empty: SGLang's choice",
-)
+MoriDtype = Annotated[
+    str,
+    shape(
+        r"[a-z0-9_]*",
+        "a MoRI dtype name",
+        max_length=32,
+        allowed="lowercase letters, digits and '_' (auto, fp8_direct_cast), or empty: SGLang's choice",
+    ),
+]
 
 
 class MoriRole(Model):

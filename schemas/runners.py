@@ -11,8 +11,8 @@ from pydantic_core import PydanticCustomError
 from .base import MAX_DRAM_MIB, MAX_GPUS_PER_NODE, Ident, Label, Model, bounded
 
 # Bounded so the LMCache L1 pool derived from it (DRAM x dram-utilization) stays a sane number too.
-DramMib = bounded(1, MAX_DRAM_MIB)
-GpusPerNode = bounded(1, MAX_GPUS_PER_NODE)
+DramMib = Annotated[int, bounded(1, MAX_DRAM_MIB)]
+GpusPerNode = Annotated[int, bounded(1, MAX_GPUS_PER_NODE)]
 
 
 def _some_nodes(nodes: list) -> list:

@@ -54,6 +54,7 @@ def test_the_sglang_mori_tp_entries_render_from_inferencex_s_own_file(rendered):
     assert [policies[f"--{p}policy"] for p in ("", "prefill-", "decode-")] == ["random"] * 3
 
 
+@pytest.mark.tools
 def test_their_lines_pass_the_parser_that_judges_their_sglang_build(rendered, capsys):
     need_tools(engine_builds())
     code = check_engines(["--config", MORI_TP[0], "--configs", str(reference("amd-master.yaml"))])
@@ -203,6 +204,7 @@ def test_every_active_deepseek_r1_entry_renders_every_variant():
         assert variants and len(set(variants)) == len(variants), key
 
 
+@pytest.mark.tools
 @pytest.mark.parametrize("key", [DEP_MTP, DSV4_MTP])
 def test_deepseek_dep_and_mtp_lines_pass_the_parser_of_their_build(key, capsys):
     need_tools(engine_builds())
