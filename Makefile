@@ -108,12 +108,16 @@ test-unit: $(STAMP)
 # Static checks, one line each; the first that fails stops `make check` with its tool's output. Shell files:
 # every one the repository ships (rendered scripts are shellchecked by tests/recipes/test_render.py).
 SHELL_FILES = $(sort $(wildcard scripts/*.sh scripts/lib/*.sh) .ci/run recipes/engines/install.sh sim/cluster/env.sh)
+# The node tools as nodes run them: files that import their siblings by plain name (one mypy module each).
+NODE_TOOLS = $(filter-out __init__,$(basename $(notdir $(wildcard scripts/*.py))))
 # The oldest Python the node tools (scripts/*.py, run by the image's python3) support: scripts.PYTHON_FLOOR.
 FLOOR = $$($(PY) -c 'import scripts; print(scripts.PYTHON_FLOOR)')
 check: $(STAMP)
 	@$(call check_step,ruff check,$(VENV)/bin/ruff check --quiet .)
 	@$(call check_step,ruff format,$(VENV)/bin/ruff format --check --quiet .)
-	@$(call check_step,mypy,$(VENV)/bin/mypy)
+	@$(call check_step,mypy (host: schemas recipes sim),$(VENV)/bin/mypy)
+	@$(call check_step,mypy (node tools: scripts),MYPYPATH=scripts $(VENV)/bin/mypy --explicit-package-bases \
+		$(NODE_TOOLS:%=-m %))
 	@$(call check_step,shellcheck,$(VENV)/bin/shellcheck --severity=style $(SHELL_FILES))
 	@$(call check_step,vermin (node tools on Python $(FLOOR)+),\
 		$(VENV)/bin/vermin --target=$(FLOOR)- --violations --no-tips --quiet scripts/*.py)

@@ -32,7 +32,7 @@ from .benchmark import (
 from .engine import Engine
 from .plan import Container, Node, NodeSetup, Pinned, Plan, Ports, Role, Service, SetupSet, Slurm, Timeouts
 from .target import NODE_ADDR, Target, Unsupported, peer_url, program
-from .words import Ref, argv, word
+from .words import Ref, Word, argv, word
 
 __all__ = ["Target", "Unsupported", "build_plan", "concurrencies", "parse_duration"]
 
@@ -290,7 +290,7 @@ def _node_setup(t: Target, setup) -> NodeSetup | None:
         sets.append(SetupSet(name, "leader", False, tuple(commands), digest, lock=lock.name))
     wheel = setup.site_wheels.get("lmcache")
     if wheel is not None and t.uses_lmcache:
-        want = t.point.space.kv_offload_backend.version
+        want = t.lmcache_version
         name, version = nodesetup.wheel_name_version(wheel.source)
         if (name, version) != ("lmcache", want):
             raise Unsupported(
@@ -325,7 +325,9 @@ def _components(t: Target) -> tuple:
     """What the numbers depend on besides the config: engine, KV transfer, L2 cache, router. A runner whose
     engines come from a tool venv (engine-build cpu) names that venv's pins, not the image's."""
     version = engine_version(t.entry.image)
-    out = [(t.engine, ".".join(map(str, version)) if version else f"as in {t.entry.image}")]
+    out: list[tuple[str, str]] = [
+        (t.engine, ".".join(map(str, version)) if version else f"as in {t.entry.image}")
+    ]
     venv = t.launch.engine_venv
     if venv is not None:
         pin = requirements(venv)[0]  # lint: the image's release
@@ -335,7 +337,7 @@ def _components(t: Target) -> tuple:
         out.append(("mooncake", mooncake[0] if mooncake else f"as in {t.entry.image}"))
         out += ENGINES[t.engine].transport(t)
     if t.uses_lmcache:
-        out.append(("lmcache", t.point.space.kv_offload_backend.version))
+        out.append(("lmcache", t.lmcache_version))
     if t.disagg:
         out.append((t.router.name, t.router.version))
     return tuple(out)
@@ -343,7 +345,7 @@ def _components(t: Target) -> tuple:
 
 def _nodes(t: Target) -> tuple:
     """Rank 0 = first prefill (+ router); then the other prefill nodes; then decode nodes."""
-    out = []
+    out: list[Node] = []
     for role in t.roles:
         for index in range(t.worker(role).num_worker):
             out.append(Node(rank=len(out), role=role, index=index))
@@ -357,7 +359,7 @@ def _roles(t: Target, engine, ports: Ports, timeouts: Timeouts, signatures: tupl
         if signatures:  # started before the engine, so that start-up is watched too
             services.insert(-1, _log_watch(services))
         pinned = (
-            (Pinned("lmcache", "lmcache", t.point.space.kv_offload_backend.version),)
+            (Pinned("lmcache", "lmcache", t.lmcache_version),)
             if (role == "prefill" and t.uses_lmcache)
             else ()
         )
@@ -490,7 +492,7 @@ def _launch(c: Container, n: int, engine: str) -> tuple:
         # scripts/container.sh adds the name (disagg-<job>-<node>), the label and --rm, and removes what
         # earlier jobs left on the node first: a killed client does not stop its container (podman, docker).
         env = [x for name in NODE_ENV for x in ("-e", name)]
-        read_only = [word(Ref(name), ":", Ref(name), ":ro") for name in c.env_mounts]
+        read_only: list[Word | str] = [word(Ref(name), ":", Ref(name), ":ro") for name in c.env_mounts]
         read_only += [f"{path}:{path}:ro" for path in c.read_only]
         volumes = [x for w in same + read_only for x in ("-v", w)]
         devices = GPU_FLAGS[c.gpu_vendor]
@@ -525,7 +527,8 @@ def _cleanup(c: Container, n: int) -> tuple:
 
 
 def _router_service(t: Target, nodes: tuple, ports: Ports, timeouts: Timeouts) -> Service:
-    backends, counts = [], {}
+    backends: list[str | int | Word] = []  # argv items: flags, bootstrap ports, URLs
+    counts: dict[str, int] = {}
     for n in nodes:
         counts[n.role] = counts.get(n.role, 0) + 1
         backends += [f"--{n.role}", peer_url(n.rank, ports.vllm)]

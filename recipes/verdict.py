@@ -13,7 +13,7 @@ from .variants import targets
 
 def refusals(key: str, entry, *, runners, launch, issues: tuple, models) -> list[Problem]:
     """Each variant's refusal, once per place and message (variants of one point share most)."""
-    out = {}
+    out: dict[tuple[tuple[str | int, ...], str], Problem] = {}
     for target in targets(key, entry, runners=runners, launch=launch, issues=issues, models=models):
         try:
             build_plan(target)

@@ -59,7 +59,8 @@ def check_known_issues(doc: Document) -> tuple[tuple[KnownIssue, ...], list[Find
         shape = type(doc.data).__name__ if doc.data is not None else "empty"
         findings.append(Problem((), f"the known-issue registry is a list of issues, got {shape}").at(doc))
         return (), findings
-    issues, first = [], {}
+    issues: list[KnownIssue] = []
+    first: dict[str, int] = {}
     for i, item in enumerate(doc.data):
         issue, problems = validate(doc, KnownIssue, item, base=(i,))
         findings += problems

@@ -130,7 +130,7 @@ def tool_extra(package: str) -> str:
 
 def _pinned(build: EngineBuild) -> Problem | None:
     if build.parser.recorded is not None:
-        return _recorded_matches(build)
+        return _recorded_matches(build, build.parser.recorded)
     extra = tool_extra(build.parser.package)
     try:
         pins = requirements(extra)
@@ -149,9 +149,9 @@ def _pinned(build: EngineBuild) -> Problem | None:
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _recorded_matches(build: EngineBuild) -> Problem | None:
-    """A recorded parser is a file of the repository describing this engine at this version."""
-    path = ROOT / build.parser.recorded
+def _recorded_matches(build: EngineBuild, recorded: str) -> Problem | None:
+    """A recorded parser (`recorded`) is a file of the repository describing this engine at this version."""
+    path = ROOT / recorded
     try:
         described = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
@@ -179,7 +179,8 @@ def check_engine_builds(doc: Document) -> tuple[tuple[EngineBuild, ...], list[Fi
         return (), findings + [
             Problem((), f"the engine-build list is a list of builds, got {shape_of}").at(doc)
         ]
-    builds, first = [], {}
+    builds: list[EngineBuild] = []
+    first: dict[str, int] = {}
     for i, item in enumerate(doc.data):
         try:
             build = EngineBuild.model_validate(item)

@@ -4,12 +4,12 @@ transfer of a point and the DRAM budget of its offloading server. Shared by the 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from . import dram
 from . import settings as reg
-from .config import MasterEntry, SearchSpace, Worker
+from .config import AgenticCoding, FixedSeqLen, MasterEntry, SearchSpace, Worker
 from .runners import Hardware
 
 
@@ -30,7 +30,11 @@ SCENARIOS = ("fixed-seq-len", "agentic-coding")
 def points(entry: MasterEntry, base: tuple) -> Iterator[Point]:
     """Every search-space item of the entry, in file order; `base` is the entry's key path."""
     sc = entry.scenarios
-    for name, groups in (("fixed-seq-len", sc.fixed_seq_len), ("agentic-coding", sc.agentic_coding)):
+    scenarios: tuple[tuple[str, Sequence[FixedSeqLen | AgenticCoding] | None], ...] = (
+        ("fixed-seq-len", sc.fixed_seq_len),
+        ("agentic-coding", sc.agentic_coding),
+    )
+    for name, groups in scenarios:
         for gi, group in enumerate(groups or ()):
             for si, space in enumerate(group.search_space):
                 path = base + ("scenarios", name, gi, "search-space", si)

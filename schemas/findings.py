@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
+from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic_core import ErrorDetails
 
 from .yamlio import Document, YamlSyntaxError
 
@@ -80,7 +82,9 @@ def one_of(choices) -> str:
     return "one of: " + ", ".join(str(c) for c in choices)
 
 
-def validation_problems(exc: ValidationError, model: type[BaseModel], base: tuple = ()) -> list[Problem]:
+def validation_problems(
+    exc: ValidationError, model: type[BaseModel] | TypeAdapter[Any], base: tuple = ()
+) -> list[Problem]:
     """Turn pydantic's errors into Problems with a readable message and, where possible, a fix."""
     out = []
     for err in exc.errors(include_url=False):
@@ -89,7 +93,7 @@ def validation_problems(exc: ValidationError, model: type[BaseModel], base: tupl
     return out
 
 
-def _problem(err: dict, loc: tuple, model: type[BaseModel]) -> Problem:
+def _problem(err: ErrorDetails, loc: tuple, model: type[BaseModel] | TypeAdapter[Any]) -> Problem:
     kind = err["type"]
     if loc[-1:] == ("[key]",):  # a mapping key of the wrong shape: point at the key itself
         loc = loc[:-1]
@@ -114,7 +118,7 @@ def _problem(err: dict, loc: tuple, model: type[BaseModel]) -> Problem:
     return Problem(loc, msg, hint)
 
 
-def _known_keys_at(model: type[BaseModel], loc: tuple) -> list[str]:
+def _known_keys_at(model: type[BaseModel] | TypeAdapter[Any], loc: tuple) -> list[str]:
     """Aliases accepted at `loc` (walks nested models, lists and dicts by the declared annotations)."""
     current = model
     for part in loc:

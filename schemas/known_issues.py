@@ -290,7 +290,8 @@ def _release_before(limit: str | None, image: str, build) -> bool:
         return True
     release = _release(build.version) if build is not None and build.version else None
     release = release or engine_version(image)
-    return release is not None and release < _release(limit)
+    bound = _release(limit)
+    return release is not None and bound is not None and release < bound
 
 
 def _release(version: str) -> tuple[int, ...] | None:
@@ -354,7 +355,9 @@ def entry_problems(path: tuple, entry: MasterEntry, launches, registry, build=No
 
 def _records(path: tuple, entry: MasterEntry, by_id: dict) -> tuple[list, list]:
     """(problems, [(where, issue, workaround)]) of the entry's known-issue-workarounds."""
-    problems, records, seen = [], [], {}
+    problems: list[Problem] = []
+    records: list[tuple[tuple, KnownIssue, Workaround]] = []
+    seen: dict[tuple[str, str], int] = {}
     for i, record in enumerate(entry.known_issue_workarounds):
         where = path + (RECORDS, i)
         issue = by_id.get(record.issue)
@@ -479,10 +482,10 @@ def fix_hint(issue: KnownIssue) -> str:
         fix = f"fixed by {issue.fixed_in.change}{at}: {use}"
     if not issue.workarounds:
         return fix
-    ways = "; ".join(
+    each = "; ".join(
         f"{w.id} sets {workaround_settings(w)}, {performance_note(w)}" for w in issue.workarounds
     )
-    return f"{fix}; or record a workaround, {RECORDS}: [{{issue: {issue.id}, workaround: <id>}}]: {ways}"
+    return f"{fix}; or record a workaround, {RECORDS}: [{{issue: {issue.id}, workaround: <id>}}]: {each}"
 
 
 # ---------------------------------------------------------------- for the renderer and the log watcher

@@ -299,7 +299,8 @@ class EngineRecipe(Model):
     def defaults(self, role: str | None = None, dp_attention: bool = False) -> dict:
         """The settings as typed values: every role's, then `role`'s own over them, then a DP-attention
         worker's."""
-        own = {"prefill": self.prefill_settings, "decode": self.decode_settings}.get(role, [])
+        by_role = {"prefill": self.prefill_settings, "decode": self.decode_settings}
+        own = by_role.get(role, []) if role is not None else []
         dp = self.dp_attention.settings if dp_attention and self.dp_attention else []
         return {k: REGISTRY[k].parse(v) for k, v in map(split_setting, [*self.settings, *own, *dp])}
 
@@ -336,7 +337,7 @@ def model_facts(models: Models, model: str) -> ModelFacts:
 
 
 def engine_recipe(
-    facts: ModelFacts, model: str, engine: str, vendor: str, scenario: str = "fixed-seq-len"
+    facts: ModelFacts, model: str, engine: Engine, vendor: Vendor, scenario: str = "fixed-seq-len"
 ) -> EngineRecipe:
     """The model's recipe for `engine` on `vendor` and `scenario`: the `any` block, and the vendor's added to
     it (flags after, environment and settings over); a block's `agentic` recipe in its place for agentic

@@ -55,7 +55,7 @@ def _conc_list_xor_range(ctx: Context):
             yield Problem(pt.path, "both conc-list and conc-start/conc-end given", "use one of the two forms")
         elif not has_list and not (has_start and has_end):
             yield Problem(pt.path, "no concurrency given", "set conc-list, or both conc-start and conc-end")
-        elif has_start and has_end and sp.conc_start > sp.conc_end:
+        elif sp.conc_start is not None and sp.conc_end is not None and sp.conc_start > sp.conc_end:
             yield Problem(
                 pt.path + ("conc-start",),
                 f"conc-start {sp.conc_start} exceeds conc-end {sp.conc_end}",

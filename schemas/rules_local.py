@@ -76,7 +76,7 @@ def _connector_module_workaround_applied(ctx: Context):
         workaround = (
             next((w for w in issue.workarounds if w.id == record.workaround), None) if issue else None
         )
-        if workaround is None or workaround.kv_connector_module is None:
+        if issue is None or workaround is None or workaround.kv_connector_module is None:
             continue  # unknown ids: _known_issues_handled reports them
         if workaround.kv_connector_module != module:
             yield Problem(

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from scripts import PYTHON_FLOOR
+
 from . import engine_builds as eb
 from . import known_issues as ki
 from . import settings as reg
-from .config import ENGINE_BACKENDS
+from .config import ENGINE_BACKENDS, Router
 from .context import Context
 from .entries import dram_budget, kv_transfer, offloading_worker, parsed_settings, role_gpus, role_nodes
 from .findings import Problem, did_you_mean, one_of
@@ -92,7 +94,7 @@ def _shared_settings_agree(ctx: Context):
                 )
 
 
-def _routers(ctx: Context) -> Iterator[tuple[tuple, object]]:
+def _routers(ctx: Context) -> Iterator[tuple[tuple, Router]]:
     if ctx.entry.router is not None:
         yield ctx.path + ("router",), ctx.entry.router
     for pt in ctx.points():
@@ -124,7 +126,7 @@ def _router_fits_topology(ctx: Context):
     for pt in ctx.points():
         router = pt.space.router or entry_router
         spec = ROUTERS.get(router.name) if router else None
-        if spec is None or not ctx.entry.multinode:
+        if router is None or spec is None or not ctx.entry.multinode:
             continue
         for role, limit in (("prefill", spec.max_prefill), ("decode", spec.max_decode)):
             worker = getattr(pt.space, role)
@@ -234,6 +236,26 @@ def _runner_launchable(ctx: Context):
         did_you_mean(label, ctx.launch.profiles)
         or "add profiles.<label> with gpu-vendor, partition, container-runtime and model-root",
     )
+
+
+def _node_tools_run_on_the_runners_python(ctx: Context):
+    """The runner's image Python (launch profile node-setup python) runs the node tools (scripts/*.py),
+    which support no Python older than scripts.PYTHON_FLOOR (`make check` holds them to it)."""
+    profile = ctx.launch.profiles.get(ctx.runner) if ctx.launch else None
+    if profile is None or profile.node_setup is None:
+        return
+    python = profile.node_setup.python
+    if _version(python) < _version(PYTHON_FLOOR):
+        yield Problem(
+            ctx.path + ("runner",),
+            f"runner {ctx.runner!r}'s image Python {python} (configs/launch.yaml node-setup python) is older "
+            f"than the node tools support ({PYTHON_FLOOR})",
+            f"an image with Python {PYTHON_FLOOR} or newer",
+        )
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
 
 
 def _topology_fits_runner(ctx: Context):
@@ -411,6 +433,7 @@ STRICT = (
     _offload_backend_versioned,
     _runner_exists,
     _runner_launchable,
+    _node_tools_run_on_the_runners_python,
     _topology_fits_runner,
     _dram_budget_tiles_node,
     _lmcache_l1_fits,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Literal, TypeGuard
 
 from . import base, dram, images
 from .findings import did_you_mean, one_of
@@ -15,7 +16,8 @@ from .findings import did_you_mean, one_of
 ROLES = ("prefill", "decode")  # the two roles of a disaggregated (PD) entry
 SERVER = "server"  # the one engine of a single-node entry
 ALL_ROLES = (*ROLES, SERVER)
-ENGINES = ("vllm", "sglang", "atom")
+EngineName = Literal["vllm", "sglang", "atom"]  # as schemas.launch.Engine
+ENGINES: tuple[EngineName, ...] = ("vllm", "sglang", "atom")
 _IDENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", re.ASCII)
 # Absolute, and no part is '.' or '..' (a dot-folder such as /models/.cache is fine).
 _ABS_PATH = re.compile(r"(/(?!\.\.?(/|$))[A-Za-z0-9._+-]+)+/?", re.ASCII)
@@ -532,10 +534,14 @@ def flag_setting(flag: str) -> str:
     return f"{setting.name}={setting.parse(value)}"
 
 
-def engine_of(framework: str) -> str | None:
+def is_engine(word: str) -> TypeGuard[EngineName]:
+    return word in ENGINES
+
+
+def engine_of(framework: str) -> EngineName | None:
     """The engine a framework runs (vllm-disagg -> vllm), None for engines settings do not know."""
     word = framework.split("-")[0]
-    return word if word in ENGINES else None
+    return word if is_engine(word) else None
 
 
 def not_rendered(framework: str) -> tuple[str, str] | None:

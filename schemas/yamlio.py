@@ -235,10 +235,12 @@ class _Builder:
             top.merges += [(line, source) for source in self._merge_sources(value, line)]
             return
         path = top.path + (key,)
-        if key in top.value:
+        mapping = top.value
+        assert isinstance(mapping, dict)  # a key is only ever open on a mapping
+        if key in mapping:
             self.doc.duplicates.append(Duplicate(path, line, self.doc.lines[path]))
         self.doc.lines[path] = line
-        top.value[key] = value
+        mapping[key] = value
 
     def _merge_sources(self, value, line: int) -> list:
         sources = value if isinstance(value, list) else [value]

@@ -278,7 +278,8 @@ def results_of(run_dir: Path) -> list[Path]:
 
 def follow(job: Submission, env: dict[str, str], timeout: float, engine: str = "vllm") -> JobState:
     """Prints each node's step as it changes, requests done and the results as they land, until the end."""
-    start, seen_steps, seen_results, done = time.monotonic(), {}, set(), None
+    start, seen_results, done = time.monotonic(), set(), None
+    seen_steps: dict[str, str] = {}
     reused = {p.result: p.measured_in for p in job.resumed.reused} if job.resumed else {}
     while True:
         state = job_state(job.job_id, env)

@@ -201,7 +201,7 @@ def _lmcache(cfg: dict[str, Any], warnings: list[str]) -> LMCache:
             f"LMCacheMPConnector: kv_role must be kv_both or kv_producer (else it never "
             f"stores), got {cfg['kv_role']!r}"
         )
-    values = dict(LMCACHE_DEFAULTS)
+    values: dict[str, Any] = dict(LMCACHE_DEFAULTS)
     for key, value in cfg.get("kv_connector_extra_config", {}).items():
         short = key.removeprefix("lmcache.mp.")
         if not key.startswith("lmcache.mp.") or short not in LMCACHE_KEYS:

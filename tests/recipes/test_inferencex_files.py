@@ -262,6 +262,17 @@ def test_mori_on_a_runner_without_its_rdma_traffic_class_is_refused(rendered):
     assert "travel at priority 0, which PFC does not protect" in said
 
 
+def test_mori_on_a_runner_without_its_data_plane_interface_is_refused(rendered):
+    loaded = render.load(MORI_TP[0], [reference("amd-master.yaml")])
+    profiles = loaded.launch.profiles
+    bare = profiles["cluster:mi355x-amds"].model_copy(update={"data_plane_interface": None})
+    launch = loaded.launch.model_copy(update={"profiles": {**profiles, "cluster:mi355x-amds": bare}})
+    with pytest.raises(render.RenderError) as exc:
+        render.render_config(MORI_TP[0], dataclasses.replace(loaded, launch=launch))
+    said = exc.value.findings[0].message
+    assert "runner cluster:mi355x-amds's launch profile states no data-plane-interface" in said
+
+
 def _entry_file(tmp_path, key: str, change) -> list:
     """InferenceX's entry KEY alone in a master file, its first search-space point changed by `change`."""
     import yaml

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from schemas import rules
+from scripts import PYTHON_FLOOR
 
 from .cases import (
     AGENTIC,
@@ -248,6 +249,12 @@ REJECT = [
         ("launch-profile-did-you-mean", [], "runner", f"runner '{AMDS}' has no launch profile",
          "did you mean 'cluster:mi355x-amdz'?",
          {"launch_ops": (("rename", f"profiles.{AMDS}", "cluster:mi355x-amdz"),)}),
+    ),
+    *cases("_node_tools_run_on_the_runners_python",
+        ("image-python-below-the-floor", [], "runner",
+         f"runner '{AMDS}'s image Python 3.7 (configs/launch.yaml node-setup python) is older than the node "
+         f"tools support ({PYTHON_FLOOR})", f"an image with Python {PYTHON_FLOOR} or newer",
+         {"launch_ops": (s(f"profiles.{AMDS}.node-setup.python", "3.7"),)}),
     ),
     *cases("_topology_fits_runner",
         ("stated-nodes-disagree", [add(PS, 7, "PREFILL_NODES=2")], f"{P}.additional-settings",
