@@ -18,7 +18,7 @@ def kebab(name: str) -> str:
     return name.replace("_", "-")
 
 
-def keys_are_names(schema: dict, *_) -> None:
+def keys_are_names(schema: dict[str, Any], *_: object) -> None:
     """JSON Schema of maps whose keys have a shape: pydantic writes it as `patternProperties`, which lets
     any other key through unchecked; editors must refuse a bad key, so say `propertyNames` instead."""
     for value in list(schema.values()):

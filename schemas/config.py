@@ -35,7 +35,7 @@ _SETTINGS = (
 )
 
 
-def _absent(value) -> bool:
+def _absent(value: object) -> bool:
     return value is None
 
 

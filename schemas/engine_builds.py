@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import fnmatch
 import json
+from collections.abc import Iterable, Sequence
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 
 from pydantic import Field, RootModel, ValidationError, model_validator
 
@@ -23,7 +24,7 @@ from .findings import Finding, Problem, did_you_mean, validation_problems
 from .images import parse_image
 from .known_issues import BuildId, ImageGlob, Url
 from .pins import requirements
-from .yamlio import Document, load_file
+from .yamlio import Document, Path_, load_file
 
 BUILDS_FILE = "configs/engine-builds.yaml"
 Engine = Literal["vllm", "sglang", "atom"]
@@ -64,7 +65,7 @@ class Parser(Model):
     )
 
     @model_validator(mode="after")
-    def _recorded_parses_only(self):
+    def _recorded_parses_only(self) -> Self:
         if self.recorded is not None and self.depth != "parse":
             raise ValueError("a recorded parser judges flags and values only: depth parse")
         return self
@@ -100,7 +101,7 @@ class EngineBuild(Model):
     notes: list[Text] = Field(default_factory=list, description="What a user of this build must know.")
 
     @model_validator(mode="after")
-    def _judged_by_what_it_is(self):
+    def _judged_by_what_it_is(self) -> Self:
         if self.parser.package != self.engine:
             raise ValueError(f"a {self.engine} build is judged by a {self.engine} parser")
         released = self.version == self.parser.version
@@ -224,19 +225,21 @@ def _spelled_glob(glob: str) -> str:
     return glob if has_registry or "/" not in glob else f"docker.io/{glob}"
 
 
-def builds_of(image: str, builds) -> list[EngineBuild]:
+def builds_of(image: str, builds: Iterable[EngineBuild]) -> list[EngineBuild]:
     """The builds whose images match `image`, compared with Docker Hub spelled out on both sides."""
     spelled = _spelled(image)
     return [b for b in builds if any(fnmatch.fnmatchcase(spelled, _spelled_glob(p)) for p in b.images)]
 
 
-def build_of(image: str, builds) -> EngineBuild | None:
+def build_of(image: str, builds: Iterable[EngineBuild]) -> EngineBuild | None:
     """The one build of `image` (None when none or several match: lint says which)."""
     found = builds_of(image, builds)
     return found[0] if len(found) == 1 else None
 
 
-def image_build_problems(path: tuple, image: str, engine: str | None, builds) -> list[Problem]:
+def image_build_problems(
+    path: Path_, image: str, engine: str | None, builds: Sequence[EngineBuild]
+) -> list[Problem]:
     """An image no build (or several) carries, or a build of another engine than the config runs."""
     found = builds_of(image, builds)
     if not found:

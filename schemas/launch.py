@@ -9,7 +9,7 @@ know, so the launch facts of a site live here, keyed by the same runner labels.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 
 from pydantic import Field, model_validator
 
@@ -154,7 +154,7 @@ class AgenticReplay(Model):
     )
 
     @model_validator(mode="after")
-    def _start_range_ordered(self):
+    def _start_range_ordered(self) -> Self:
         low, high = self.trajectory_start
         if low > high:
             raise ValueError(f"trajectory-start: {low} is above {high} (give [min, max])")
@@ -581,13 +581,13 @@ class LaunchProfile(Model):
         return NO_CONTAINER_OPTIONS if self.gpu_vendor == "none" else Container()
 
     @model_validator(mode="after")
-    def _interface_when_read(self):
+    def _interface_when_read(self) -> Self:
         if self.node_address == "interface" and self.data_plane_interface is None:
             raise ValueError("node-address: interface needs data-plane-interface")
         return self
 
     @model_validator(mode="after")
-    def _registration_is_stated_once(self):
+    def _registration_is_stated_once(self) -> Self:
         for engine, env in self.engine_env.items():
             if "MOONCAKE_DISABLE_HIP_DMABUF" in env:
                 raise ValueError(
@@ -597,7 +597,7 @@ class LaunchProfile(Model):
         return self
 
     @model_validator(mode="after")
-    def _nic_check_checks_something(self):
+    def _nic_check_checks_something(self) -> Self:
         c = self.nic_check
         if c is None:
             return self
@@ -618,7 +618,7 @@ class LaunchProfile(Model):
         return self
 
     @model_validator(mode="after")
-    def _engine_args_are_no_settings(self):
+    def _engine_args_are_no_settings(self) -> Self:
         """A flag a setting stands for is the config's to set, where lint and the known-issue registry see
         it; parallelism is the config's, addresses the plan's (settings.flag_owner)."""
         from .settings import flag_owner
@@ -631,7 +631,7 @@ class LaunchProfile(Model):
         return self
 
     @model_validator(mode="after")
-    def _own_image_only_without_image_engines(self):
+    def _own_image_only_without_image_engines(self) -> Self:
         if self.container_image is not None and (
             self.engine_build == "image" or self.container_runtime != "docker"
         ):
@@ -643,7 +643,7 @@ class LaunchProfile(Model):
         return self
 
     @model_validator(mode="after")
-    def _image_engines_get_their_tools(self):
+    def _image_engines_get_their_tools(self) -> Self:
         if self.engine_build == "image" and self.node_setup is None:
             raise ValueError(
                 "engine-build image needs node-setup: the benchmark client (AIPerf) is in no engine image, "
@@ -652,13 +652,13 @@ class LaunchProfile(Model):
         return self
 
     @model_validator(mode="after")
-    def _env_mounts_need_docker(self):
+    def _env_mounts_need_docker(self) -> Self:
         if self.container_mounts_from_env and self.container_runtime != "docker":
             raise ValueError("container-mounts-from-env needs container-runtime docker")
         return self
 
     @model_validator(mode="after")
-    def _cpu_engines_name_their_venv(self):
+    def _cpu_engines_name_their_venv(self) -> Self:
         if (self.engine_build == "cpu") != (self.engine_venv is not None):
             raise ValueError(
                 "engine-build cpu and engine-venv go together: the venv is where its engines are"
@@ -666,7 +666,7 @@ class LaunchProfile(Model):
         return self
 
     @model_validator(mode="after")
-    def _connector_module_only_on_local_runners(self):
+    def _connector_module_only_on_local_runners(self) -> Self:
         """The connector shim makes upstream code run on this host's CPU engines; on a runner whose engines
         are an image's, or whose nodes are separate machines, it would only hide a broken image."""
         shim = self.kv_connector_module
@@ -683,7 +683,7 @@ class LaunchProfile(Model):
         return self
 
     @model_validator(mode="after")
-    def _cpu_lmcache_serves_engine_driven(self):
+    def _cpu_lmcache_serves_engine_driven(self) -> Self:
         """The mismatch hangs start-up (docs/upstream-facts.md#gpu-less-engines): refused before anything
         starts."""
         if self.engine_build == "cpu" and self.lmcache.transfer_mode in (None, "lmcache_driven"):
@@ -695,7 +695,7 @@ class LaunchProfile(Model):
         return self
 
     @model_validator(mode="after")
-    def _benchmark_files_are_shipped(self):
+    def _benchmark_files_are_shipped(self) -> Self:
         for name in ("tokenizer", "agentic_input"):
             path = getattr(self.benchmark, name)
             if path is not None and path.split("/")[0] not in self.ship:
@@ -712,8 +712,8 @@ class LaunchProfiles(Model):
     )
 
     @model_validator(mode="after")
-    def _aliases_name_one_profile(self):
-        owner = {}
+    def _aliases_name_one_profile(self) -> Self:
+        owner: dict[str, str] = {}
         for label, profile in self.profiles.items():
             for alias in profile.aliases:
                 if alias in self.profiles:

@@ -7,7 +7,7 @@ only (docs/add-a-model.md)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, model_validator
 
@@ -39,7 +39,7 @@ class Seq(Model):
     seq: list[Count] = Field(min_length=2, max_length=2, description="[first, last], both included.")
 
     @model_validator(mode="after")
-    def _ordered_and_short(self):
+    def _ordered_and_short(self) -> Self:
         first, last = self.seq
         if not first <= last < first + MAX_SEQ_WORDS:
             raise ValueError(f"seq [{first}, {last}]: first <= last, at most {MAX_SEQ_WORDS} words")
@@ -76,7 +76,7 @@ class Experts(Model):
     keys: ExpertKeys = Field(description="Where config.json holds each fact above.")
 
     @model_validator(mode="after")
-    def _stated_facts_have_keys(self):
+    def _stated_facts_have_keys(self) -> Self:
         for fact in ("shared", "first_dense_layers"):
             if getattr(self, fact) and getattr(self.keys, fact) is None:
                 raise ValueError(f"{fact.replace('_', '-')} is stated: keys.{fact.replace('_', '-')} too")
@@ -259,13 +259,13 @@ class EngineRecipe(Model):
     )
 
     @model_validator(mode="after")
-    def _agentic_is_one_level(self):
+    def _agentic_is_one_level(self) -> Self:
         if self.agentic is not None and self.agentic.agentic is not None:
             raise ValueError("agentic: an agentic recipe has no agentic recipe of its own")
         return self
 
     @model_validator(mode="after")
-    def _flags_are_this_files(self):
+    def _flags_are_this_files(self) -> Self:
         dp = self.dp_attention or DpAttentionArgs()
         lists = {
             "args": self.args,
@@ -296,7 +296,7 @@ class EngineRecipe(Model):
                 raise ValueError(f"settings: {key} is not a model's to set ({setting.help})")
         return self
 
-    def defaults(self, role: str | None = None, dp_attention: bool = False) -> dict:
+    def defaults(self, role: str | None = None, dp_attention: bool = False) -> dict[str, Any]:
         """The settings as typed values: every role's, then `role`'s own over them, then a DP-attention
         worker's."""
         by_role = {"prefill": self.prefill_settings, "decode": self.decode_settings}
@@ -358,8 +358,8 @@ def engine_recipe(
         )
     lists = ("args", "prefill_args", "decode_args", "expert_parallel_args", "mtp_args")
     settings = ("settings", "prefill_settings", "decode_settings")
-    merged: dict = {**{name: [] for name in lists}, "env": {}, **{name: {} for name in settings}}
-    dp: dict | None = None
+    merged: dict[str, Any] = {**{name: [] for name in lists}, "env": {}, **{name: {} for name in settings}}
+    dp: dict[str, Any] | None = None
     for block in found:
         for name in lists:
             merged[name] += getattr(block, name)
@@ -391,7 +391,7 @@ def role_args(
     dp_attention: bool = False,
     split_experts: bool = False,
     mtp: bool = False,
-) -> list:
+) -> list[str | int | dict[str, Any]]:
     """The model's flags on `role`'s engine line: every role's, the worker shape's (DP attention: its role
     flags in place of the recipe's own; split experts: the all-to-all's), MTP's, then the role's own."""
     dp = recipe.dp_attention if dp_attention else None
@@ -407,8 +407,8 @@ def role_args(
 
 
 def resolved_settings(
-    recipe: EngineRecipe | None, role: str, given: dict, dp_attention: bool = False
-) -> dict:
+    recipe: EngineRecipe | None, role: str, given: dict[str, Any], dp_attention: bool = False
+) -> dict[str, Any]:
     """`role`'s settings: the config's (`given`, typed), else the model's defaults valid for the role (and
     its worker's shape), else the registry's. Render and lint resolve through this one function."""
     defaults = recipe.defaults(role, dp_attention) if recipe is not None else {}

@@ -15,7 +15,7 @@ DramMib = Annotated[int, bounded(1, MAX_DRAM_MIB)]
 GpusPerNode = Annotated[int, bounded(1, MAX_GPUS_PER_NODE)]
 
 
-def _some_nodes(nodes: list) -> list:
+def _some_nodes(nodes: list[str]) -> list[str]:
     if not nodes:
         message = "a runner label lists no nodes; InferenceX refuses an empty label list"
         raise PydanticCustomError("shape", "{message}", {"message": message, "fix": "list its node names"})

@@ -252,8 +252,8 @@ REJECT = [
     ),
     *cases("_node_tools_run_on_the_runners_python",
         ("image-python-below-the-floor", [], "runner",
-         f"runner '{AMDS}'s image Python 3.7 (configs/launch.yaml node-setup python) is older than the node "
-         f"tools support ({PYTHON_FLOOR})", f"an image with Python {PYTHON_FLOOR} or newer",
+         f"the image Python 3.7 of runner '{AMDS}' (configs/launch.yaml node-setup python) is older than the "
+         f"node tools support ({PYTHON_FLOOR})", f"an image with Python {PYTHON_FLOOR} or newer",
          {"launch_ops": (s(f"profiles.{AMDS}.node-setup.python", "3.7"),)}),
     ),
     *cases("_topology_fits_runner",
@@ -411,6 +411,10 @@ ACCEPT = [
         ("optional-facts-absent", [], {"launch_ops": (d(f"profiles.{AMDS}.nic-devices"),
                                                       d(f"profiles.{AMDS}.time-limit"))}),
         ("unchecked-under-inferencex", [], IX | {"launch_ops": (d(f"profiles.{AMDS}"),)}),
+    ),
+    *cases("_node_tools_run_on_the_runners_python",
+        ("the-floor-itself", [], {"launch_ops": (s(f"profiles.{AMDS}.node-setup.python", PYTHON_FLOOR),)}),
+        ("a-two-digit-minor", [], {"launch_ops": (s(f"profiles.{AMDS}.node-setup.python", "3.10"),)}),
     ),
     *cases("_topology_fits_runner",
         ("2x-tp4-fill-a-node", [s(f"{P}.tp", 4), s(f"{P}.num-worker", 2), s(f"{P}.ep", 4)]),
