@@ -106,8 +106,10 @@ test-unit: $(STAMP)
 	$(PY) -m pytest -m "not tools and not cluster" $(PYTEST_ARGS)
 
 # Static checks, one line each; the first that fails stops `make check` with its tool's output. Shell files:
-# every one the repository ships (rendered scripts are shellchecked by tests/recipes/test_render.py).
-SHELL_FILES = $(sort $(wildcard scripts/*.sh scripts/lib/*.sh) .ci/run recipes/engines/install.sh sim/cluster/env.sh)
+# every one the repository ships, sourced (*.sh) or run (a sh/bash shebang); templates are not shell until
+# rendered, and tests/recipes/test_render.py shellchecks what they render.
+SHELL_FILES = $(sort $(wildcard scripts/*.sh scripts/lib/*.sh sim/cluster/*.sh) \
+	$(shell grep -rlE '^#!(/usr/bin/env |/bin/)(ba)?sh' .ci sim recipes scripts proxy --exclude='*.j2'))
 # The node tools as nodes run them: files that import their siblings by plain name (one mypy module each).
 NODE_TOOLS = $(filter-out __init__,$(basename $(notdir $(wildcard scripts/*.py))))
 # The oldest Python the node tools (scripts/*.py, run by the image's python3) support: scripts.PYTHON_FLOOR.
