@@ -19,7 +19,7 @@ LINT_ARGS = $(if $(PROFILE),--profile $(PROFILE)) $(if $(RUNNERS),--runners $(RU
 	$(if $(CHANGELOG),--changelog $(CHANGELOG)) $(if $(BASE),--base $(BASE)) $(if $(REPO),--repo $(REPO)) \
 	$(CONFIGS)
 
-.PHONY: parity help venv lint render submit nodes golden test schema docs bench-lint bench-proxy bench-failfast clean demo report compare cluster-up cluster-down cluster-status tools check-engines lock-engines lock-setup
+.PHONY: parity help venv lint render submit nodes golden test check test-unit schema docs bench-lint bench-proxy bench-failfast clean demo report compare cluster-up cluster-down cluster-status tools check-engines lock-engines lock-setup
 
 help:
 	@echo "make render [CONFIG=<key>] [OUT=out]   render launch files for every variant"
@@ -37,7 +37,10 @@ help:
 	@echo "              [CONFIGS=<master file>]: both sides from that file; every variant unless VARIANT="
 	@echo "make check-engines [CONFIG=<key>] [CONFIGS=<master file>] [DIR=<rendered dir>]   every rendered engine"
 	@echo "              command line through the real vLLM/SGLang parsers"
-	@echo "make test       the whole test suite"
+	@echo "make check      ruff (lint, format), mypy, shellcheck of the shipped shell files, the node tools'"
+	@echo "                Python floor (vermin): the core .venv only, seconds; run it before pushing"
+	@echo "make test-unit  every test but the cluster's and those needing tool venvs (minutes; before pushing)"
+	@echo "make test       check, the tools' virtualenvs, then the whole test suite (CI: .ci/run)"
 	@echo "make schema     regenerate the JSON Schemas under schemas/json/"
 	@echo "make docs [RUN=<run folder>]   docs/recipes/<key>.md, docs/config-reference.md, docs/reference/"
 	@echo "              (RUN: record its result first)"
@@ -92,10 +95,37 @@ nodes: $(STAMP)
 golden: $(STAMP)
 	$(PY) -m tests.recipes.golden
 
-# The whole suite, integration on the local cluster included: the tools' virtualenvs come first (the
-# cluster itself is brought up, and down again, by the tests).
-test: $(STAMP) tools
+# The whole suite, integration on the local cluster included: the static checks first, then the tools'
+# virtualenvs (the cluster itself is brought up, and down again, by the tests).
+test: check
+	@$(MAKE) --no-print-directory tools
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The inner loop: every test that needs neither a tool virtualenv nor the local cluster (pytest markers
+# tools and cluster, pyproject.toml), so nothing heavy is built.
+test-unit: $(STAMP)
+	$(PY) -m pytest -m "not tools and not cluster" $(PYTEST_ARGS)
+
+# Static checks, one line each; the first that fails stops `make check` with its tool's output. Shell files:
+# every one the repository ships, sourced (*.sh) or run (a sh/bash shebang); templates are not shell until
+# rendered, and tests/recipes/test_render.py shellchecks what they render.
+SHELL_FILES = $(sort $(wildcard scripts/*.sh scripts/lib/*.sh sim/cluster/*.sh) \
+	$(shell grep -rlE '^#!(/usr/bin/env |/bin/)(ba)?sh' .ci sim recipes scripts proxy --exclude='*.j2'))
+# The node tools as nodes run them: files that import their siblings by plain name (one mypy module each).
+NODE_TOOLS = $(filter-out __init__,$(basename $(notdir $(wildcard scripts/*.py))))
+# The oldest Python the node tools (scripts/*.py, run by the image's python3) support: scripts.PYTHON_FLOOR.
+FLOOR = $$($(PY) -c 'import scripts; print(scripts.PYTHON_FLOOR)')
+check: $(STAMP)
+	@$(call check_step,ruff check,$(VENV)/bin/ruff check --quiet .)
+	@$(call check_step,ruff format,$(VENV)/bin/ruff format --check --quiet .)
+	@$(call check_step,mypy (host: schemas recipes sim proxy),$(VENV)/bin/mypy)
+	@$(call check_step,mypy (node tools: scripts),MYPYPATH=scripts $(VENV)/bin/mypy --explicit-package-bases \
+		$(NODE_TOOLS:%=-m %))
+	@$(call check_step,shellcheck,$(VENV)/bin/shellcheck --severity=style $(SHELL_FILES))
+	@$(call check_step,vermin (node tools on Python $(FLOOR)+),\
+		$(VENV)/bin/vermin --target=$(FLOOR)- --violations --no-tips --quiet scripts/*.py)
+# $(1): the step's name, $(2): its command, run quietly; its output is shown only when it fails.
+check_step = printf '%-44s' "$(1)"; if out=$$($(2) 2>&1); then echo ok; else echo FAILED; echo "$$out"; exit 1; fi
 
 # The node setup's locks (recipes/nodesetup/locks/), one per Python and platform of the runners' node-setup.
 lock-setup: $(STAMP)

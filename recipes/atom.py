@@ -94,7 +94,7 @@ def _atom_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> Ser
         "--host",
         NODE_ADDR,
         "--server-port",
-        ports.vllm,
+        ports.engine,
         *(["--trust-remote-code"] if t.model.remote_code else []),
         *_parallel_args(t, role),
         *t.model_args(role),
@@ -116,7 +116,7 @@ def _atom_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> Ser
     return Service(
         name="atom",
         argv=argv(*args),
-        ready_url=word("http://", NODE_ADDR, f":{ports.vllm}/health"),
+        ready_url=word("http://", NODE_ADDR, f":{ports.engine}/health"),
         ready_timeout=timeouts.engine_ready,
     )
 

@@ -14,7 +14,7 @@ TEARDOWN_MARGIN_S = 600  # what a soak leaves of the time limit for start-up, pr
 
 def entry_url(t: Target, ports: Ports):
     """Where requests go: the router of a PD job, the one server of a single-node job."""
-    return word("http://", NODE_ADDR, f":{ports.router if t.disagg else ports.vllm}")
+    return word("http://", NODE_ADDR, f":{ports.router if t.disagg else ports.engine}")
 
 
 def concurrencies(t: Target) -> tuple:

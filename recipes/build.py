@@ -46,7 +46,7 @@ from .plan import (
     Timeouts,
 )
 from .target import NODE_ADDR, Target, Unsupported, peer_url, program
-from .words import Ref, argv, word
+from .words import Ref, Word, argv, word
 
 __all__ = ["Target", "Unsupported", "build_plan", "concurrencies", "parse_duration"]
 
@@ -162,7 +162,7 @@ def ports_of(profile) -> Ports:
     """The job's ports, as the runner's launch profile (schemas/launch.py) decides them."""
     p = profile.ports
     return Ports(
-        vllm=p.engine,
+        engine=p.engine,
         mooncake_bootstrap=profile.mooncake_bootstrap.port,
         lmcache=p.lmcache,
         lmcache_http=p.lmcache_http,
@@ -320,7 +320,7 @@ def _node_setup(t: Target, setup) -> NodeSetup | None:
         sets.append(SetupSet(name, "leader", False, tuple(commands), digest, lock=lock.name))
     wheel = setup.site_wheels.get("lmcache")
     if wheel is not None and t.uses_lmcache:
-        want = t.point.space.kv_offload_backend.version
+        want = t.lmcache_version
         name, version = nodesetup.wheel_name_version(wheel.source)
         if (name, version) != ("lmcache", want):
             raise Unsupported(
@@ -359,7 +359,9 @@ def _components(t: Target) -> tuple:
     """What the numbers depend on besides the config: engine, KV transfer, L2 cache, router. A runner whose
     engines come from a tool venv (engine-build cpu) names that venv's pins, not the image's."""
     version = engine_version(t.entry.image)
-    out = [(t.engine, ".".join(map(str, version)) if version else f"as in {t.entry.image}")]
+    out: list[tuple[str, str]] = [
+        (t.engine, ".".join(map(str, version)) if version else f"as in {t.entry.image}")
+    ]
     venv = t.launch.engine_venv
     if venv is not None:
         pin = requirements(venv)[0]  # lint: the image's release
@@ -369,7 +371,7 @@ def _components(t: Target) -> tuple:
         out.append(("mooncake", mooncake[0] if mooncake else f"as in {t.entry.image}"))
         out += ENGINES[t.engine].transport(t)
     if t.uses_lmcache:
-        out.append(("lmcache", t.point.space.kv_offload_backend.version))
+        out.append(("lmcache", t.lmcache_version))
     if t.disagg:
         out.append((t.router.name, t.router.version))
     return tuple(out)
@@ -377,7 +379,7 @@ def _components(t: Target) -> tuple:
 
 def _nodes(t: Target) -> tuple:
     """Rank 0 = first prefill (+ router); then the other prefill nodes; then decode nodes."""
-    out = []
+    out: list[Node] = []
     for role in t.roles:
         for index in range(t.worker(role).num_worker):
             out.append(Node(rank=len(out), role=role, index=index))
@@ -391,7 +393,7 @@ def _roles(t: Target, engine, ports: Ports, timeouts: Timeouts, signatures: tupl
         if signatures:  # started before the engine, so that start-up is watched too
             services.insert(-1, _log_watch(services, timeouts.poll_interval))
         pinned = (
-            (Pinned("lmcache", "lmcache", t.point.space.kv_offload_backend.version),)
+            (Pinned("lmcache", "lmcache", t.lmcache_version),)
             if (role == "prefill" and t.uses_lmcache)
             else ()
         )
@@ -526,7 +528,7 @@ def _launch(c: Container, n: int, engine: str) -> tuple:
         # scripts/container.sh adds the name (disagg-<job>-<node>), the label and --rm, and removes what
         # earlier jobs left on the node first: a killed client does not stop its container (podman, docker).
         env = [x for name in NODE_ENV for x in ("-e", name)]
-        read_only = [word(Ref(name), ":", Ref(name), ":ro") for name in c.env_mounts]
+        read_only: list[Word | str] = [word(Ref(name), ":", Ref(name), ":ro") for name in c.env_mounts]
         read_only += [f"{path}:{path}:ro" for path in c.read_only]
         volumes = [x for w in same + read_only for x in ("-v", w)]
         devices = GPU_FLAGS[c.gpu_vendor]
@@ -561,10 +563,11 @@ def _cleanup(c: Container, n: int) -> tuple:
 
 
 def _router_service(t: Target, nodes: tuple, ports: Ports, timeouts: Timeouts) -> Service:
-    backends, counts = [], {}
+    backends: list[str | int | Word] = []  # argv items: flags, bootstrap ports, URLs
+    counts: dict[str, int] = {}
     for n in nodes:
         counts[n.role] = counts.get(n.role, 0) + 1
-        backends += [f"--{n.role}", peer_url(n.rank, ports.vllm)]
+        backends += [f"--{n.role}", peer_url(n.rank, ports.engine)]
         if n.role == "prefill":
             backends.append(ports.mooncake_bootstrap)
     return ENGINES[t.engine].router_service(t, backends, ports, timeouts, counts)
@@ -574,7 +577,7 @@ def _metrics_endpoints(t: Target, engine, nodes: tuple, ports: Ports) -> tuple:
     """NAME=URL per engine (prefill0, decode0, server0) that serves metrics, and the router, for the
     end-of-run snapshot."""
     served = nodes if engine.has_metrics(t) else ()
-    engines = [word(f"{n.role}{n.index}=", *peer_url(n.rank, ports.vllm), "/metrics") for n in served]
+    engines = [word(f"{n.role}{n.index}=", *peer_url(n.rank, ports.engine), "/metrics") for n in served]
     if not t.disagg:
         return argv(*engines)
     port = engine.router_metrics_port(t, ports)
@@ -583,7 +586,7 @@ def _metrics_endpoints(t: Target, engine, nodes: tuple, ports: Ports) -> tuple:
 
 def _cache_flush(nodes: tuple, ports: Ports, timeouts: Timeouts) -> tuple:
     """Every engine's caches emptied (sync.py flush-caches), each given the runner's cache-flush time."""
-    urls = [x for n in nodes for x in ("--url", peer_url(n.rank, ports.vllm))]
+    urls = [x for n in nodes for x in ("--url", peer_url(n.rank, ports.engine))]
     timeout = ("--timeout", timeouts.cache_flush)
     return argv("python3", word(Ref("SCRIPTS_DIR"), "/sync.py"), "flush-caches", *urls, *timeout)
 
@@ -595,7 +598,7 @@ def _smoke(t: Target, engine, nodes: tuple, ports: Ports) -> tuple:
         for role in roles
         for n in nodes
         if n.role == role
-        for x in (f"--{role}-metrics", word(*peer_url(n.rank, ports.vllm), "/metrics"))
+        for x in (f"--{role}-metrics", word(*peer_url(n.rank, ports.engine), "/metrics"))
     ]
     return argv(
         "python3",

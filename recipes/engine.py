@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from schemas.launch import Role
+
 from .plan import Ports, Service, Timeouts
 from .target import Target
 
@@ -14,7 +16,7 @@ class Engine(Protocol):
     def check(self, t: Target) -> None:
         """Raise Unsupported (with the config's key path) for what this engine's builder cannot launch."""
 
-    def services(self, t: Target, role: str, ports: Ports, timeouts: Timeouts) -> list[Service]:
+    def services(self, t: Target, role: Role, ports: Ports, timeouts: Timeouts) -> list[Service]:
         """What a node of `role` starts, in order."""
 
     def engine_env(self, t: Target, ports: Ports) -> dict:

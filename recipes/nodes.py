@@ -23,6 +23,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -41,7 +42,7 @@ MAX_PLAN_BYTES = 16 << 20
 MAX_LEDGER_BYTES = 4 << 20
 MAX_RUNS_SCANNED = 10_000  # outcome files per learning pass: a huge out folder is read in bounded time
 _NODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-_TEXT = dict(min_length=1, max_length=400)
+_Text = Annotated[str, Field(min_length=1, max_length=400)]
 
 
 class Entry(BaseModel):
@@ -50,12 +51,12 @@ class Entry(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     node: str = Field(pattern=_NODE.pattern)
-    runner: str = Field(**_TEXT)
-    model: str = Field(**_TEXT)
-    framework: str = Field(**_TEXT)
+    runner: _Text
+    model: _Text
+    framework: _Text
     cause: str = Field(pattern=r"[a-z0-9]+(?:-[a-z0-9]+)*")
     detail: str = Field(max_length=400)
-    evidence: str = Field(**_TEXT)  # the outcome file that named the cause; the node's logs are beside it
+    evidence: _Text  # the outcome file that named the cause; the node's logs are beside it
     at: float = Field(ge=0)  # when the node failed (its outcome's time)
     expires: float = Field(ge=0)
     cleared: float | None = None

@@ -24,6 +24,7 @@ import shlex
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from schemas import yamlio
 
@@ -71,12 +72,13 @@ def flag_map(words: list[str]) -> dict:
     spellings of one object compare equal. Every value of a flag is kept: `--cuda-graph-bs 1 2 3` is
     "1 2 3", and a repeated flag's values are joined in order, so a difference anywhere in the list shows.
     Positional words before any flag are skipped (the model path, a subcommand)."""
-    out, i = {}, 0
+    out: dict[str, Any] = {}
+    i = 0
     while i < len(words):
         word = words[i]
         if _is_flag(word):
-            flag, eq, value = word.partition("=")
-            values = [value] if eq else []
+            flag, eq, given = word.partition("=")
+            values = [given] if eq else []
             while not eq and i + 1 < len(words) and not _is_flag(words[i + 1]):
                 values.append(words[i + 1])
                 i += 1
@@ -130,10 +132,18 @@ def _option(flag: str, value):
 # ---- our side --------------------------------------------------------------------------------------------
 
 
+# category -> role (or "all") -> item -> value: one side of the comparison.
+Side = dict[str, dict[str, dict[str, Any]]]
+
+
+def _empty_side() -> Side:
+    return {c: {} for c in CATEGORIES}
+
+
 def ours(plan) -> dict:
     """category -> role -> {item: value} of our rendered plan."""
     values = {**dict(plan.env_shell), "LOCAL_ADDR": "127.0.0.1"}
-    side = {c: {} for c in CATEGORIES}
+    side = _empty_side()
     exported = {k: str(v) for k, v in plan.env_exported}
     if plan.python_path_first:  # prepended to the image's own in env.sh
         exported["PYTHONPATH"] = ":".join([*plan.python_path_first, IMAGE_PYTHONPATH])
@@ -212,7 +222,7 @@ def theirs(launch: dict, inferencex: Path, entry_file: Path, key: str, point_pat
         return _theirs_sglang(launch, inferencex, entry_file, key, point_path)
     if launch.get("engine") == "atom":
         return _theirs_atom(launch, inferencex, entry_file, key, point_path)
-    side = {c: {} for c in CATEGORIES}
+    side = _empty_side()
     entry = _entry_settings(entry_file, launch.get("entry-key") or key)
     models = _read_yaml(inferencex / _field(launch, "models"))
     name = _field(_entry(entry_file, launch.get("entry-key") or key), "model", entry_file).split("/")[-1]
@@ -504,10 +514,12 @@ def _their_run(path: Path, key: str, point_path: tuple) -> tuple[dict, Run]:
     entry = _entry(path, key)
     item: object = entry
     for i, step in enumerate(point_path[1:]):
-        ok = isinstance(item, dict) and step in item or isinstance(item, list) and 0 <= step < len(item)
-        if not ok:
+        if isinstance(item, dict) and step in item:
+            item = item[step]
+        elif isinstance(item, list) and isinstance(step, int) and 0 <= step < len(item):
+            item = item[step]
+        else:
             raise ParityError(f"{path}: {key} has no {'.'.join(map(str, point_path[1 : i + 2]))}")
-        item = item[step]
     if not isinstance(item, dict):
         raise ParityError(f"{path}: {'.'.join(map(str, point_path))} is not a search-space item")
 
@@ -564,7 +576,7 @@ def _model_block(launch: dict, inferencex: Path, run: Run, variants: bool = True
 
 
 def _theirs_sglang(launch: dict, inferencex: Path, entry_file: Path, key: str, point_path: tuple) -> dict:
-    side = {c: {} for c in CATEGORIES}
+    side = _empty_side()
     entry, run = _their_run(entry_file, launch.get("entry-key") or key, point_path)
     where, block = _model_block(launch, inferencex, run)
     name = run.names["MODEL_NAME"]
@@ -643,7 +655,7 @@ def _atom_env(block: dict, w: Worker) -> dict:
 
 
 def _theirs_atom(launch: dict, inferencex: Path, entry_file: Path, key: str, point_path: tuple) -> dict:
-    side = {c: {} for c in CATEGORIES}
+    side = _empty_side()
     _, run = _their_run(entry_file, launch.get("entry-key") or key, point_path)
     _, block = _model_block(launch, inferencex, run, variants=False)
     names = {**run.names, "MAX_CONC": str(run.max_conc)}

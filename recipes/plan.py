@@ -2,24 +2,32 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import Field, dataclass, field, fields, is_dataclass
+from typing import TYPE_CHECKING, Any
 
-from .words import Ref, shown
+from .words import Argv, Ref, Word, shown
 
+if TYPE_CHECKING:
+    # The three below are dataclasses.field with a plan.json view in its metadata; a type checker reads them
+    # as field itself, so it knows which fields have defaults.
+    from dataclasses import field as _argv
+    from dataclasses import field as _pairs
+    from dataclasses import field as _word
 
-def _argv(**kw):
-    """A field holding an argv (a tuple of Words): plan.json shows it as a list of strings."""
-    return field(metadata={"json": "argv"}, **kw)
+    from schemas.dram import DramBudget
+else:
 
+    def _argv(**kw):
+        """A field holding an argv (a tuple of Words): plan.json shows it as a list of strings."""
+        return field(metadata={"json": "argv"}, **kw)
 
-def _word(**kw):
-    """A field holding one Word (or None): plan.json shows it as one string."""
-    return field(metadata={"json": "word"}, **kw)
+    def _word(**kw):
+        """A field holding one Word (or None): plan.json shows it as one string."""
+        return field(metadata={"json": "word"}, **kw)
 
-
-def _pairs(**kw):
-    """A field holding (NAME, value) pairs: plan.json shows them as an object."""
-    return field(metadata={"json": "pairs"}, **kw)
+    def _pairs(**kw):
+        """A field holding (NAME, value) pairs: plan.json shows them as an object."""
+        return field(metadata={"json": "pairs"}, **kw)
 
 
 @dataclass(frozen=True)
@@ -27,7 +35,7 @@ class Ports:
     """Every port of a job, in one place, from the runner's launch profile (its ports and
     mooncake-bootstrap). Each node has its own address, so nodes reuse them."""
 
-    vllm: int  # every engine's HTTP API (the launch profile's ports.engine)
+    engine: int  # every engine's HTTP API (vLLM, SGLang or ATOM)
     mooncake_bootstrap: int
     lmcache: int
     lmcache_http: int
@@ -74,10 +82,10 @@ class Service:
     """A long-running process on a node: started, waited healthy, watched until teardown."""
 
     name: str
-    argv: tuple = _argv()
-    ready_url: tuple | None = _word()  # None: nothing to wait for (a watcher), only kept alive
+    argv: Argv = _argv()
+    ready_url: Word | None = _word()  # None: nothing to wait for (a watcher), only kept alive
     ready_timeout: int
-    ready_expect: tuple = ()  # KEY=VALUE checks on the health JSON
+    ready_expect: tuple[str, ...] = ()  # KEY=VALUE checks on the health JSON
 
 
 @dataclass(frozen=True)
@@ -104,7 +112,7 @@ class SetupSet:
     name: str  # bench (a pyproject.toml extra) | lmcache (a site wheel)
     where: str  # leader | prefill: the nodes that install it
     layer: bool  # False: an environment of its own (a tool); True: on the image's Python path (a library)
-    commands: tuple  # what it puts on PATH
+    commands: tuple[str, ...]  # what it puts on PATH
     requirements_sha256: str  # of recipe/setup/<name>.txt
     lock: str | None = None  # a tool set's lock in recipes/nodesetup/locks/
     source: str | None = None  # a site wheel: the path or URL make submit takes it from
@@ -117,7 +125,7 @@ class NodeSetup:
     python: str  # MAJOR.MINOR of the image's python3, checked before anything installs
     platform: str  # the wheels' manylinux platform
     root: str | None  # where nodes keep environments by lock hash; None: the run folder
-    sets: tuple  # of SetupSet
+    sets: tuple[SetupSet, ...]
 
 
 @dataclass(frozen=True)
@@ -125,22 +133,22 @@ class Role:
     """What every node of a role runs: services started in order, each healthy before the next."""
 
     name: str
-    services: tuple  # of Service
-    commands: tuple = _argv()  # programs its services need on PATH (checked at preflight)
-    listens: tuple = _argv()  # SERVICE=ADDR:PORT its services will listen on (free before anything starts)
-    pinned: tuple = ()  # of Pinned: components whose exact version preflight checks
+    services: tuple[Service, ...]
+    commands: Argv = _argv()  # programs its services need on PATH (checked at preflight)
+    listens: Argv = _argv()  # SERVICE=ADDR:PORT its services will listen on (free before anything starts)
+    pinned: tuple[Pinned, ...] = ()  # components whose exact version preflight checks
 
 
 @dataclass(frozen=True)
 class Benchmark:
     concurrency: int
     result: str  # <config>_<variant>_<name>.json
-    argv: tuple = _argv()
+    argv: Argv = _argv()
     max_error_rate: str  # a result with more failed requests fails the step
     min_duration: int  # seconds: a result that measured less is no measurement (half the requested)
     name: str = ""  # conc<C> in a sweep, soak<NNN> in a soak: its step, artifact and metrics folder
     # run first, in the same step: the engines' caches emptied (agentic SGLang)
-    before: tuple = _argv(default=())
+    before: Argv = _argv(default=())
 
 
 @dataclass(frozen=True)
@@ -157,10 +165,11 @@ class Container:
     runtime: str  # docker | pyxis | none
     image: str
     gpu_vendor: str  # amd | nvidia | none
-    mounts: tuple  # absolute host paths mounted at the same place
-    env_mounts: tuple = ()  # names of host variables holding folders mounted read-only at the same place
-    read_only: tuple = ()  # absolute host paths mounted read-only at the same place (the site's trace cache)
-    options: tuple = ()  # docker run words of the runner's container block (limits, capabilities, devices)
+    mounts: tuple[str, ...]  # absolute host paths mounted at the same place
+    env_mounts: tuple[str, ...] = ()  # names of host variables holding folders mounted read-only there
+    read_only: tuple[str, ...] = ()  # absolute host paths mounted read-only at the same place (trace cache)
+    # docker run words of the runner's container block (limits, capabilities, devices)
+    options: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -182,64 +191,74 @@ class Plan:
     timeouts: Timeouts
     teardown: Teardown
     failure_report: FailureReport
-    address_args: tuple = _argv()  # sync.py addr options that find a node's data-plane address
-    node_local_addr: tuple | None = _word()  # where node-private services (LMCache) bind; None: none
-    env_exported: tuple = _pairs()  # (NAME, value): read by engines
-    env_shell: tuple = _pairs()  # (NAME, value): knobs the node script expands
-    shell_notes: tuple  # env.sh's comment lines above them: how the derived ones are derived
-    python_path_first: tuple  # folders the image's Python imports from first (its engine build's); () none
-    library_path_first: tuple  # folders the image's shared libraries load from first (its build's); () none
-    dram_budget: object  # schemas.dram.DramBudget the host-DRAM KV tier is sized from (LMCache's L1, HiCache)
-    nodes: tuple  # of Node, by rank
-    roles: tuple  # of Role
+    address_args: Argv = _argv()  # sync.py addr options that find a node's data-plane address
+    node_local_addr: Word | None = _word()  # where node-private services (LMCache) bind; None: none
+    env_exported: tuple[tuple[str, str], ...] = _pairs()  # (NAME, value): read by engines
+    env_shell: tuple[tuple[str, object], ...] = _pairs()  # (NAME, value): knobs the node script expands
+    shell_notes: tuple[str, ...]  # env.sh's comment lines above them: how the derived ones are derived
+    # folders the image's Python imports from first (its engine build's); () none
+    python_path_first: tuple[str, ...]
+    # folders the image's shared libraries load from first (its build's); () none
+    library_path_first: tuple[str, ...]
+    dram_budget: DramBudget | None  # what the host-DRAM KV tier is sized from (LMCache's L1, HiCache)
+    nodes: tuple[Node, ...]  # by rank
+    roles: tuple[Role, ...]
     router: Service | None
-    leader_listens: tuple = _argv()  # SERVICE=ADDR:PORT of the router (rank 0)
-    leader_commands: tuple = _argv()  # what rank 0 needs on PATH besides its role's: router, benchmark
-    leader_pinned: tuple  # of Pinned: rank 0's components whose exact version preflight checks
+    leader_listens: Argv = _argv()  # SERVICE=ADDR:PORT of the router (rank 0)
+    leader_commands: Argv = _argv()  # what rank 0 needs on PATH besides its role's: router, benchmark
+    leader_pinned: tuple[Pinned, ...]  # rank 0's components whose exact version preflight checks
     node_setup: NodeSetup | None  # tools the image lacks, installed from the run's wheelhouse
     gpu_drain: float | None  # AMD: the most of any GPU's VRAM in use at preflight; None: not checked
-    host_check: tuple = _argv()  # srun before it, on every node's host: no leftovers, its NICs
-    launch: tuple = _argv()  # srun, one node script per node
-    cleanup: tuple = _argv()  # srun after it, on every node (docker: the containers a killed client left)
-    benchmarks: tuple  # of Benchmark
-    metrics: tuple = _argv()  # NAME=URL: every engine's and the router's /metrics, saved after each run
-    smoke: tuple = _argv()  # a request through the router, and proof its KV moved prefill -> decode
-    l2_proof: tuple | None = _argv()  # LMCache served hits during the sweep (agentic runs with LMCache)
-    shipped: tuple = _pairs()  # (name, repository folder): copied into the run's recipe/<name>/
+    host_check: Argv = _argv()  # srun before it, on every node's host: no leftovers, its NICs
+    launch: Argv = _argv()  # srun, one node script per node
+    cleanup: Argv = _argv()  # srun after it, on every node (docker: the containers a killed client left)
+    benchmarks: tuple[Benchmark, ...]
+    metrics: Argv = _argv()  # NAME=URL: every engine's and the router's /metrics, saved after each run
+    smoke: Argv = _argv()  # a request through the router, and proof its KV moved prefill -> decode
+    l2_proof: Argv | None = _argv()  # LMCache served hits during the sweep (agentic runs with LMCache)
+    # (name, repository folder): copied into the run's recipe/<name>/
+    shipped: tuple[tuple[str, str], ...] = _pairs()
     gpus_per_node: int = 0
-    components: tuple = _pairs(default=())  # what the run's numbers depend on, for the lock file
+    # what the run's numbers depend on, for the lock file
+    components: tuple[tuple[str, str], ...] = _pairs(default=())
     config_sha256: str = ""  # of the validated config entry, for the lock file
-    workarounds: tuple = ()  # known-issue workarounds the config records (they change performance)
-    caveats: tuple = ()  # why these numbers compare only with runs that share them (simulated MTP acceptance)
-    log_signatures: tuple = ()  # {issue, title, regex, fix} the node-side watcher fails the job on
+    # known-issue workarounds the config records (they change performance)
+    workarounds: tuple[dict[str, Any], ...] = ()
+    # why these numbers compare only with runs that share them (simulated MTP acceptance)
+    caveats: tuple[str, ...] = ()
+    # {issue, title, regex, fix} the node-side watcher fails the job on
+    log_signatures: tuple[dict[str, str], ...] = ()
     nic_check: bool = False  # the host check includes the runner's NICs (its nic-check)
-    staged: tuple = ()  # (name, path, run|site): inputs make submit hashes into lock.json (traces, tokenizer)
-    input_checks: tuple = ()  # argv each: rank 0's preflight of the staged inputs and the client's tokenizer
+    # (name, path, run|site): inputs make submit hashes into lock.json (traces, tokenizer)
+    staged: tuple[tuple[str, str, str], ...] = ()
+    # argv each: rank 0's preflight of the staged inputs and the client's tokenizer
+    input_checks: tuple[Argv, ...] = ()
 
     @property
     def script(self) -> str:
         return f"server_{self.engine}.sh"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """plan.json: the whole Plan as data for reviewers and node-side tools. Command lines are lists of
         strings; `${NAME}` in them is a bash variable known only on the node (its address, a peer's), `$$`
         a literal `$`."""
         return {"format": PLAN_FORMAT, **_data(self)}
 
     @property
-    def prefill_ranks(self) -> tuple:
+    def prefill_ranks(self) -> tuple[int, ...]:
         return tuple(n.rank for n in self.nodes if n.role == "prefill")
 
     @property
-    def decode_ranks(self) -> tuple:
+    def decode_ranks(self) -> tuple[int, ...]:
         return tuple(n.rank for n in self.nodes if n.role == "decode")
 
 
 PLAN_FORMAT = "plan.json v2: argv as strings; ${NAME} = a node's bash variable, $$ = a literal $"
 
 
-def _data(value):
-    if is_dataclass(value):
+def _data(value: object) -> Any:
+    """`value` as JSON data: dataclasses as objects, Refs as ${NAME}, tuples as lists."""
+    if is_dataclass(value) and not isinstance(value, type):
         return {f.name: _field_data(f, getattr(value, f.name)) for f in fields(value)}
     if isinstance(value, Ref):
         return shown((value,))
@@ -250,7 +269,7 @@ def _data(value):
     return value
 
 
-def _field_data(f, value):
+def _field_data(f: Field[Any], value: Any) -> Any:
     kind = f.metadata.get("json")
     if value is None or kind is None:
         return _data(value)

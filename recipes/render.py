@@ -14,7 +14,12 @@ from pathlib import Path
 import jinja2
 
 from schemas import lint
+from schemas.config import MasterEntry
 from schemas.findings import Finding, did_you_mean
+from schemas.known_issues import KnownIssue
+from schemas.launch import LaunchProfiles
+from schemas.models import Models
+from schemas.runners import Runners
 
 from .benchmark import parse_duration
 from .build import Unsupported, build_plan
@@ -63,11 +68,11 @@ class Loaded:
     """What lint accepted: entries by key, and the runners, launch profiles and known-issue registry it
     checked them against."""
 
-    entries: dict
-    runners: object
-    launch: object
-    issues: tuple
-    models: object = None  # configs/models.yaml as lint checked it (None: the repository's)
+    entries: dict[str, MasterEntry]
+    runners: Runners
+    launch: LaunchProfiles
+    issues: tuple[KnownIssue, ...]
+    models: Models | None = None  # configs/models.yaml as lint checked it (None: the repository's)
 
     def targets(self, key: str) -> list:
         return targets(
@@ -107,6 +112,7 @@ def load(key: str | None, configs: list[Path] | None = None) -> Loaded:
     relevant = [f for f in report.findings if key is None or f.path[:1] == (key,) or f.file not in masters]
     if relevant:
         raise RenderError(relevant)
+    assert repo.runners is not None and repo.launch is not None  # else lint found them invalid: relevant
     return Loaded(report.entries, repo.runners, repo.launch, repo.issues, repo.models)
 
 

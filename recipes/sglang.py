@@ -20,7 +20,7 @@ HICACHE = "hicache"  # the kv-offload-backend SGLang offers itself: its hierarch
 
 # MoRI (AMD's RDMA KV transfer and all-to-all) as InferenceX's known-working MI355X SGLang launch sets it for
 # every model (docs/sglang-mori.md): SGLang's PD and MoRI knobs, exported on every node.
-MORI_ENV = {
+MORI_ENV: dict[str, str | int] = {
     "SGLANG_USE_AITER": 1,
     "AITER_LOG_LEVEL": "ERROR",
     "SGLANG_MORI_DISPATCH_DTYPE": "auto",
@@ -172,6 +172,12 @@ def check(t: Target) -> None:
             "unmarked, MoRI's packets travel at priority 0, which PFC does not protect",
             at=(t.key, "kv-p2p-transfer"),
         )
+    if _over_mori(t) and t.launch.data_plane_interface is None:
+        raise Unsupported(
+            f"kv-p2p-transfer mori: runner {t.runner_label}'s launch profile states no data-plane-interface, "
+            "the interface MoRI's Gloo and NCCL collectives bind (GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME)",
+            at=(t.key, "kv-p2p-transfer"),
+        )
     backend = t.point.space.kv_offload_backend
     if backend is not None and backend.name != HICACHE:
         raise Unsupported(
@@ -258,7 +264,7 @@ def hicache_budget(t: Target):
     """The offloading server's DRAM budget (schemas/dram.py) where HiCache is sized from it, else None."""
     if not _hicache(t) or t.recipe.hicache_sizing != "size":
         return None
-    budget = dram_budget(t.hardware, t.point.dram_utilization, t.worker(_offload_role(t)))
+    budget = dram_budget(t.hardware, t.dram_utilization, t.worker(_offload_role(t)))
     if budget is None:  # lint's _dram_budget_tiles_node refuses such a config first
         raise Unsupported(
             "the offloading worker does not tile a node, or its runner states no DRAM: HiCache's host pool "
@@ -373,7 +379,7 @@ def _sglang_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> S
         "--host",
         NODE_ADDR,
         "--port",
-        ports.vllm,
+        ports.engine,
         *_parallel_args(t, role),
         *(["--trust-remote-code"] if t.model.remote_code else []),
         *t.model_args(role),
@@ -399,7 +405,7 @@ def _sglang_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> S
     return Service(
         name="sglang",
         argv=argv(*args),
-        ready_url=word("http://", NODE_ADDR, f":{ports.vllm}/health"),
+        ready_url=word("http://", NODE_ADDR, f":{ports.engine}/health"),
         ready_timeout=timeouts.engine_ready,
     )
 
@@ -407,13 +413,15 @@ def _sglang_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> S
 def engine_env(t: Target, ports: Ports) -> dict:
     """SGLang reads its PD settings from flags; MoRI's knobs, where its collectives and RDMA go and the
     traffic class RDMA is marked with (the runner's), from the environment; then the model's own."""
-    env = {}
-    if _over_mori(t):
+    env: dict[str, str | int] = {}
+    budget = mori_budget(t)  # None unless over MoRI
+    if budget is not None:
         env.update(MORI_ENV)
-        env["SGLANG_MORI_DISPATCH_INTER_KERNEL_SWITCH_THRESHOLD"] = mori_budget(t).switch_threshold
-        env["GLOO_SOCKET_IFNAME"] = env["NCCL_SOCKET_IFNAME"] = t.launch.data_plane_interface
+        env["SGLANG_MORI_DISPATCH_INTER_KERNEL_SWITCH_THRESHOLD"] = budget.switch_threshold
+        iface, tc = t.launch.data_plane_interface, t.launch.rdma_traffic_class
+        assert iface is not None and tc is not None, "check() refuses MoRI without them"
+        env["GLOO_SOCKET_IFNAME"] = env["NCCL_SOCKET_IFNAME"] = iface
         env["NCCL_IB_HCA"] = ",".join(t.launch.nic_devices)
-        tc = t.launch.rdma_traffic_class  # check() refuses MoRI without it
         env["MORI_RDMA_TC"] = env["MORI_IO_TC"] = tc.traffic_class
         env["MORI_RDMA_SL"] = env["MORI_IO_SL"] = tc.priority
     env.update(t.recipe.env)

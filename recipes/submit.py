@@ -143,6 +143,7 @@ def node_setup(rendered: Rendered, recipe: Path) -> dict | None:
                 lock_file = nodesetup.LOCKS / s.lock
                 wheels = nodesetup.wheelhouse(lock_file, setup.python, setup.platform, recipe / "wheelhouse")
             else:
+                assert s.source is not None  # a set without a lock is a site wheel, from its source
                 wheels = [nodesetup.site_wheel(s.source, s.sha256, recipe / "wheelhouse")]
         except nodesetup.SetupError as exc:
             raise SubmitError(str(exc)) from None

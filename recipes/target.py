@@ -23,7 +23,7 @@ from schemas.routers import IMAGE_ROUTERS, ImageRouter
 from schemas.runners import Hardware
 
 from .models import facts
-from .words import Ref, json_word, word
+from .words import Ref, Word, json_word, word
 
 NODE_ADDR, LOCAL_ADDR = Ref("NODE_ADDR"), Ref("LOCAL_ADDR")
 
@@ -53,12 +53,14 @@ class Target:
     models: Models | None = None  # the models file lint checked the entry against (None: the repository's)
 
     @property
-    def engine(self) -> str:
-        """vllm | sglang: the first word of the framework (lint's settings rules use the same)."""
+    def engine(self) -> reg.EngineName:
+        """vllm | sglang | atom: the first word of the framework (lint's settings rules use the same)."""
         refused = reg.not_rendered(self.entry.framework)
         if refused is not None:
             raise Unsupported("{} ({})".format(*refused), at=(self.key, "framework"))
-        return reg.engine_of(self.entry.framework)
+        engine = reg.engine_of(self.entry.framework)
+        assert engine is not None, self.entry.framework  # not_rendered refused every other framework
+        return engine
 
     @cached_property
     def model(self) -> ModelFacts:
@@ -174,11 +176,24 @@ class Target:
         return backend is not None and backend.name == "lmcache"
 
     @property
+    def dram_utilization(self) -> float:
+        """The point's share of host DRAM for KV offload (lint refuses an offloading point without it)."""
+        assert self.point.dram_utilization is not None, "a KV offload without dram-utilization"
+        return self.point.dram_utilization
+
+    @property
+    def lmcache_version(self) -> str:
+        """The LMCache release the point offloads to, where uses_lmcache (lint asks for its version)."""
+        backend = self.point.space.kv_offload_backend
+        assert backend is not None and backend.version is not None, "no LMCache version here"
+        return backend.version
+
+    @property
     def model_path(self) -> str:
         return f"{self.launch.model_root}/{self.entry.model}"
 
 
-def peer_url(rank: int, port: int):
+def peer_url(rank: int, port: int) -> Word:
     return word("http://", Ref(f"PEER_ADDR[{rank}]"), f":{port}")
 
 

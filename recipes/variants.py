@@ -51,7 +51,8 @@ def targets(key: str, entry, *, runners, launch, issues: tuple, models=None) -> 
     """Every variant of a config, uniquely named in search-space order. runners, launch, issues, models:
     what lint checked the entry against (node shape, launch profile, the known-issue registry whose
     workarounds and log signatures go into each Plan, the models file; None: the repository's)."""
-    out, seen = [], {}
+    out: list[Target] = []
+    seen: dict[str, int] = {}
     groups = entry.scenarios.fixed_seq_len or ()
     runner = launch.label_of(entry.runner)  # an alias: the profile it names
     hardware, profile = runners.hardware[runner], launch.profiles[runner]

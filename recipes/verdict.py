@@ -5,6 +5,7 @@ renderer is never first met at render time."""
 from __future__ import annotations
 
 from schemas.findings import Problem
+from schemas.yamlio import Path_
 
 from .build import build_plan
 from .target import Unsupported
@@ -13,7 +14,7 @@ from .variants import targets
 
 def refusals(key: str, entry, *, runners, launch, issues: tuple, models) -> list[Problem]:
     """Each variant's refusal, once per place and message (variants of one point share most)."""
-    out = {}
+    out: dict[tuple[Path_, str], Problem] = {}
     for target in targets(key, entry, runners=runners, launch=launch, issues=issues, models=models):
         try:
             build_plan(target)

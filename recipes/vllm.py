@@ -6,6 +6,7 @@ from __future__ import annotations
 from schemas import settings as reg
 from schemas.entries import dram_budget, splits_experts
 from schemas.kv_path import LMCACHE_MP, kv_connectors
+from schemas.launch import Role
 
 from . import nodesetup
 from .plan import Ports, Service, Timeouts
@@ -100,7 +101,7 @@ def transport(t: Target) -> tuple:
     return tuple(out)
 
 
-def services(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> list[Service]:
+def services(t: Target, role: Role, ports: Ports, timeouts: Timeouts) -> list[Service]:
     """What a node of `role` starts, in order: LMCache first where it is the prefill's L2."""
     lmcache = [_lmcache_service(t, ports, timeouts)] if role == "prefill" and t.uses_lmcache else []
     return [*lmcache, _vllm_service(t, role, ports, timeouts)]
@@ -150,7 +151,7 @@ def _lmcache_runner_args(t: Target) -> list:
     """What the runner's engines need of the server (launch profile lmcache): a CPU engine registers an
     engine-driven context, and a busy one must not be reaped."""
     lmc = t.launch.lmcache
-    args = []
+    args: list[str | int] = []
     if lmc.transfer_mode is not None:
         args += ["--supported-transfer-mode", lmc.transfer_mode]
     if lmc.worker_reap_timeout is not None:
@@ -206,7 +207,7 @@ def watch_signatures(t: Target) -> tuple:
     """Log lines of the engine's own components that fail the job (scripts/logwatch.py): LMCache's hangs
     (it logs its error and waits instead of exiting), Mooncake's silent fall back from rdma to TCP, and a
     stalled Mooncake transfer (which wedges the prefill)."""
-    out = LMCACHE_HANG_SIGNATURES if t.uses_lmcache else ()
+    out: tuple[dict[str, str], ...] = LMCACHE_HANG_SIGNATURES if t.uses_lmcache else ()
     if uses_rdma(t):
         out += (MOONCAKE_TCP_FALLBACK,)
     if protocols(t):
@@ -219,7 +220,7 @@ def l1_budget(t: Target):
     when the variant runs no LMCache."""
     if not t.uses_lmcache:
         return None
-    budget = dram_budget(t.hardware, t.point.dram_utilization, t.worker("prefill"))
+    budget = dram_budget(t.hardware, t.dram_utilization, t.worker("prefill"))
     if budget is None:  # lint's _dram_budget_tiles_node refuses such a config first
         raise Unsupported(
             "the prefill worker does not tile a node, or its runner states no DRAM: its DRAM budget is "
@@ -272,7 +273,7 @@ def shell_env(t: Target) -> tuple:
     return tuple(sorted((k, str(v)) for k, v in values.items()))
 
 
-def _vllm_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> Service:
+def _vllm_service(t: Target, role: Role, ports: Ports, timeouts: Timeouts) -> Service:
     w = t.worker(role)
     s = t.settings(role)
     args = [
@@ -287,7 +288,7 @@ def _vllm_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> Ser
         "--host",
         NODE_ADDR,
         "--port",
-        ports.vllm,
+        ports.engine,
         "--tensor-parallel-size",
         w.tp,
         # EP over the TP group (vLLM: EP size = TP x DP; lint refuses any other ep)
@@ -311,7 +312,7 @@ def _vllm_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> Ser
     return Service(
         name="vllm",
         argv=argv(*args),
-        ready_url=word("http://", NODE_ADDR, f":{ports.vllm}/health"),
+        ready_url=word("http://", NODE_ADDR, f":{ports.engine}/health"),
         ready_timeout=timeouts.engine_ready,
     )
 
@@ -366,7 +367,7 @@ def _kv_transfer_config(t: Target, role: str, s: dict, ports: Ports) -> dict:
 
 def engine_env(t: Target, ports: Ports) -> dict:
     """What vLLM reads from its environment: Mooncake's bootstrap port and abort timeout, the model's."""
-    env = {}
+    env: dict[str, str | int] = {}
     if t.disagg:
         env["VLLM_MOONCAKE_BOOTSTRAP_PORT"] = ports.mooncake_bootstrap
         env["VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT"] = MOONCAKE_ABORT_TIMEOUT_S

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 _VAR = re.compile(r"^[A-Z_][A-Z0-9_]*(\[[0-9]+\])?$")
@@ -25,36 +26,38 @@ class Ref:
 
     var: str
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not _VAR.fullmatch(self.var):
             raise ValueError(f"not a bash variable reference: {self.var!r}")
 
 
-Word = tuple  # (str | Ref, ...)
+Word = tuple[str | Ref, ...]
+Argv = tuple[Word, ...]
 
 
-def word(*parts) -> Word:
+def word(*parts: object) -> Word:
     """Normalise parts (str, int, Ref) into a Word, merging adjacent literals."""
-    out: list = []
-    for part in parts:
-        part = part if isinstance(part, Ref) else str(part)
-        if out and isinstance(part, str) and isinstance(out[-1], str):
-            out[-1] += part
+    out: list[str | Ref] = []
+    for given in parts:
+        part = given if isinstance(given, Ref) else str(given)
+        last = out[-1] if out else None
+        if isinstance(part, str) and isinstance(last, str):
+            out[-1] = last + part
         else:
             out.append(part)
     return tuple(out) or ("",)
 
 
-def argv(*items) -> tuple:
+def argv(*items: object) -> Argv:
     """An argv: each item a Word, or a plain value/Ref made into one."""
     return tuple(item if isinstance(item, tuple) else word(item) for item in items)
 
 
-def json_word(obj) -> Word:
+def json_word(obj: object) -> Word:
     """Serialize `obj` to compact, key-sorted JSON as one Word. A Ref value becomes an unquoted runtime
     value (a number); a Word value becomes a JSON string with its Refs expanded in place."""
 
-    def encode(o):
+    def encode(o: object) -> object:
         if isinstance(o, Ref):
             return _BARE_SENTINEL.format(o.var)
         if isinstance(o, tuple):  # a Word
@@ -66,7 +69,7 @@ def json_word(obj) -> Word:
         return o
 
     text = json.dumps(encode(obj), sort_keys=True, separators=(",", ":"))
-    parts: list = []
+    parts: list[str | Ref] = []
     for i, chunk in enumerate(_BARE.split(text)):
         if i % 2:
             parts.append(Ref(chunk))
@@ -87,7 +90,7 @@ def bash_word(w: Word) -> str:
     return "".join(out) or "''"
 
 
-def bash_argv(words, indent: int = 0) -> str:
+def bash_argv(words: Iterable[Word], indent: int = 0) -> str:
     """Render an argv; with indent > 0, continue on a new line before each flag so every flag sits
     with its value (readable diffs of long vLLM command lines)."""
     out = ""
@@ -120,7 +123,7 @@ class UnsafePlacement(ValueError):
     """A template placed a value bash would not read as itself (a bug of the template: use a filter)."""
 
 
-def finalize(value) -> str:
+def finalize(value: object) -> str:
     """Every `{{ }}` of a bash template: a filter's output as it is; anything else only if it is a bare
     word, so no config value can reach bash unquoted even through a template that forgot its filter."""
     if isinstance(value, Quoted):
@@ -131,7 +134,7 @@ def finalize(value) -> str:
     return text
 
 
-def filters() -> dict:
+def filters() -> dict[str, Callable[..., Quoted]]:
     """The filters of bash templates, each returning Quoted."""
     return {
         "q": lambda v: Quoted(shlex.quote(str(v))),
@@ -141,9 +144,9 @@ def filters() -> dict:
     }
 
 
-def comment(text) -> Quoted:
+def comment(text: object) -> Quoted:
     """A value inside a `#` comment line: never executed, but a line break would start a command."""
-    text = str(text)
-    if _CONTROL.search(text):
-        raise UnsafePlacement(f"a comment would carry a control character or line break: {text!r}")
-    return Quoted(text)
+    line = str(text)
+    if _CONTROL.search(line):
+        raise UnsafePlacement(f"a comment would carry a control character or line break: {line!r}")
+    return Quoted(line)

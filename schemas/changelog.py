@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from typing import Annotated, Literal
+from collections.abc import Iterator
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, RootModel
 from pydantic_core import PydanticCustomError
@@ -12,23 +13,26 @@ from pydantic_core import PydanticCustomError
 from .base import Model, bounded, clip, prose, shape
 from .check import duplicate_findings, validate
 from .findings import Finding, Problem
-from .yamlio import Document
+from .yamlio import Document, Path_
 
 # The one place naming this repository; pr-links must point at its pull requests.
 DEFAULT_REPO = "disagg-recipes/disagg-recipes"
 PLACEHOLDERS = re.compile(r"(?i)\b(x{3,}|tbd|todo|placeholder|n/?a|none|pending)\b", re.ASCII)
 # A config key, or an fnmatch pattern of them ('*', '?', '[...]').
-KeyPattern = shape(
-    r"[a-z0-9._*?!\[\]-]+",
-    "a config key or pattern",
-    max_length=128,
-    allowed="lowercase ASCII letters, digits, '.', '_', '-' and the wildcards '*', '?', '[...]'",
-)
-Description = prose("a description line", 2000)  # the longest real one has 1081 characters
+KeyPattern = Annotated[
+    str,
+    shape(
+        r"[a-z0-9._*?!\[\]-]+",
+        "a config key or pattern",
+        max_length=128,
+        allowed="lowercase ASCII letters, digits, '.', '_', '-' and the wildcards '*', '?', '[...]'",
+    ),
+]
+Description = Annotated[str, prose("a description line", 2000)]  # the longest real one has 1081 characters
 Scenario = Literal["fixed-seq-len", "agentic-coding"]
 
 
-def _some_scenarios(types: list) -> list:
+def _some_scenarios(types: list[str]) -> list[str]:
     if not types:
         message = "scenario-type lists no scenario; InferenceX refuses an empty list"
         raise PydanticCustomError(
@@ -55,7 +59,7 @@ class ChangelogEntry(Model):
     append_only: bool | None = Field(
         None, description="Run only the points added while keeping every existing one; no eval selection."
     )
-    eval_min_prefill_ep: bounded(1, 1024) | None = Field(
+    eval_min_prefill_ep: Annotated[int, bounded(1, 1024)] | None = Field(
         None, description="Multinode evals: drop rows whose prefill ep is below this, 1 to 1024."
     )
 
@@ -64,7 +68,7 @@ class Changelog(RootModel[list[ChangelogEntry]]):
     """The whole file: an append-only list of entries."""
 
 
-def pr_link_problem(link: str | None, repo: str, path: tuple) -> Problem | None:
+def pr_link_problem(link: str | None, repo: str, path: Path_) -> Problem | None:
     """Why `link` is not https://github.com/<repo>/pull/<n>, or None when it is."""
     canonical = f"https://github.com/{repo}/pull/"
     fix = f"{canonical}<number>"
@@ -91,7 +95,7 @@ def pr_link_problem(link: str | None, repo: str, path: tuple) -> Problem | None:
     return Problem(path, f"pr-link {clip(link)} is not a pull request link of {repo}", fix)
 
 
-def _unresolved_keys(entry: ChangelogEntry, config_keys: set[str], path: tuple):
+def _unresolved_keys(entry: ChangelogEntry, config_keys: set[str], path: Path_) -> Iterator[Problem]:
     for i, pattern in enumerate(entry.config_keys):
         if not any(fnmatch.fnmatchcase(key, pattern) for key in config_keys):
             kind = "pattern matches no" if any(c in pattern for c in "*?[") else "no such"
@@ -105,7 +109,7 @@ def _unresolved_keys(entry: ChangelogEntry, config_keys: set[str], path: tuple):
 EVAL_SELECTION = ("evals-only", "all-evals", "eval-min-prefill-ep")
 
 
-def _append_only_selects_no_evals(entry: ChangelogEntry, path: tuple):
+def _append_only_selects_no_evals(entry: ChangelogEntry, path: Path_) -> Iterator[Problem]:
     """append-only entries add throughput points to the latest curve; they select no evals (InferenceX)."""
     if not entry.append_only:
         return
@@ -122,7 +126,7 @@ def _append_only_selects_no_evals(entry: ChangelogEntry, path: tuple):
 ENTRY_CHECKS = (_append_only_selects_no_evals,)
 
 
-def _history_problems(old: list, new: list) -> list[Problem]:
+def _history_problems(old: list[Any], new: list[Any]) -> list[Problem]:
     """Entries of the base that were changed or removed: the file is append-only."""
     out = []
     for i, before in enumerate(old):
@@ -141,7 +145,7 @@ def _history_problems(old: list, new: list) -> list[Problem]:
 
 
 def check_changelog(
-    doc: Document, *, repo: str, config_keys: set[str] | None, base: list | None = None
+    doc: Document, *, repo: str, config_keys: set[str] | None, base: list[Any] | None = None
 ) -> list[Finding]:
     """Every finding of the changelog. With `base` (the entries at the base ref), older entries are read
     leniently and only appended ones get the strict checks; without it, every entry does."""

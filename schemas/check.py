@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any, TypeVar, overload
+
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from .base import ConfigKey
 from .config import MasterEntry
+from .engine_builds import EngineBuild
 from .findings import Finding, Problem, validation_problems
 from .known_issues import KnownIssue
 from .launch import LaunchProfiles
 from .models import Models
 from .rules import Context, check_entry
 from .runners import Runners
-from .yamlio import Document
+from .yamlio import Document, Path_
 
 PROFILES = ("strict", "inferencex")
 
@@ -27,7 +30,25 @@ def duplicate_findings(doc: Document) -> list[Finding]:
     ]
 
 
-def validate(doc: Document, model: type[BaseModel] | TypeAdapter, data, base: tuple = ()):
+M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
+
+
+@overload
+def validate(
+    doc: Document, model: type[M], data: object, base: Path_ = ()
+) -> tuple[M | None, list[Finding]]: ...
+
+
+@overload
+def validate(
+    doc: Document, model: TypeAdapter[T], data: object, base: Path_ = ()
+) -> tuple[T | None, list[Finding]]: ...
+
+
+def validate(
+    doc: Document, model: type[BaseModel] | TypeAdapter[Any], data: object, base: Path_ = ()
+) -> tuple[Any, list[Finding]]:
     """(instance or None, findings) for `data` at `base` in `doc`."""
     try:
         if isinstance(model, TypeAdapter):
@@ -59,7 +80,8 @@ def check_known_issues(doc: Document) -> tuple[tuple[KnownIssue, ...], list[Find
         shape = type(doc.data).__name__ if doc.data is not None else "empty"
         findings.append(Problem((), f"the known-issue registry is a list of issues, got {shape}").at(doc))
         return (), findings
-    issues, first = [], {}
+    issues: list[KnownIssue] = []
+    first: dict[str, int] = {}
     for i, item in enumerate(doc.data):
         issue, problems = validate(doc, KnownIssue, item, base=(i,))
         findings += problems
@@ -87,11 +109,11 @@ def check_master(
     doc: Document,
     runners: Runners | None,
     profile: str,
-    issues: tuple = (),
+    issues: tuple[KnownIssue, ...] = (),
     launch: LaunchProfiles | None = None,
-    builds: tuple | None = None,
+    builds: tuple[EngineBuild, ...] | None = None,
     models: Models | None = None,
-) -> tuple[dict, list[Finding]]:
+) -> tuple[dict[str, MasterEntry], list[Finding]]:
     """Valid entries by key, and every finding of the file (an invalid entry never hides another's);
     `issues` and `launch`: the known-issue registry and launch profiles strict rules check entries against."""
     findings = duplicate_findings(doc)

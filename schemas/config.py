@@ -25,7 +25,7 @@ from .base import (
 )
 from .images import REFERENCE, REFERENCE_WORDS
 
-Image = shape(REFERENCE, "an image reference", max_length=256, allowed=REFERENCE_WORDS)
+Image = Annotated[str, shape(REFERENCE, "an image reference", max_length=256, allowed=REFERENCE_WORDS)]
 _PARALLEL = f"1 to {base.MAX_PARALLEL}."
 _CONC = f"Concurrencies to run, each 1 to {base.MAX_CONCURRENCY}; at most {MAX_CONCURRENCIES} per point."
 _TOKENS = f"1 to {base.MAX_TOKENS:,} tokens (2^24)."
@@ -35,7 +35,7 @@ _SETTINGS = (
 )
 
 
-def _absent(value) -> bool:
+def _absent(value: object) -> bool:
     return value is None
 
 

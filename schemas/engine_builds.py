@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import fnmatch
 import json
+from collections.abc import Iterable, Sequence
 from functools import cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal, Self
 
 from pydantic import Field, RootModel, ValidationError, model_validator
 
@@ -23,12 +24,14 @@ from .findings import Finding, Problem, did_you_mean, validation_problems
 from .images import parse_image
 from .known_issues import BuildId, ImageGlob, Url
 from .pins import requirements
-from .yamlio import Document, load_file
+from .yamlio import Document, Path_, load_file
 
 BUILDS_FILE = "configs/engine-builds.yaml"
 Engine = Literal["vllm", "sglang", "atom"]
-Flag = shape(r"--[a-z0-9][a-z0-9-]*", "a flag", max_length=64, allowed="--name in lowercase ASCII and '-'")
-Text = prose("a one-line text", 500)
+Flag = Annotated[
+    str, shape(r"--[a-z0-9][a-z0-9-]*", "a flag", max_length=64, allowed="--name in lowercase ASCII and '-'")
+]
+Text = Annotated[str, prose("a one-line text", 500)]
 
 
 class DeclaredFlag(Model):
@@ -62,7 +65,7 @@ class Parser(Model):
     )
 
     @model_validator(mode="after")
-    def _recorded_parses_only(self):
+    def _recorded_parses_only(self) -> Self:
         if self.recorded is not None and self.depth != "parse":
             raise ValueError("a recorded parser judges flags and values only: depth parse")
         return self
@@ -98,7 +101,7 @@ class EngineBuild(Model):
     notes: list[Text] = Field(default_factory=list, description="What a user of this build must know.")
 
     @model_validator(mode="after")
-    def _judged_by_what_it_is(self):
+    def _judged_by_what_it_is(self) -> Self:
         if self.parser.package != self.engine:
             raise ValueError(f"a {self.engine} build is judged by a {self.engine} parser")
         released = self.version == self.parser.version
@@ -128,7 +131,7 @@ def tool_extra(package: str) -> str:
 
 def _pinned(build: EngineBuild) -> Problem | None:
     if build.parser.recorded is not None:
-        return _recorded_matches(build)
+        return _recorded_matches(build, build.parser.recorded)
     extra = tool_extra(build.parser.package)
     try:
         pins = requirements(extra)
@@ -147,9 +150,9 @@ def _pinned(build: EngineBuild) -> Problem | None:
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _recorded_matches(build: EngineBuild) -> Problem | None:
-    """A recorded parser is a file of the repository describing this engine at this version."""
-    path = ROOT / build.parser.recorded
+def _recorded_matches(build: EngineBuild, recorded: str) -> Problem | None:
+    """A recorded parser (`recorded`) is a file of the repository describing this engine at this version."""
+    path = ROOT / recorded
     try:
         described = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
@@ -177,7 +180,8 @@ def check_engine_builds(doc: Document) -> tuple[tuple[EngineBuild, ...], list[Fi
         return (), findings + [
             Problem((), f"the engine-build list is a list of builds, got {shape_of}").at(doc)
         ]
-    builds, first = [], {}
+    builds: list[EngineBuild] = []
+    first: dict[str, int] = {}
     for i, item in enumerate(doc.data):
         try:
             build = EngineBuild.model_validate(item)
@@ -221,19 +225,21 @@ def _spelled_glob(glob: str) -> str:
     return glob if has_registry or "/" not in glob else f"docker.io/{glob}"
 
 
-def builds_of(image: str, builds) -> list[EngineBuild]:
+def builds_of(image: str, builds: Iterable[EngineBuild]) -> list[EngineBuild]:
     """The builds whose images match `image`, compared with Docker Hub spelled out on both sides."""
     spelled = _spelled(image)
     return [b for b in builds if any(fnmatch.fnmatchcase(spelled, _spelled_glob(p)) for p in b.images)]
 
 
-def build_of(image: str, builds) -> EngineBuild | None:
+def build_of(image: str, builds: Iterable[EngineBuild]) -> EngineBuild | None:
     """The one build of `image` (None when none or several match: lint says which)."""
     found = builds_of(image, builds)
     return found[0] if len(found) == 1 else None
 
 
-def image_build_problems(path: tuple, image: str, engine: str | None, builds) -> list[Problem]:
+def image_build_problems(
+    path: Path_, image: str, engine: str | None, builds: Sequence[EngineBuild]
+) -> list[Problem]:
     """An image no build (or several) carries, or a build of another engine than the config runs."""
     found = builds_of(image, builds)
     if not found:

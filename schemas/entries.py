@@ -4,20 +4,22 @@ transfer of a point and the DRAM budget of its offloading server. Shared by the 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from . import dram
 from . import settings as reg
-from .config import MasterEntry, SearchSpace, Worker
+from .config import AgenticCoding, FixedSeqLen, MasterEntry, SearchSpace, Worker
 from .runners import Hardware
+from .yamlio import Path_
 
 
 @dataclass(frozen=True)
 class Point:
     """One search-space item with where it sits and the scenario it belongs to."""
 
-    path: tuple
+    path: Path_
     scenario: str  # fixed-seq-len | agentic-coding
     space: SearchSpace
     dram_utilization: float | None
@@ -27,17 +29,21 @@ class Point:
 SCENARIOS = ("fixed-seq-len", "agentic-coding")
 
 
-def points(entry: MasterEntry, base: tuple) -> Iterator[Point]:
+def points(entry: MasterEntry, base: Path_) -> Iterator[Point]:
     """Every search-space item of the entry, in file order; `base` is the entry's key path."""
     sc = entry.scenarios
-    for name, groups in (("fixed-seq-len", sc.fixed_seq_len), ("agentic-coding", sc.agentic_coding)):
+    scenarios: tuple[tuple[str, Sequence[FixedSeqLen | AgenticCoding] | None], ...] = (
+        ("fixed-seq-len", sc.fixed_seq_len),
+        ("agentic-coding", sc.agentic_coding),
+    )
+    for name, groups in scenarios:
         for gi, group in enumerate(groups or ()):
             for si, space in enumerate(group.search_space):
                 path = base + ("scenarios", name, gi, "search-space", si)
                 yield Point(path, name, space, getattr(group, "dram_utilization", None), gi)
 
 
-def workers(entry: MasterEntry, base: tuple) -> Iterator[tuple[tuple, str, Worker, Point]]:
+def workers(entry: MasterEntry, base: Path_) -> Iterator[tuple[Path_, str, Worker, Point]]:
     """Every engine of every point: prefill and decode of a multinode point, the server of a single-node
     one (its settings sit on the point itself)."""
     for pt in points(entry, base):
@@ -67,9 +73,9 @@ def server_worker(space: SearchSpace) -> Worker:
     )
 
 
-def parsed_settings(worker: Worker) -> dict:
+def parsed_settings(worker: Worker) -> dict[str, Any]:
     """Known, well-formed settings of a worker as typed values (bad ones are reported by their rule)."""
-    out = {}
+    out: dict[str, Any] = {}
     for item in worker.additional_settings:
         try:
             key, raw = reg.split_setting(item)

@@ -6,6 +6,8 @@ import json
 import sys
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from .changelog import Changelog
 from .config import MasterConfig
 from .engine_builds import EngineBuilds
@@ -15,7 +17,7 @@ from .models import Models
 from .runners import Runners
 
 OUT = Path(__file__).resolve().parent / "json"
-SCHEMAS = {
+SCHEMAS: dict[str, tuple[type[BaseModel], str]] = {
     "master-config.schema.json": (MasterConfig, "Master config: config-key -> recipe entry"),
     "runners.schema.json": (Runners, "Runners: cluster labels and node hardware"),
     "launch.schema.json": (LaunchProfiles, "Launch profiles: how a job launches on each runner"),
@@ -26,7 +28,7 @@ SCHEMAS = {
 }
 
 
-def render(model, title: str) -> str:
+def render(model: type[BaseModel], title: str) -> str:
     schema = model.model_json_schema(by_alias=True, mode="validation")
     schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema, "title": title}
     return json.dumps(schema, indent=2, sort_keys=True) + "\n"

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import difflib
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic_core import ErrorDetails
 
-from .yamlio import Document, YamlSyntaxError
+from .yamlio import Document, Path_, YamlSyntaxError
 
 # A finding is one line of plain text: a key or value from the file must not split it (line breaks), drive
 # the terminal (C0/C1 controls such as ESC, DEL), reorder or hide what is shown (bidi overrides, isolates,
@@ -20,7 +23,7 @@ _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 class Finding:
     file: str
     line: int
-    path: tuple  # key path from the document root; str keys, int list indices
+    path: Path_  # key path from the document root; str keys, int list indices
     message: str
     hint: str = ""
 
@@ -49,7 +52,7 @@ def unreadable(exc: YamlSyntaxError) -> Finding:
     return Finding(exc.file, exc.line, exc.path, exc.message, exc.hint)
 
 
-def format_path(path: tuple) -> str:
+def format_path(path: Path_) -> str:
     out = ""
     for part in path:
         if isinstance(part, int):
@@ -63,7 +66,7 @@ def format_path(path: tuple) -> str:
 class Problem:
     """A finding before it knows its file and line: what rules return."""
 
-    path: tuple
+    path: Path_
     message: str
     hint: str = ""
 
@@ -71,16 +74,18 @@ class Problem:
         return Finding(doc.file, doc.line_of(self.path), self.path, self.message, self.hint)
 
 
-def did_you_mean(word: str, choices, *, prefix: str = "did you mean") -> str:
+def did_you_mean(word: object, choices: Iterable[object], *, prefix: str = "did you mean") -> str:
     close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
     return f"{prefix} '{close[0]}'?" if close else ""
 
 
-def one_of(choices) -> str:
+def one_of(choices: Iterable[object]) -> str:
     return "one of: " + ", ".join(str(c) for c in choices)
 
 
-def validation_problems(exc: ValidationError, model: type[BaseModel], base: tuple = ()) -> list[Problem]:
+def validation_problems(
+    exc: ValidationError, model: type[BaseModel] | TypeAdapter[Any], base: Path_ = ()
+) -> list[Problem]:
     """Turn pydantic's errors into Problems with a readable message and, where possible, a fix."""
     out = []
     for err in exc.errors(include_url=False):
@@ -89,7 +94,7 @@ def validation_problems(exc: ValidationError, model: type[BaseModel], base: tupl
     return out
 
 
-def _problem(err: dict, loc: tuple, model: type[BaseModel]) -> Problem:
+def _problem(err: ErrorDetails, loc: Path_, model: type[BaseModel] | TypeAdapter[Any]) -> Problem:
     kind = err["type"]
     if loc[-1:] == ("[key]",):  # a mapping key of the wrong shape: point at the key itself
         loc = loc[:-1]
@@ -114,7 +119,7 @@ def _problem(err: dict, loc: tuple, model: type[BaseModel]) -> Problem:
     return Problem(loc, msg, hint)
 
 
-def _known_keys_at(model: type[BaseModel], loc: tuple) -> list[str]:
+def _known_keys_at(model: type[BaseModel] | TypeAdapter[Any], loc: Path_) -> list[str]:
     """Aliases accepted at `loc` (walks nested models, lists and dicts by the declared annotations)."""
     current = model
     for part in loc:
@@ -127,7 +132,8 @@ def _known_keys_at(model: type[BaseModel], loc: tuple) -> list[str]:
     return []
 
 
-def _step(tp, part):
+def _step(tp: Any, part: Hashable) -> Any:
+    """The declared type one key (or index) below `tp`, None when `tp` declares none."""
     import typing
 
     tp = _unwrap(tp)
@@ -147,7 +153,7 @@ def _step(tp, part):
     return None
 
 
-def _unwrap(tp):
+def _unwrap(tp: Any) -> Any:
     """Strip Optional/Annotated down to the one concrete type (None for real unions)."""
     import types
     import typing

@@ -20,9 +20,9 @@ from __future__ import annotations
 import datetime
 import fnmatch
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 from pydantic import AfterValidator, Field, RootModel, field_validator, model_validator
 
@@ -33,6 +33,10 @@ from .findings import Problem, did_you_mean, format_path, one_of
 from .images import engine_version, parse_image
 from .kv_path import Connector
 from .launch import PythonModule
+from .yamlio import Path_
+
+if TYPE_CHECKING:  # engine_builds imports this module
+    from .engine_builds import EngineBuild
 
 RECORDS = "known-issue-workarounds"  # the entry key that records applied workarounds
 REGISTRY_FILE = "configs/known-issues.yaml"
@@ -68,47 +72,64 @@ def _log_regex(value: str) -> str:
 
 
 # A flag's value is what a setting's value can be: a number, a choice, a name or a path.
-_FLAG = shape(
-    r"--[a-z0-9][a-z0-9-]*(=[A-Za-z0-9._/:+-]+)?",
-    "an engine flag",
-    max_length=128,
-    allowed="--name or --name=value, in ASCII letters, digits and '._/:+-'",
-)
+_FLAG = Annotated[
+    str,
+    shape(
+        r"--[a-z0-9][a-z0-9-]*(=[A-Za-z0-9._/:+-]+)?",
+        "an engine flag",
+        max_length=128,
+        allowed="--name or --name=value, in ASCII letters, digits and '._/:+-'",
+    ),
+]
 EngineFlag = Annotated[_FLAG, AfterValidator(_engine_flag)]
 SettingItem = Annotated[
     str, AfterValidator(_setting_item), Field(json_schema_extra={"pattern": "^[A-Z][A-Z0-9_]*="})
 ]
-Commit = shape(r"[0-9a-f]{40}", "a full commit", max_length=40, allowed="40 lowercase hex digits")
+Commit = Annotated[
+    str, shape(r"[0-9a-f]{40}", "a full commit", max_length=40, allowed="40 lowercase hex digits")
+]
 # No quote, space, '$', '`', '\\', brackets or braces: a URL here is a plain link.
-Url = shape(
-    r"https://[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+(/[A-Za-z0-9._~:/?#@!&*+,;=%-]*)?",
-    "an https:// URL",
-    max_length=512,
-    allowed="https://host/path in URL-safe ASCII",
-)
+Url = Annotated[
+    str,
+    shape(
+        r"https://[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+(/[A-Za-z0-9._~:/?#@!&*+,;=%-]*)?",
+        "an https:// URL",
+        max_length=512,
+        allowed="https://host/path in URL-safe ASCII",
+    ),
+]
 _GLOB = "'*', '?' and '[...]' globs"
-ImageGlob = shape(
-    r"[A-Za-z0-9._/:@*?!\[\]-]+",
-    "an image reference or glob",
-    max_length=256,
-    allowed=f"an image reference in ASCII, with {_GLOB}",
-)
-ModelGlob = shape(
-    r"[A-Za-z0-9._/*?!\[\]-]+",
-    "a model id or glob",
-    max_length=128,
-    allowed=f"org/name in ASCII letters, digits and '._-', with {_GLOB}",
-)
+ImageGlob = Annotated[
+    str,
+    shape(
+        r"[A-Za-z0-9._/:@*?!\[\]-]+",
+        "an image reference or glob",
+        max_length=256,
+        allowed=f"an image reference in ASCII, with {_GLOB}",
+    ),
+]
+ModelGlob = Annotated[
+    str,
+    shape(
+        r"[A-Za-z0-9._/*?!\[\]-]+",
+        "a model id or glob",
+        max_length=128,
+        allowed=f"org/name in ASCII letters, digits and '._-', with {_GLOB}",
+    ),
+]
 # An engine build of configs/engine-builds.yaml (schemas/engine_builds.py), as in vllm-0.33.0.
-BuildId = shape(
-    r"[a-z0-9]+([.-][a-z0-9]+)*",
-    "a build id",
-    max_length=64,
-    allowed="lowercase ASCII words of letters and digits joined by '-' or '.', as in vllm-0.33.0",
-)
-Title = prose("a title", 200)
-Text = prose("a one-line text", 500)
-Signature = prose("a one-line regex", 256)
+BuildId = Annotated[
+    str,
+    shape(
+        r"[a-z0-9]+([.-][a-z0-9]+)*",
+        "a build id",
+        max_length=64,
+        allowed="lowercase ASCII words of letters and digits joined by '-' or '.', as in vllm-0.33.0",
+    ),
+]
+Title = Annotated[str, prose("a title", 200)]
+Text = Annotated[str, prose("a one-line text", 500)]
+Signature = Annotated[str, prose("a one-line regex", 256)]
 
 
 class Trigger(Model):
@@ -130,7 +151,7 @@ class Trigger(Model):
     )
 
     @model_validator(mode="after")
-    def _names_a_launch(self):
+    def _names_a_launch(self) -> Self:
         if not (self.flags_all or self.env or self.kv_connectors):
             raise ValueError(
                 "a trigger needs flags-all, env or kv-connectors: what in the launch walks into the bug?"
@@ -186,7 +207,7 @@ class Workaround(Model):
     changes_performance: bool = Field(description="true: results are not comparable with runs without it.")
 
     @model_validator(mode="after")
-    def _changes_flags(self):
+    def _changes_flags(self) -> Self:
         if not (self.flags_add or self.flags_remove or self.kv_connector_module):
             raise ValueError(
                 "a workaround needs flags-add, flags-remove or kv-connector-module: lint checks that a "
@@ -213,7 +234,7 @@ class KnownIssue(Model):
 
     @field_validator("workarounds")
     @classmethod
-    def _workaround_ids_unique(cls, value: list[Workaround]):
+    def _workaround_ids_unique(cls, value: list[Workaround]) -> list[Workaround]:
         ids = [w.id for w in value]
         twice = sorted({i for i in ids if ids.count(i) > 1})
         if twice:
@@ -232,16 +253,16 @@ class KnownIssues(RootModel[list[KnownIssue]]):
 class Launch:
     """One engine instance as lint sees it: where it is configured and its resolved settings."""
 
-    path: tuple
-    settings: dict  # setting name -> typed value, defaults filled in (settings.resolve)
-    connectors: frozenset = frozenset()  # vLLM KV connectors (schemas/kv_path.py)
+    path: Path_
+    settings: dict[str, Any]  # setting name -> typed value, defaults filled in (settings.resolve)
+    connectors: frozenset[Connector] = frozenset()  # vLLM KV connectors (schemas/kv_path.py)
 
     @property
     def flags(self) -> frozenset[str]:
         return reg.engine_flags(self.settings)
 
 
-def image_matches(image: str, patterns) -> bool:
+def image_matches(image: str, patterns: Iterable[str]) -> bool:
     parsed = parse_image(image)
     spelled = f"{parsed.registry}/{parsed.repo}" if parsed else image
     if parsed and parsed.tag:
@@ -251,7 +272,7 @@ def image_matches(image: str, patterns) -> bool:
     return any(fnmatch.fnmatchcase(image, p) or fnmatch.fnmatchcase(spelled, p) for p in patterns)
 
 
-def image_fixed(issue: KnownIssue, image: str, build=None) -> bool:
+def image_fixed(issue: KnownIssue, image: str, build: EngineBuild | None = None) -> bool:
     """`build`: the image's engine build (schemas/engine_builds.py), when known."""
     if issue.fixed_in is None:
         return False
@@ -260,20 +281,21 @@ def image_fixed(issue: KnownIssue, image: str, build=None) -> bool:
     )
 
 
-def image_affected(issue: KnownIssue, image: str, build=None) -> bool:
+def image_affected(issue: KnownIssue, image: str, build: EngineBuild | None = None) -> bool:
     a = issue.affected
     listed = image_matches(image, a.images) or (build is not None and build.id in a.builds)
     return listed and _release_before(a.engine_versions_before, image, build)
 
 
-def _release_before(limit: str | None, image: str, build) -> bool:
+def _release_before(limit: str | None, image: str, build: EngineBuild | None) -> bool:
     """The image's engine release is before `limit`. An image whose release is unknown (a nightly, a
     digest) is not taken for an old one: lint asks every image for an engine build, which says it."""
     if limit is None:
         return True
     release = _release(build.version) if build is not None and build.version else None
     release = release or engine_version(image)
-    return release is not None and release < _release(limit)
+    bound = _release(limit)
+    return release is not None and bound is not None and release < bound
 
 
 def _release(version: str) -> tuple[int, ...] | None:
@@ -282,7 +304,7 @@ def _release(version: str) -> tuple[int, ...] | None:
     return tuple(int(g) for g in match.groups(default="0")) if match else None
 
 
-def applies(issue: KnownIssue, entry: MasterEntry, build=None) -> bool:
+def applies(issue: KnownIssue, entry: MasterEntry, build: EngineBuild | None = None) -> bool:
     """Engine, model and an affected image without the fix: the flags decide the rest."""
     model = issue.trigger.model
     return (
@@ -294,7 +316,10 @@ def applies(issue: KnownIssue, entry: MasterEntry, build=None) -> bool:
 
 
 def triggered(
-    issue: KnownIssue, flags: frozenset, settings: dict, connectors: frozenset = frozenset()
+    issue: KnownIssue,
+    flags: frozenset[str],
+    settings: dict[str, Any],
+    connectors: frozenset[Connector] = frozenset(),
 ) -> bool:
     def is_set(item: str) -> bool:
         key, raw = reg.split_setting(item)
@@ -307,11 +332,11 @@ def triggered(
     )
 
 
-def applied(workaround: Workaround, flags: frozenset) -> bool:
+def applied(workaround: Workaround, flags: frozenset[str]) -> bool:
     return set(workaround.flags_add) <= flags and not set(workaround.flags_remove) & flags
 
 
-def without(workaround: Workaround, flags: frozenset) -> frozenset:
+def without(workaround: Workaround, flags: frozenset[str]) -> frozenset[str]:
     """The flags an engine instance would have without the workaround."""
     return (flags - set(workaround.flags_add)) | set(workaround.flags_remove)
 
@@ -319,7 +344,13 @@ def without(workaround: Workaround, flags: frozenset) -> frozenset:
 # ---------------------------------------------------------------- one entry against the registry
 
 
-def entry_problems(path: tuple, entry: MasterEntry, launches, registry, build=None) -> Iterator[Problem]:
+def entry_problems(
+    path: Path_,
+    entry: MasterEntry,
+    launches: list[Launch],
+    registry: Iterable[KnownIssue],
+    build: EngineBuild | None = None,
+) -> Iterator[Problem]:
     """Unhandled issues, and recorded workarounds that are unknown, repeated, not applied or not needed.
     `build`: the entry image's engine build, when known."""
     by_id = {issue.id: issue for issue in registry}
@@ -335,9 +366,13 @@ def entry_problems(path: tuple, entry: MasterEntry, launches, registry, build=No
                 yield Problem(path + ("image",), _unhandled_message(issue, hit, path), fix_hint(issue))
 
 
-def _records(path: tuple, entry: MasterEntry, by_id: dict) -> tuple[list, list]:
+def _records(
+    path: Path_, entry: MasterEntry, by_id: dict[str, KnownIssue]
+) -> tuple[list[Problem], list[tuple[Path_, KnownIssue, Workaround]]]:
     """(problems, [(where, issue, workaround)]) of the entry's known-issue-workarounds."""
-    problems, records, seen = [], [], {}
+    problems: list[Problem] = []
+    records: list[tuple[Path_, KnownIssue, Workaround]] = []
+    seen: dict[tuple[str, str], int] = {}
     for i, record in enumerate(entry.known_issue_workarounds):
         where = path + (RECORDS, i)
         issue = by_id.get(record.issue)
@@ -364,7 +399,12 @@ def _records(path: tuple, entry: MasterEntry, by_id: dict) -> tuple[list, list]:
 
 
 def _recorded_problems(
-    path: tuple, issue: KnownIssue, entry: MasterEntry, launches, mine, build=None
+    path: Path_,
+    issue: KnownIssue,
+    entry: MasterEntry,
+    launches: list[Launch],
+    mine: list[tuple[Path_, Workaround]],
+    build: EngineBuild | None = None,
 ) -> Iterator[Problem]:
     for where, workaround in mine:
         needs = [
@@ -390,7 +430,7 @@ def _recorded_problems(
             )
 
 
-def _why_not(issue: KnownIssue, entry: MasterEntry, build=None) -> str:
+def _why_not(issue: KnownIssue, entry: MasterEntry, build: EngineBuild | None = None) -> str:
     if issue.engine not in entry.framework.split("-"):
         return f"framework {entry.framework} does not run {issue.engine}"
     if issue.trigger.model and not fnmatch.fnmatchcase(entry.model, issue.trigger.model):
@@ -405,7 +445,7 @@ def _why_not(issue: KnownIssue, entry: MasterEntry, build=None) -> str:
 # ---------------------------------------------------------------- words
 
 
-def _where(launches, path: tuple) -> str:
+def _where(launches: list[Launch], path: Path_) -> str:
     first = format_path(launches[0].path[len(path) :])
     return first if len(launches) == 1 else f"{first} and {len(launches) - 1} more"
 
@@ -438,7 +478,7 @@ def performance_note(workaround: Workaround) -> str:
     return "changes performance" if workaround.changes_performance else "same performance"
 
 
-def _unhandled_message(issue: KnownIssue, hit, path: tuple) -> str:
+def _unhandled_message(issue: KnownIssue, hit: list[Launch], path: Path_) -> str:
     return (
         f"known issue {issue.id}: {issue.title}; triggered by {trigger_settings(issue)} at "
         f"{_where(hit, path)} on an image without the fix"
@@ -462,21 +502,21 @@ def fix_hint(issue: KnownIssue) -> str:
         fix = f"fixed by {issue.fixed_in.change}{at}: {use}"
     if not issue.workarounds:
         return fix
-    ways = "; ".join(
+    each = "; ".join(
         f"{w.id} sets {workaround_settings(w)}, {performance_note(w)}" for w in issue.workarounds
     )
-    return f"{fix}; or record a workaround, {RECORDS}: [{{issue: {issue.id}, workaround: <id>}}]: {ways}"
+    return f"{fix}; or record a workaround, {RECORDS}: [{{issue: {issue.id}, workaround: <id>}}]: {each}"
 
 
 # ---------------------------------------------------------------- for the renderer and the log watcher
 
 
-def signatures(registry) -> list[tuple[str, str]]:
+def signatures(registry: Iterable[KnownIssue]) -> list[tuple[str, str]]:
     """(issue id, log regex) of every issue: what a node-side watcher searches engine logs for."""
     return [(issue.id, issue.log_signature) for issue in registry]
 
 
-def recorded_workarounds(entry: MasterEntry, registry) -> tuple[dict, ...]:
+def recorded_workarounds(entry: MasterEntry, registry: Iterable[KnownIssue]) -> tuple[dict[str, Any], ...]:
     """The entry's recorded workarounds as the lock file and summary carry them (lint has checked them)."""
     by_id = {issue.id: issue for issue in registry}
     out = []

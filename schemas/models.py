@@ -7,7 +7,7 @@ only (docs/add-a-model.md)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, model_validator
 
@@ -18,15 +18,18 @@ from .settings import REGISTRY, SettingError, flag_owner, lookup, resolve, split
 
 # The GPU vendor a recipe block is for (a launch profile's gpu-vendor), or `any`: every vendor.
 Vendor = Literal["any", "amd", "nvidia", "none"]
-ConfigName = shape(
-    r"[A-Za-z_][A-Za-z0-9_]*",
-    "a config.json key",
-    max_length=64,
-    allowed="ASCII letters, digits and '_', as in n_routed_experts",
-)
+ConfigName = Annotated[
+    str,
+    shape(
+        r"[A-Za-z_][A-Za-z0-9_]*",
+        "a config.json key",
+        max_length=64,
+        allowed="ASCII letters, digits and '_', as in n_routed_experts",
+    ),
+]
 # A flag's value that is JSON (--compilation-config): written as a YAML mapping, serialized on render.
 JsonArg = dict[ConfigName, Any]
-Count = bounded(1, 2**20)
+Count = Annotated[int, bounded(1, 2**20)]
 MAX_SEQ_WORDS = 4096
 
 
@@ -36,7 +39,7 @@ class Seq(Model):
     seq: list[Count] = Field(min_length=2, max_length=2, description="[first, last], both included.")
 
     @model_validator(mode="after")
-    def _ordered_and_short(self):
+    def _ordered_and_short(self) -> Self:
         first, last = self.seq
         if not first <= last < first + MAX_SEQ_WORDS:
             raise ValueError(f"seq [{first}, {last}]: first <= last, at most {MAX_SEQ_WORDS} words")
@@ -48,8 +51,8 @@ class Seq(Model):
 
 # Tried in order: a word, a number, a number range, then a JSON mapping.
 EngineArg = Annotated[Arg | EnvInt | Seq | JsonArg, Field(union_mode="left_to_right")]
-Size = bounded(0, 2**24)
-Source = prose("a source", 400)
+Size = Annotated[int, bounded(0, 2**24)]
+Source = Annotated[str, prose("a source", 400)]
 
 
 class ExpertKeys(Model):
@@ -73,7 +76,7 @@ class Experts(Model):
     keys: ExpertKeys = Field(description="Where config.json holds each fact above.")
 
     @model_validator(mode="after")
-    def _stated_facts_have_keys(self):
+    def _stated_facts_have_keys(self) -> Self:
         for fact in ("shared", "first_dense_layers"):
             if getattr(self, fact) and getattr(self.keys, fact) is None:
                 raise ValueError(f"{fact.replace('_', '-')} is stated: keys.{fact.replace('_', '-')} too")
@@ -139,12 +142,15 @@ class DpAttentionArgs(Model):
     )
 
 
-MoriDtype = shape(
-    r"[a-z0-9_]*",
-    "a MoRI dtype name",
-    max_length=32,
-    allowed="lowercase letters, digits and '_' (auto, fp8_direct_cast), or empty: SGLang's choice",
-)
+MoriDtype = Annotated[
+    str,
+    shape(
+        r"[a-z0-9_]*",
+        "a MoRI dtype name",
+        max_length=32,
+        allowed="lowercase letters, digits and '_' (auto, fp8_direct_cast), or empty: SGLang's choice",
+    ),
+]
 
 
 class MoriRole(Model):
@@ -253,13 +259,13 @@ class EngineRecipe(Model):
     )
 
     @model_validator(mode="after")
-    def _agentic_is_one_level(self):
+    def _agentic_is_one_level(self) -> Self:
         if self.agentic is not None and self.agentic.agentic is not None:
             raise ValueError("agentic: an agentic recipe has no agentic recipe of its own")
         return self
 
     @model_validator(mode="after")
-    def _flags_are_this_files(self):
+    def _flags_are_this_files(self) -> Self:
         dp = self.dp_attention or DpAttentionArgs()
         lists = {
             "args": self.args,
@@ -290,10 +296,11 @@ class EngineRecipe(Model):
                 raise ValueError(f"settings: {key} is not a model's to set ({setting.help})")
         return self
 
-    def defaults(self, role: str | None = None, dp_attention: bool = False) -> dict:
+    def defaults(self, role: str | None = None, dp_attention: bool = False) -> dict[str, Any]:
         """The settings as typed values: every role's, then `role`'s own over them, then a DP-attention
         worker's."""
-        own = {"prefill": self.prefill_settings, "decode": self.decode_settings}.get(role, [])
+        by_role = {"prefill": self.prefill_settings, "decode": self.decode_settings}
+        own = by_role.get(role, []) if role is not None else []
         dp = self.dp_attention.settings if dp_attention and self.dp_attention else []
         return {k: REGISTRY[k].parse(v) for k, v in map(split_setting, [*self.settings, *own, *dp])}
 
@@ -330,7 +337,7 @@ def model_facts(models: Models, model: str) -> ModelFacts:
 
 
 def engine_recipe(
-    facts: ModelFacts, model: str, engine: str, vendor: str, scenario: str = "fixed-seq-len"
+    facts: ModelFacts, model: str, engine: Engine, vendor: Vendor, scenario: str = "fixed-seq-len"
 ) -> EngineRecipe:
     """The model's recipe for `engine` on `vendor` and `scenario`: the `any` block, and the vendor's added to
     it (flags after, environment and settings over); a block's `agentic` recipe in its place for agentic
@@ -351,8 +358,8 @@ def engine_recipe(
         )
     lists = ("args", "prefill_args", "decode_args", "expert_parallel_args", "mtp_args")
     settings = ("settings", "prefill_settings", "decode_settings")
-    merged: dict = {**{name: [] for name in lists}, "env": {}, **{name: {} for name in settings}}
-    dp: dict | None = None
+    merged: dict[str, Any] = {**{name: [] for name in lists}, "env": {}, **{name: {} for name in settings}}
+    dp: dict[str, Any] | None = None
     for block in found:
         for name in lists:
             merged[name] += getattr(block, name)
@@ -384,7 +391,7 @@ def role_args(
     dp_attention: bool = False,
     split_experts: bool = False,
     mtp: bool = False,
-) -> list:
+) -> list[str | int | dict[str, Any]]:
     """The model's flags on `role`'s engine line: every role's, the worker shape's (DP attention: its role
     flags in place of the recipe's own; split experts: the all-to-all's), MTP's, then the role's own."""
     dp = recipe.dp_attention if dp_attention else None
@@ -400,8 +407,8 @@ def role_args(
 
 
 def resolved_settings(
-    recipe: EngineRecipe | None, role: str, given: dict, dp_attention: bool = False
-) -> dict:
+    recipe: EngineRecipe | None, role: str, given: dict[str, Any], dp_attention: bool = False
+) -> dict[str, Any]:
     """`role`'s settings: the config's (`given`, typed), else the model's defaults valid for the role (and
     its worker's shape), else the registry's. Render and lint resolve through this one function."""
     defaults = recipe.defaults(role, dp_attention) if recipe is not None else {}

@@ -7,18 +7,20 @@ import re
 import tomllib
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
 
 
 @cache
-def _project() -> dict:
-    return tomllib.loads(PYPROJECT.read_text())["project"]
+def _project() -> dict[str, Any]:
+    project: dict[str, Any] = tomllib.loads(PYPROJECT.read_text())["project"]
+    return project
 
 
 def requirements(extra: str, only: str | None = None) -> list[str]:
     """An extra's requirements, or just `only`'s (KeyError for an unknown extra)."""
-    reqs = _project()["optional-dependencies"][extra]
+    reqs: list[str] = _project()["optional-dependencies"][extra]
     if only is not None:
         reqs = [r for r in reqs if re.split(r"[ \t<>=!~;\[]", r, maxsplit=1)[0] == only]
     return reqs
@@ -32,4 +34,4 @@ def pinned_version(extra: str, package: str) -> str:
 
 def project_version() -> str:
     """This repository's version: its proxy (pd-proxy) is released with it."""
-    return _project()["version"]
+    return str(_project()["version"])

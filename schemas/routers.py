@@ -13,8 +13,8 @@ PD_PROXY_VERSION = project_version()
 
 @dataclass(frozen=True)
 class RouterSpec:
-    frameworks: tuple  # frameworks whose workers it can front
-    transfers: tuple  # kv-p2p-transfer values whose PD contract it speaks
+    frameworks: tuple[str, ...]  # frameworks whose workers it can front
+    transfers: tuple[str, ...]  # kv-p2p-transfer values whose PD contract it speaks
     max_prefill: int | None = None  # None: any number of prefill workers
     max_decode: int | None = None
     note: str = ""

@@ -14,7 +14,7 @@ from .rules_inferencex import EXTENSIONS, INFERENCEX
 from .rules_local import LOCAL
 from .rules_strict import STRICT
 
-__all__ = ["EXTENSIONS", "INFERENCEX", "PROFILES", "RULES", "STRICT", "Context", "check_entry"]
+__all__ = ["EXTENSIONS", "INFERENCEX", "LOCAL", "PROFILES", "RULES", "STRICT", "Context", "check_entry"]
 
 PROFILES = {"inferencex": INFERENCEX + EXTENSIONS, "strict": INFERENCEX + STRICT + LOCAL}
 RULES = {rule.__name__: rule for rule in INFERENCEX + EXTENSIONS + STRICT + LOCAL}  # every rule, by its name

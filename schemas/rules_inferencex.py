@@ -8,6 +8,8 @@ key path and InferenceX's reason.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from . import settings as reg
 from .context import Context
 from .entries import server_worker
@@ -35,14 +37,14 @@ NOT_ON_POINT = {
 }
 
 
-def _has_a_scenario(ctx: Context):
+def _has_a_scenario(ctx: Context) -> Iterator[Problem]:
     """At least one scenario type (fixed-seq-len or agentic-coding)."""
     sc = ctx.entry.scenarios
     if not (sc.fixed_seq_len or sc.agentic_coding):
         yield Problem(ctx.path + ("scenarios",), "no scenario to run", "add fixed-seq-len or agentic-coding")
 
 
-def _conc_list_xor_range(ctx: Context):
+def _conc_list_xor_range(ctx: Context) -> Iterator[Problem]:
     """conc-list, or conc-start and conc-end with start <= end; not both forms."""
     for pt in ctx.points():
         sp = pt.space
@@ -55,7 +57,7 @@ def _conc_list_xor_range(ctx: Context):
             yield Problem(pt.path, "both conc-list and conc-start/conc-end given", "use one of the two forms")
         elif not has_list and not (has_start and has_end):
             yield Problem(pt.path, "no concurrency given", "set conc-list, or both conc-start and conc-end")
-        elif has_start and has_end and sp.conc_start > sp.conc_end:
+        elif sp.conc_start is not None and sp.conc_end is not None and sp.conc_start > sp.conc_end:
             yield Problem(
                 pt.path + ("conc-start",),
                 f"conc-start {sp.conc_start} exceeds conc-end {sp.conc_end}",
@@ -63,7 +65,7 @@ def _conc_list_xor_range(ctx: Context):
             )
 
 
-def _topology_matches_multinode(ctx: Context):
+def _topology_matches_multinode(ctx: Context) -> Iterator[Problem]:
     """A multinode point is prefill and decode workers, a single-node point one server of tp GPUs; never
     both, and a multinode point has no settings of its own."""
     for pt in ctx.points():
@@ -88,7 +90,7 @@ def _topology_matches_multinode(ctx: Context):
             )
 
 
-def _point_keys_fit_its_kind(ctx: Context):
+def _point_keys_fit_its_kind(ctx: Context) -> Iterator[Problem]:
     """Keys a point may carry depend on its scenario and topology: a fixed-seq-len multinode point takes no
     ep, dp-attn, pp, dcp-size or pcp-size (its workers do), a multinode agentic point no pp, dcp-size or
     pcp-size, and only agentic points take kv-offloading."""
@@ -101,7 +103,7 @@ def _point_keys_fit_its_kind(ctx: Context):
                 yield Problem(pt.path + (key,), f"{key} is not a key of a {kind} point", refused[key])
 
 
-def _workers_declare_ep_and_dp_attn(ctx: Context):
+def _workers_declare_ep_and_dp_attn(ctx: Context) -> Iterator[Problem]:
     """Every prefill and decode worker says its ep and dp-attn (InferenceX requires both)."""
     for path, role, worker, _ in ctx.workers():
         if role not in reg.ROLES:
@@ -116,7 +118,7 @@ def _workers_declare_ep_and_dp_attn(ctx: Context):
             )
 
 
-def _dcp_divides_tp(ctx: Context):
+def _dcp_divides_tp(ctx: Context) -> Iterator[Problem]:
     """dcp-size divides tp, on every worker and single-node server."""
     for pt in ctx.points():
         sp = pt.space
@@ -132,7 +134,7 @@ def _dcp_divides_tp(ctx: Context):
                 )
 
 
-def _hardware_on_both_roles_or_neither(ctx: Context):
+def _hardware_on_both_roles_or_neither(ctx: Context) -> Iterator[Problem]:
     """A worker's hardware is given for prefill and decode together, or for neither."""
     for pt in ctx.points():
         p, d = pt.space.prefill, pt.space.decode
@@ -145,7 +147,7 @@ def _hardware_on_both_roles_or_neither(ctx: Context):
             )
 
 
-def _kv_offloading_consistent(ctx: Context):
+def _kv_offloading_consistent(ctx: Context) -> Iterator[Problem]:
     """A kv-offload-backend only with kv-offloading: dram, dram only with a backend, and dram needs the
     scenario's dram-utilization."""
     for pt in ctx.points():
@@ -170,7 +172,7 @@ def _kv_offloading_consistent(ctx: Context):
             )
 
 
-def _single_node_agentic_declares_offloading(ctx: Context):
+def _single_node_agentic_declares_offloading(ctx: Context) -> Iterator[Problem]:
     """A single-node agentic point says its kv-offloading (none or dram)."""
     if ctx.entry.multinode:
         return
@@ -181,7 +183,7 @@ def _single_node_agentic_declares_offloading(ctx: Context):
             )
 
 
-def _disagg_needs_a_transfer(ctx: Context):
+def _disagg_needs_a_transfer(ctx: Context) -> Iterator[Problem]:
     """disagg: true names its kv-p2p-transfer, at the top or in every search-space point."""
     e = ctx.entry
     if not e.disagg or e.kv_p2p_transfer is not None:
@@ -195,7 +197,7 @@ def _disagg_needs_a_transfer(ctx: Context):
         )
 
 
-def _disagg_only_multinode(ctx: Context):
+def _disagg_only_multinode(ctx: Context) -> Iterator[Problem]:
     """disagg: true only on a multinode entry (prefill and decode run on separate nodes)."""
     if ctx.entry.disagg and not ctx.entry.multinode:
         yield Problem(
@@ -205,7 +207,7 @@ def _disagg_only_multinode(ctx: Context):
         )
 
 
-def _transfer_only_multinode(ctx: Context):
+def _transfer_only_multinode(ctx: Context) -> Iterator[Problem]:
     """kv-p2p-transfer only on a multinode entry, at the top or in its points."""
     if ctx.entry.multinode:
         return
@@ -216,7 +218,7 @@ def _transfer_only_multinode(ctx: Context):
             yield Problem(pt.path + ("kv-p2p-transfer",), "kv-p2p-transfer on a single-node entry", "drop it")
 
 
-def _components_declared_once(ctx: Context):
+def _components_declared_once(ctx: Context) -> Iterator[Problem]:
     """router and kv-p2p-transfer are declared at the top or in search-space points, not both."""
     for key in COMPONENTS:
         attr = key.replace("-", "_")
@@ -230,7 +232,7 @@ def _components_declared_once(ctx: Context):
             )
 
 
-def _agentic_runner_is_cluster(ctx: Context):
+def _agentic_runner_is_cluster(ctx: Context) -> Iterator[Problem]:
     """An agentic entry runs on a 'cluster:<name>' runner, so every point runs on one exact fleet."""
     runner = ctx.entry.runner
     if ctx.entry.scenarios.agentic_coding and not runner.startswith(CLUSTER_PREFIX):
@@ -263,7 +265,7 @@ INFERENCEX = (
 # ---------------------------------------------------------------- this repository's extension keys
 
 
-def _extension_keys_absent(ctx: Context):
+def _extension_keys_absent(ctx: Context) -> Iterator[Problem]:
     """Under the inferencex profile only: this repository's two extension keys (known-issue-workarounds on
     an entry, additional-settings on a single-node point), which InferenceX's validator refuses."""
     said = "is this repository's extension; InferenceX's validator refuses the key"

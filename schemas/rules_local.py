@@ -9,17 +9,20 @@ module) counts only on a runner that names it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from . import engine_builds as eb
 from . import known_issues as ki
 from . import settings as reg
 from .context import Context
 from .findings import Problem
+from .launch import LaunchProfile
 from .pins import requirements
 
 BUILDS = eb.BUILDS_FILE
 
 
-def _profile(ctx: Context):
+def _profile(ctx: Context) -> LaunchProfile | None:
     if ctx.launch is None:
         return None
     return ctx.launch.profiles.get(ctx.runner)
@@ -35,11 +38,12 @@ def venv_engine(venv: str) -> tuple[str, str] | None:
     return (name, version) if version else None
 
 
-def _cpu_engines_are_the_images_release(ctx: Context):
+def _cpu_engines_are_the_images_release(ctx: Context) -> Iterator[Problem]:
     """On a runner with engine-build cpu, the image names the release its tool venv runs."""
     profile = _profile(ctx)
     if profile is None or profile.engine_build != "cpu" or ctx.builds is None:
         return
+    assert profile.engine_venv is not None  # LaunchProfile: engine-build cpu names its engine-venv
     where = ctx.path + ("image",)
     engine = venv_engine(profile.engine_venv)
     if engine is None:
@@ -63,7 +67,7 @@ def _cpu_engines_are_the_images_release(ctx: Context):
         )
 
 
-def _connector_module_workaround_applied(ctx: Context):
+def _connector_module_workaround_applied(ctx: Context) -> Iterator[Problem]:
     """A recorded workaround that is a runner's connector module is applied only where the runner's launch
     profile names that module (a config cannot apply it with settings)."""
     profile = _profile(ctx)
@@ -76,7 +80,7 @@ def _connector_module_workaround_applied(ctx: Context):
         workaround = (
             next((w for w in issue.workarounds if w.id == record.workaround), None) if issue else None
         )
-        if workaround is None or workaround.kv_connector_module is None:
+        if issue is None or workaround is None or workaround.kv_connector_module is None:
             continue  # unknown ids: _known_issues_handled reports them
         if workaround.kv_connector_module != module:
             yield Problem(

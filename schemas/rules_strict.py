@@ -7,28 +7,40 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from scripts import PYTHON_FLOOR
+
 from . import engine_builds as eb
 from . import known_issues as ki
 from . import settings as reg
-from .config import ENGINE_BACKENDS
+from .config import ENGINE_BACKENDS, Router, Worker
 from .context import Context
-from .entries import dram_budget, kv_transfer, offloading_worker, parsed_settings, role_gpus, role_nodes
+from .entries import (
+    Point,
+    dram_budget,
+    kv_transfer,
+    offloading_worker,
+    parsed_settings,
+    role_gpus,
+    role_nodes,
+)
 from .findings import Problem, did_you_mean, one_of
 from .images import engine_version, image_problems
 from .kv_path import kv_connectors
 from .routers import IMAGE_ROUTERS, PD_PROXY, PD_PROXY_VERSION, ROUTERS
+from .runners import Hardware
 from .versions import VERSION_HINT, is_real_version
+from .yamlio import Path_
 
 KV_TRANSFERS = ("mooncake", "nixl", "mori", "moriio")
 MOONCAKE_MIN_VLLM = (0, 16)  # the bootstrap + transfer_id contract (docs/upstream-facts.md#mooncake-pd)
 
 
-def _image_public_and_pinned(ctx: Context):
+def _image_public_and_pinned(ctx: Context) -> Iterator[Problem]:
     for problem, fix in image_problems(ctx.entry.image):
         yield Problem(ctx.path + ("image",), problem, fix)
 
 
-def _settings_known_and_typed(ctx: Context):
+def _settings_known_and_typed(ctx: Context) -> Iterator[Problem]:
     for path, role, worker, _ in ctx.workers():
         seen: dict[str, int] = {}
         for i, item in enumerate(worker.additional_settings):
@@ -51,7 +63,7 @@ def _settings_known_and_typed(ctx: Context):
             seen.setdefault(key, i)
 
 
-def _settings_fit_engine(ctx: Context):
+def _settings_fit_engine(ctx: Context) -> Iterator[Problem]:
     """A setting means something to one engine only (GPU_MEMORY_UTILIZATION is vLLM's, DISABLE_CUDA_GRAPH
     SGLang's): given to the other, it would be dropped or refused at launch, so lint refuses it."""
     engine = reg.engine_of(ctx.entry.framework)
@@ -77,7 +89,7 @@ def _engine_settings(engine: str) -> list[str]:
     return [n for n, s in reg.REGISTRY.items() if engine in s.engines and s.kind != "derived"]
 
 
-def _shared_settings_agree(ctx: Context):
+def _shared_settings_agree(ctx: Context) -> Iterator[Problem]:
     for pt in ctx.points():
         if pt.space.prefill is None or pt.space.decode is None:
             continue
@@ -92,7 +104,7 @@ def _shared_settings_agree(ctx: Context):
                 )
 
 
-def _routers(ctx: Context) -> Iterator[tuple[tuple, object]]:
+def _routers(ctx: Context) -> Iterator[tuple[Path_, Router]]:
     if ctx.entry.router is not None:
         yield ctx.path + ("router",), ctx.entry.router
     for pt in ctx.points():
@@ -100,7 +112,7 @@ def _routers(ctx: Context) -> Iterator[tuple[tuple, object]]:
             yield pt.path + ("router",), pt.space.router
 
 
-def _router_known_and_versioned(ctx: Context):
+def _router_known_and_versioned(ctx: Context) -> Iterator[Problem]:
     for path, router in _routers(ctx):
         if router.name not in ROUTERS:
             hint = did_you_mean(router.name, ROUTERS) or one_of(ROUTERS)
@@ -119,12 +131,12 @@ def _router_known_and_versioned(ctx: Context):
             )
 
 
-def _router_fits_topology(ctx: Context):
+def _router_fits_topology(ctx: Context) -> Iterator[Problem]:
     entry_router = ctx.entry.router
     for pt in ctx.points():
         router = pt.space.router or entry_router
         spec = ROUTERS.get(router.name) if router else None
-        if spec is None or not ctx.entry.multinode:
+        if router is None or spec is None or not ctx.entry.multinode:
             continue
         for role, limit in (("prefill", spec.max_prefill), ("decode", spec.max_decode)):
             worker = getattr(pt.space, role)
@@ -150,7 +162,7 @@ def _router_fits_topology(ctx: Context):
             )
 
 
-def _transfers(ctx: Context) -> Iterator[tuple[tuple, str]]:
+def _transfers(ctx: Context) -> Iterator[tuple[Path_, str]]:
     if ctx.entry.kv_p2p_transfer is not None:
         yield ctx.path + ("kv-p2p-transfer",), ctx.entry.kv_p2p_transfer
     for pt in ctx.points():
@@ -158,7 +170,7 @@ def _transfers(ctx: Context) -> Iterator[tuple[tuple, str]]:
             yield pt.path + ("kv-p2p-transfer",), pt.space.kv_p2p_transfer
 
 
-def _disagg_is_complete(ctx: Context):
+def _disagg_is_complete(ctx: Context) -> Iterator[Problem]:
     """A disaggregated entry names a known KV transfer and a router for every point."""
     for path, transfer in _transfers(ctx):
         if transfer not in KV_TRANSFERS:
@@ -173,7 +185,7 @@ def _disagg_is_complete(ctx: Context):
         yield Problem(ctx.path, "disagg entry without router", 'router: {name: pd-proxy, version: "0.1.0"}')
 
 
-def _prefill_workers_serve(ctx: Context):
+def _prefill_workers_serve(ctx: Context) -> Iterator[Problem]:
     """A multinode point has prefill workers: a decode num-worker of 0 is InferenceX's aggregated run (the
     prefill workers serve both), a prefill num-worker of 0 serves nothing."""
     for pt in ctx.points():
@@ -186,7 +198,7 @@ def _prefill_workers_serve(ctx: Context):
             )
 
 
-def _offload_backend_versioned(ctx: Context):
+def _offload_backend_versioned(ctx: Context) -> Iterator[Problem]:
     for pt in ctx.points():
         backend = pt.space.kv_offload_backend
         if backend is None:
@@ -204,7 +216,7 @@ def _offload_backend_versioned(ctx: Context):
             )
 
 
-def _runner_exists(ctx: Context):
+def _runner_exists(ctx: Context) -> Iterator[Problem]:
     if ctx.runners is None:
         return
     known = set(ctx.runners.labels) | set(ctx.runners.hardware)
@@ -222,7 +234,7 @@ def _runner_exists(ctx: Context):
             )
 
 
-def _runner_launchable(ctx: Context):
+def _runner_launchable(ctx: Context) -> Iterator[Problem]:
     """A runner a config uses needs its launch facts (configs/launch.yaml): nothing else says how a job
     starts there."""
     label = ctx.runner
@@ -236,7 +248,27 @@ def _runner_launchable(ctx: Context):
     )
 
 
-def _topology_fits_runner(ctx: Context):
+def _node_tools_run_on_the_runners_python(ctx: Context) -> Iterator[Problem]:
+    """The runner's image Python (launch profile node-setup python) runs the node tools (scripts/*.py): it
+    is scripts.PYTHON_FLOOR or newer, the oldest they support (`make check` holds them to it)."""
+    profile = ctx.launch.profiles.get(ctx.runner) if ctx.launch else None
+    if profile is None or profile.node_setup is None:
+        return
+    python = profile.node_setup.python
+    if _version(python) < _version(PYTHON_FLOOR):
+        yield Problem(
+            ctx.path + ("runner",),
+            f"the image Python {python} of runner {ctx.runner!r} (configs/launch.yaml node-setup python) is "
+            f"older than the node tools support ({PYTHON_FLOOR})",
+            f"an image with Python {PYTHON_FLOOR} or newer",
+        )
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
+def _topology_fits_runner(ctx: Context) -> Iterator[Problem]:
     for path, role, worker, _ in ctx.workers():
         hw = ctx.hardware(worker.hardware or ctx.entry.runner)
         if hw is None:
@@ -282,8 +314,8 @@ def _topology_fits_runner(ctx: Context):
             )
 
 
-def _offloads(ctx: Context):
-    """(path, worker, hardware, dram-utilization) of every point whose KV offloads to host DRAM: the
+def _offloads(ctx: Context) -> Iterator[tuple[Path_, Worker, Hardware, Point, float]]:
+    """(path, worker, hardware, point, dram-utilization) of every point whose KV offloads to host DRAM: the
     engine that offloads (prefill, or the single-node server), where the budget is derived from."""
     for pt in ctx.points():
         worker = offloading_worker(ctx.entry, pt.space)
@@ -292,14 +324,14 @@ def _offloads(ctx: Context):
         hw = ctx.hardware(worker.hardware or ctx.entry.runner)
         if hw is not None:
             path = pt.path + (("prefill",) if ctx.entry.multinode else ())
-            yield path, worker, hw, pt
+            yield path, worker, hw, pt, pt.dram_utilization
 
 
-def _dram_budget_tiles_node(ctx: Context):
+def _dram_budget_tiles_node(ctx: Context) -> Iterator[Problem]:
     """The runner states its DRAM where KV offloads to it, and the engine that offloads tiles its node (tp x
     pp x pcp-size divides gpus-per-node, or fills whole nodes): its DRAM budget is its share of the node's
     GPUs (InferenceX's generator refuses other shapes)."""
-    for path, worker, hw, pt in _offloads(ctx):
+    for path, worker, hw, _, utilization in _offloads(ctx):
         if hw.available_cpu_dram_mib is None:
             label = worker.hardware or ctx.entry.runner
             yield Problem(
@@ -308,7 +340,7 @@ def _dram_budget_tiles_node(ctx: Context):
                 "offload tier is sized from it",
                 f"add hardware.{label}.available-cpu-dram-mib to runners.yaml",
             )
-        elif dram_budget(hw, pt.dram_utilization, worker) is None:
+        elif dram_budget(hw, utilization, worker) is None:
             yield Problem(
                 path,
                 f"{role_gpus(worker)} GPUs per engine neither divide nor fill a {hw.gpus_per_node}-GPU node: "
@@ -317,11 +349,11 @@ def _dram_budget_tiles_node(ctx: Context):
             )
 
 
-def _lmcache_l1_fits(ctx: Context):
+def _lmcache_l1_fits(ctx: Context) -> Iterator[Problem]:
     """The LMCache L1 pool (InferenceX's DRAM budget of the server, in GiB) is not below its init size."""
-    for path, worker, hw, pt in _offloads(ctx):
+    for path, worker, hw, pt, utilization in _offloads(ctx):
         backend = pt.space.kv_offload_backend
-        budget = dram_budget(hw, pt.dram_utilization, worker)
+        budget = dram_budget(hw, utilization, worker)
         if backend is None or backend.name != "lmcache" or budget is None:
             continue
         init = ctx.settings("prefill", worker, pt)["LMCACHE_L1_INIT_SIZE_GB"]
@@ -334,10 +366,10 @@ def _lmcache_l1_fits(ctx: Context):
             )
 
 
-def _offload_keeps_prefix_caching(ctx: Context):
+def _offload_keeps_prefix_caching(ctx: Context) -> Iterator[Problem]:
     """LMCache's L2 hits are found through vLLM's prefix cache: a worker that offloads with prefix caching
     off (the config's setting, or its model's default in configs/models.yaml) stores and never reuses."""
-    for path, worker, _hw, pt in _offloads(ctx):
+    for path, worker, _hw, pt, _ in _offloads(ctx):
         backend = pt.space.kv_offload_backend
         role = "prefill" if ctx.entry.multinode else "server"
         if (
@@ -354,7 +386,7 @@ def _offload_keeps_prefix_caching(ctx: Context):
             )
 
 
-def _mooncake_needs_vllm_016(ctx: Context):
+def _mooncake_needs_vllm_016(ctx: Context) -> Iterator[Problem]:
     e = ctx.entry
     if not e.framework.startswith("vllm") or all(
         kv_transfer(e, pt.space) != "mooncake" for pt in ctx.points()
@@ -370,14 +402,14 @@ def _mooncake_needs_vllm_016(ctx: Context):
         )
 
 
-def _framework_rendered(ctx: Context):
+def _framework_rendered(ctx: Context) -> Iterator[Problem]:
     """The framework runs an engine recipes/ renders (vllm, sglang); another says which and why not."""
     refused = reg.not_rendered(ctx.entry.framework)
     if refused is not None:
         yield Problem(ctx.path + ("framework",), *refused)
 
 
-def _image_has_engine_build(ctx: Context):
+def _image_has_engine_build(ctx: Context) -> Iterator[Problem]:
     """The image carries exactly one engine build of configs/engine-builds.yaml, of the engine the framework
     runs: it says which parser judges the config's command lines (`make check-engines`) and which known
     issues its release carries."""
@@ -386,7 +418,7 @@ def _image_has_engine_build(ctx: Context):
         yield from eb.image_build_problems(ctx.path + ("image",), ctx.entry.image, engine, ctx.builds)
 
 
-def _known_issues_handled(ctx: Context):
+def _known_issues_handled(ctx: Context) -> Iterator[Problem]:
     """An engine bug a worker's flags (or KV connectors) walk into on an image without the fix needs a
     recorded, applied workaround (it changes performance, so results must say so); a record nothing needs
     is an error too."""
@@ -411,6 +443,7 @@ STRICT = (
     _offload_backend_versioned,
     _runner_exists,
     _runner_launchable,
+    _node_tools_run_on_the_runners_python,
     _topology_fits_runner,
     _dram_budget_tiles_node,
     _lmcache_l1_fits,

@@ -11,11 +11,11 @@ from pydantic_core import PydanticCustomError
 from .base import MAX_DRAM_MIB, MAX_GPUS_PER_NODE, Ident, Label, Model, bounded
 
 # Bounded so the LMCache L1 pool derived from it (DRAM x dram-utilization) stays a sane number too.
-DramMib = bounded(1, MAX_DRAM_MIB)
-GpusPerNode = bounded(1, MAX_GPUS_PER_NODE)
+DramMib = Annotated[int, bounded(1, MAX_DRAM_MIB)]
+GpusPerNode = Annotated[int, bounded(1, MAX_GPUS_PER_NODE)]
 
 
-def _some_nodes(nodes: list) -> list:
+def _some_nodes(nodes: list[str]) -> list[str]:
     if not nodes:
         message = "a runner label lists no nodes; InferenceX refuses an empty label list"
         raise PydanticCustomError("shape", "{message}", {"message": message, "fix": "list its node names"})

@@ -7,7 +7,9 @@ number, a choice or a safe identifier/path ever leaves the schema. Defaults live
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Literal, TypeGuard, TypeVar
 
 from . import base, dram, images
 from .findings import did_you_mean, one_of
@@ -15,7 +17,11 @@ from .findings import did_you_mean, one_of
 ROLES = ("prefill", "decode")  # the two roles of a disaggregated (PD) entry
 SERVER = "server"  # the one engine of a single-node entry
 ALL_ROLES = (*ROLES, SERVER)
-ENGINES = ("vllm", "sglang", "atom")
+EngineName = Literal["vllm", "sglang", "atom"]  # as schemas.launch.Engine
+ENGINES: tuple[EngineName, ...] = ("vllm", "sglang", "atom")
+# A setting's typed value (Setting.parse), and a bounded number's type.
+Value = int | float | bool | str
+N = TypeVar("N", int, float)
 _IDENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", re.ASCII)
 # Absolute, and no part is '.' or '..' (a dot-folder such as /models/.cache is fine).
 _ABS_PATH = re.compile(r"(/(?!\.\.?(/|$))[A-Za-z0-9._+-]+)+/?", re.ASCII)
@@ -37,13 +43,13 @@ class Setting:
     name: str
     kind: str  # int | tokens | float | bool | choice | ident | path | image | derived
     help: str
-    roles: tuple = ALL_ROLES
-    engines: tuple = ENGINES  # engines it has a meaning for (a framework's first word)
+    roles: tuple[str, ...] = ALL_ROLES
+    engines: tuple[str, ...] = ENGINES  # engines it has a meaning for (a framework's first word)
     default: object = None
     low: float | None = None  # int/float: inclusive lower bound (float: exclusive when low_open)
     high: float | None = None
     low_open: bool = False
-    choices: tuple = ()
+    choices: tuple[str, ...] = ()
     derived_from: str = ""  # kind == derived: where the value really comes from
     # kind == derived, and InferenceX's configs state it (PREFILL_NODES=1): a stated whole number is taken
     # and must equal what is derived (a strict rule), never used instead of it.
@@ -52,17 +58,17 @@ class Setting:
     flag: str = ""  # engine flag it stands for: a true bool gives `--flag`, another value `--flag=value`
     # Engine flags the engine's builder (recipes/vllm.py, recipes/sglang.py) writes from it: nothing else (a
     # model's flags, a runner's engine-args) may set them behind the setting's back.
-    renders: tuple = ()
+    renders: tuple[str, ...] = ()
     # InferenceX's configs carry it and no process of our launch reads it: why. Render refuses a value that
     # would change something (any but `inert`), never drops it.
     unread: str = ""
-    inert: tuple = ()
+    inert: tuple[str, ...] = ()
     # InferenceX's configs carry it, and something else of our launch does its job: what (env.sh says so).
     served_by: str = ""
 
-    def parse(self, raw: str):
+    def parse(self, raw: str) -> Value:
         """Typed value of `raw`, or SettingError."""
-        parser = getattr(self, f"_parse_{self.kind}")
+        parser: Callable[[str], Value] = getattr(self, f"_parse_{self.kind}")
         return parser(raw)
 
     def _parse_int(self, raw: str) -> int:
@@ -119,14 +125,14 @@ class Setting:
             )
         return raw
 
-    def _parse_derived(self, raw: str):
+    def _parse_derived(self, raw: str) -> int:
         if not self.stated:
             raise SettingError(f"is derived from {self.derived_from}; remove it")
         if not _INT.fullmatch(raw) or int(raw) < 1:
             raise SettingError(f"is derived from {self.derived_from}; stated, it is a whole number: {raw!r}")
         return int(raw)
 
-    def _bounded(self, value):
+    def _bounded(self, value: N) -> N:
         low_bad = self.low is not None and (value <= self.low if self.low_open else value < self.low)
         if low_bad or (self.high is not None and value > self.high):
             lo = "(" if self.low_open else "["
@@ -134,7 +140,7 @@ class Setting:
         return value
 
 
-def _s(name, kind, help, **kw) -> Setting:
+def _s(name: str, kind: str, help: str, **kw: Any) -> Setting:
     return Setting(name=name, kind=kind, help=help, **kw)
 
 
@@ -489,7 +495,7 @@ def lookup(key: str) -> Setting:
     return setting
 
 
-def resolve(role: str, parsed: dict) -> dict:
+def resolve(role: str, parsed: dict[str, Any]) -> dict[str, Any]:
     """Every registered setting valid for `role` with its value: given, else the default (None = unset)."""
     return {
         name: parsed.get(name, s.default)
@@ -498,7 +504,7 @@ def resolve(role: str, parsed: dict) -> dict:
     }
 
 
-def flag_values(resolved: dict) -> list[tuple[str, object]]:
+def flag_values(resolved: dict[str, Any]) -> list[tuple[str, object]]:
     """(flag, value) of every set setting that stands for an engine flag, in registry order; value True
     is a switch. The renderer turns them into argv, lint into engine_flags."""
     out = []
@@ -509,7 +515,7 @@ def flag_values(resolved: dict) -> list[tuple[str, object]]:
     return out
 
 
-def engine_flags(resolved: dict) -> frozenset[str]:
+def engine_flags(resolved: dict[str, Any]) -> frozenset[str]:
     """Engine flags a role's resolved settings stand for: `--name` for a true switch, else `--name=value`."""
     return frozenset(flag if value is True else f"{flag}={value}" for flag, value in flag_values(resolved))
 
@@ -532,10 +538,14 @@ def flag_setting(flag: str) -> str:
     return f"{setting.name}={setting.parse(value)}"
 
 
-def engine_of(framework: str) -> str | None:
+def is_engine(word: str) -> TypeGuard[EngineName]:
+    return word in ENGINES
+
+
+def engine_of(framework: str) -> EngineName | None:
     """The engine a framework runs (vllm-disagg -> vllm), None for engines settings do not know."""
     word = framework.split("-")[0]
-    return word if word in ENGINES else None
+    return word if is_engine(word) else None
 
 
 def not_rendered(framework: str) -> tuple[str, str] | None:

@@ -4,13 +4,15 @@ nothing but plain data is ever read."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 # libyaml when present: the real InferenceX changelog (400 kB) must lint in well under a second.
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_Loader: type[yaml.SafeLoader] | type[yaml.CSafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 # Bounds, each far above every real file: the InferenceX changelog (772 entries) is ~400 kB and ~8,700
 # values three levels deep; its amd-master.yaml nests nine levels. Without them a 410-byte alias bomb ran
@@ -29,7 +31,8 @@ SCALAR_TAGS = frozenset(_CORE + t for t in ("str", "int", "float", "bool", "null
 SEQ_TAG, MAP_TAG, MERGE_TAG, STR_TAG = _CORE + "seq", _CORE + "map", _CORE + "merge", _CORE + "str"
 ALLOWED_TAGS = "!!str, !!int, !!float, !!bool, !!null, !!timestamp, !!seq, !!map"
 
-Path_ = tuple  # a key path: str for mapping keys, int for sequence indices
+# A key path: str for mapping keys (any YAML scalar a key can be), int for sequence indices.
+Path_ = tuple[Hashable, ...]
 
 
 @dataclass(frozen=True)
@@ -45,8 +48,8 @@ class Document:
 
     file: str
     data: object
-    lines: dict = field(default_factory=dict)  # Path_ -> 1-based line
-    duplicates: list = field(default_factory=list)
+    lines: dict[Path_, int] = field(default_factory=dict)  # 1-based
+    duplicates: list[Duplicate] = field(default_factory=list)
 
     def line_of(self, path: Path_) -> int:
         """Line of `path`, or of its nearest ancestor that has one (a missing key points at its parent; a
@@ -117,20 +120,20 @@ class _Open:
     """A list or mapping being read."""
 
     path: Path_
-    value: list | dict
+    value: list[object] | dict[Hashable, object]
     line: int
     anchor: str | None
     size: int = 1  # values in it, aliases expanded
     key: object = _NO_KEY
     key_line: int = 0
-    merges: list = field(default_factory=list)  # (line, mapping) of each << source, in order
+    merges: list[tuple[int, dict[Hashable, object]]] = field(default_factory=list)  # each << source, in order
 
 
 class _Builder:
     """Reads the parser's events into dicts/lists/scalars (YAML 1.1 core types), recording lines, with no
     recursion (depth is bounded by MAX_DEPTH, not by the C stack) and aliases counted as they expand."""
 
-    def __init__(self, doc: Document, loader):
+    def __init__(self, doc: Document, loader: yaml.SafeLoader | yaml.CSafeLoader):
         self.doc, self.loader = doc, loader
         self.scalars = yaml.SafeLoader("")  # only its scalar constructors are used
         self.stack: list[_Open] = []
@@ -139,7 +142,7 @@ class _Builder:
         self.nodes = self.aliased = self.documents = 0
 
     def run(self) -> None:
-        handlers = {
+        handlers: dict[object, Callable[[Any], None]] = {
             yaml.ScalarEvent: self._scalar,
             yaml.AliasEvent: self._alias,
             yaml.SequenceStartEvent: self._open,
@@ -156,18 +159,20 @@ class _Builder:
 
     # ------------------------------------------------------------ events
 
-    def _document(self, event) -> None:
+    def _document(self, event: yaml.DocumentStartEvent) -> None:
         self.documents += 1
         if self.documents > 1:
             raise self._error(event, "invalid YAML: expected a single document, found another")
 
-    def _scalar(self, event) -> None:
+    def _scalar(self, event: yaml.ScalarEvent) -> None:
         tag = event.tag
         if tag is None or tag == "!":
-            tag = self.loader.resolve(yaml.ScalarNode, event.value, event.implicit)
+            # the stubs leave Resolver.resolve untyped; it returns the tag
+            tag = self.loader.resolve(yaml.ScalarNode, event.value, event.implicit)  # type: ignore[no-untyped-call]
         elif tag not in SCALAR_TAGS:
             raise self._tag_error(event, tag)
         self._count(event)
+        value: object
         if tag == MERGE_TAG and self._at_key():
             value = _MERGE
         else:
@@ -175,7 +180,7 @@ class _Builder:
         self._remember(event, value, 1)
         self._add(value, 1, _line(event))
 
-    def _alias(self, event) -> None:
+    def _alias(self, event: yaml.AliasEvent) -> None:
         name = event.anchor
         if name in self.anchors:
             value, size = self.anchors[name]
@@ -192,7 +197,7 @@ class _Builder:
         else:
             raise self._error(event, f"invalid YAML: found undefined alias *{name}")
 
-    def _open(self, event) -> None:
+    def _open(self, event: yaml.CollectionStartEvent) -> None:
         is_map = isinstance(event, yaml.MappingStartEvent)
         if event.tag not in (None, "!", MAP_TAG if is_map else SEQ_TAG):
             raise self._tag_error(event, event.tag)
@@ -204,7 +209,7 @@ class _Builder:
         path = self._child_path()
         self.stack.append(_Open(path, {} if is_map else [], _line(event), event.anchor))
 
-    def _close(self, event) -> None:
+    def _close(self, event: yaml.CollectionEndEvent) -> None:
         top = self.stack.pop()
         value = self._merged(top) if top.merges else top.value
         self._remember_open(top, value)
@@ -212,7 +217,7 @@ class _Builder:
 
     # ------------------------------------------------------------ building
 
-    def _add(self, value, size: int, line: int) -> None:
+    def _add(self, value: object, size: int, line: int) -> None:
         """Place a finished value in the open list or mapping (or as the document's root)."""
         if not self.stack:
             self.doc.data = None if value is _MERGE else value
@@ -229,32 +234,36 @@ class _Builder:
             self._set(top, value)
             top.key = _NO_KEY
 
-    def _set(self, top: _Open, value) -> None:
+    def _set(self, top: _Open, value: object) -> None:
         key, line = top.key, top.key_line
         if key is _MERGE:
             top.merges += [(line, source) for source in self._merge_sources(value, line)]
             return
         path = top.path + (key,)
-        if key in top.value:
+        mapping = top.value
+        assert isinstance(mapping, dict)  # a key is only ever open on a mapping
+        if key in mapping:
             self.doc.duplicates.append(Duplicate(path, line, self.doc.lines[path]))
         self.doc.lines[path] = line
-        top.value[key] = value
+        mapping[key] = value
 
-    def _merge_sources(self, value, line: int) -> list:
+    def _merge_sources(self, value: object, line: int) -> list[dict[Hashable, object]]:
         sources = value if isinstance(value, list) else [value]
-        if not all(isinstance(s, dict) for s in sources):
+        mappings = [s for s in sources if isinstance(s, dict)]
+        if len(mappings) != len(sources):
             raise YamlSyntaxError(
                 self.doc.file,
                 line,
                 "invalid YAML: while merging, expected a mapping or a list of mappings after '<<'",
                 self._child_path()[:-1],
             )
-        return sources
+        return mappings
 
-    def _merged(self, top: _Open) -> dict:
+    def _merged(self, top: _Open) -> dict[Hashable, object]:
         """YAML merge keys: the first source to give a key wins; keys written in the mapping win over all
         (so overriding a merged key is not a duplicate)."""
-        out: dict = {}
+        out: dict[Hashable, object] = {}
+        assert isinstance(top.value, dict)  # merges are only ever read into a mapping
         for line, source in top.merges:
             for key, value in source.items():
                 if key not in out and key not in top.value:
@@ -263,9 +272,11 @@ class _Builder:
         out.update(top.value)
         return out
 
-    def _construct(self, tag: str, event):
+    def _construct(self, tag: str, event: yaml.ScalarEvent) -> object:
         """A scalar as its YAML type; one no constructor can read is a syntax error."""
-        node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
+        # the C parser's marks are its own Mark type, which the stubs keep apart from yaml.Mark
+        marks = (event.start_mark, event.end_mark)
+        node = yaml.ScalarNode(tag, event.value, *marks, event.style)  # type: ignore[arg-type]
         try:
             return self.scalars.construct_object(node)
         except Exception as exc:  # a bare '=', or a typed scalar that is not (!!int abc)
@@ -286,20 +297,20 @@ class _Builder:
             return top.path + (len(top.value),)
         return top.path + ((_COMPLEX_KEY if top.key is _NO_KEY else top.key),)
 
-    def _count(self, event) -> None:
+    def _count(self, event: yaml.NodeEvent) -> None:
         self.nodes += 1
         if self.nodes > MAX_NODES:
             raise self._error(event, f"more than {MAX_NODES:,} values in one file", "split the file")
 
-    def _remember(self, event, value, size: int) -> None:
+    def _remember(self, event: yaml.NodeEvent, value: object, size: int) -> None:
         if event.anchor is not None and value is not _MERGE:  # an anchored '<<' is no value to alias
             self._anchor(event.anchor, value, size, _line(event))
 
-    def _remember_open(self, top: _Open, value) -> None:
+    def _remember_open(self, top: _Open, value: object) -> None:
         if top.anchor is not None:
             self._anchor(top.anchor, value, top.size, top.line)
 
-    def _anchor(self, name: str, value, size: int, line: int) -> None:
+    def _anchor(self, name: str, value: object, size: int, line: int) -> None:
         if name in self.anchors:
             raise YamlSyntaxError(
                 self.doc.file,
@@ -309,26 +320,27 @@ class _Builder:
             )
         self.anchors[name], self.anchor_lines[name] = (value, size), line
 
-    def _tag_error(self, event, tag: str) -> YamlSyntaxError:
+    def _tag_error(self, event: yaml.Event, tag: str) -> YamlSyntaxError:
         return self._error(
             event,
             f"YAML tag {_short(tag)!r} is not allowed: configs are plain data",
             f"remove the tag; allowed: {ALLOWED_TAGS}",
         )
 
-    def _error(self, event, message: str, hint: str = "") -> YamlSyntaxError:
+    def _error(self, event: yaml.Event, message: str, hint: str = "") -> YamlSyntaxError:
         path = tuple(p for p in self._child_path() if p is not _COMPLEX_KEY and p is not _MERGE)
         return YamlSyntaxError(self.doc.file, _line(event), message, path, hint)
 
 
-def _line(event) -> int:
-    return event.start_mark.line + 1
+def _line(event: yaml.Event) -> int:
+    mark = event.start_mark  # the parser marks every event
+    return mark.line + 1 if mark is not None else 1
 
 
 def _short(tag: str) -> str:
     return "!!" + tag.removeprefix(_CORE) if tag.startswith(_CORE) else tag
 
 
-def _hashable(key):
+def _hashable(key: object) -> Hashable:
     """A mapping key as data: a list or mapping used as a key (YAML allows it) becomes its text."""
     return str(key) if isinstance(key, (list, dict)) else key

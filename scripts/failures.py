@@ -18,13 +18,17 @@ import os
 import re
 import sys
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-try:
-    from . import causes, statefiles  # host side: scripts.failures
-except ImportError:  # a node tool, run as a file: its siblings are plain modules
-    import causes  # type: ignore[no-redef]
-    import statefiles  # type: ignore[no-redef]
+if TYPE_CHECKING:  # mypy reads the node tools as nodes run them (make check): files, siblings by name
+    import causes
+    import statefiles
+else:
+    try:
+        from . import causes, statefiles  # host side: scripts.failures
+    except ImportError:  # a node tool, run as a file: its siblings are plain modules
+        import causes
+        import statefiles
 
 one_line = causes.one_line  # node tools and the proxy import it from here
 

@@ -38,15 +38,15 @@ class _DeadlineSocket(socket.socket):
             raise socket.timeout("deadline passed")  # noqa: UP041 (TimeoutError only from Python 3.10)
         self.settimeout(remaining)
 
-    def recv_into(self, *args, **kwargs):  # type: ignore[override]
+    def recv_into(self, *args, **kwargs):
         self._arm()
         return super().recv_into(*args, **kwargs)
 
-    def recv(self, *args, **kwargs):  # type: ignore[override]
+    def recv(self, *args, **kwargs):
         self._arm()
         return super().recv(*args, **kwargs)
 
-    def sendall(self, *args, **kwargs):  # type: ignore[override]
+    def sendall(self, *args, **kwargs):
         self._arm()
         return super().sendall(*args, **kwargs)
 

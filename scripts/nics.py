@@ -170,9 +170,11 @@ def qos_problems(
     return problems, facts
 
 
-def dcqcn_problems(text: str, want_cnp: int | None) -> tuple[list[str], dict]:
+def dcqcn_problems(text: str, want_cnp: int | None) -> tuple[list[str], dict[str, dict[str, str]]]:
     """`nicctl show dcqcn`: every RoCE device has DCQCN enabled, and all use one CNP DSCP (the site's)."""
-    problems, facts, cnp = [], {}, {}
+    problems: list[str] = []
+    facts: dict[str, dict[str, str]] = {}
+    cnp: dict[str, str] = {}
     for nic, lines in nic_blocks(text):
         device = None
         for key, value in _fields(lines):

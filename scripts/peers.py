@@ -49,10 +49,10 @@ def cmd_peers(args: argparse.Namespace) -> int:
         die(f"peers: {args.file} has no {args.field!r} for every rank ({problem})", EXIT_PEERS)
     seen: dict[str, int] = {}
     for rank, value in enumerate(values):
-        problem = value_problem(value, address=args.address)
-        if problem:
+        wrong = value_problem(value, address=args.address)
+        if wrong:
             die(
-                f"peers: rank {rank} published {args.field}={one_line(repr(value), 80)}: {problem}",
+                f"peers: rank {rank} published {args.field}={one_line(repr(value), 80)}: {wrong}",
                 EXIT_PEERS,
             )
         if args.distinct and value in seen:

@@ -43,7 +43,7 @@ def taken(addr: str, port: int) -> str | None:
         try:
             sock.bind((addr, port))
         except OSError as err:
-            return errno.errorcode.get(err.errno, str(err.errno)) + f" ({err.strerror})"
+            return errno.errorcode.get(err.errno or 0, str(err.errno)) + f" ({err.strerror})"
     return None
 
 

@@ -29,9 +29,17 @@ from statefiles import STEP
 
 # Progress and load, per engine family: counters that move with every prefill and decoded token, and the
 # gauges of requests it holds.
-TOKENS = ("vllm:prompt_tokens_total", "vllm:generation_tokens_total", "sglang:prompt_tokens_total")
+TOKENS: tuple[str, ...] = (
+    "vllm:prompt_tokens_total",
+    "vllm:generation_tokens_total",
+    "sglang:prompt_tokens_total",
+)
 TOKENS += ("sglang:generation_tokens_total",)
-IN_FLIGHT = ("vllm:num_requests_running", "vllm:num_requests_waiting", "sglang:num_running_reqs")
+IN_FLIGHT: tuple[str, ...] = (
+    "vllm:num_requests_running",
+    "vllm:num_requests_waiting",
+    "sglang:num_running_reqs",
+)
 IN_FLIGHT += ("sglang:num_queue_reqs",)
 STEP_PREFIX = "benchmark "
 

@@ -169,6 +169,7 @@ def node_image(docker_bin: Path, image: str, path_first: Path, work: Path) -> bo
         raise ContainerError(f"debootstrap of the node image failed ({done.returncode}):\n{tail}")
     try:
         tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
+        assert tar.stdout is not None  # stdout=PIPE
         imported = subprocess.run(
             [docker, "import", "--quiet", "--change", f"ENV=PATH={path}"]
             + ["--change", f"LABEL={CONTENT_LABEL}={content}", "-", image],

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 from urllib.parse import urlsplit
 
 from proxy import validate
@@ -42,7 +42,7 @@ def _hazard(rule: str, message: str) -> Violation:
     return Violation(rule, message, False)
 
 
-def is_int(value: Any) -> bool:
+def is_int(value: Any) -> TypeGuard[int]:
     """JSON integer (bool is not an int here, as in vLLM's pydantic models)."""
     return isinstance(value, int) and not isinstance(value, bool)
 

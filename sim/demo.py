@@ -244,7 +244,7 @@ def decode_metrics_urls(run_dir: Path) -> list[str]:
         ranks = json.loads(table.read_text())["ranks"] if table else {}
     except (OSError, ValueError, KeyError):
         return []  # not published yet
-    port = plan["ports"]["vllm"]
+    port = plan["ports"]["engine"]
     return [
         f"http://{ranks[str(n['rank'])]['data']['addr']}:{port}/metrics"
         for n in plan["nodes"]
@@ -278,7 +278,8 @@ def results_of(run_dir: Path) -> list[Path]:
 
 def follow(job: Submission, env: dict[str, str], timeout: float, engine: str = "vllm") -> JobState:
     """Prints each node's step as it changes, requests done and the results as they land, until the end."""
-    start, seen_steps, seen_results, done = time.monotonic(), {}, set(), None
+    start, seen_results, done = time.monotonic(), set(), None
+    seen_steps: dict[str, str] = {}
     reused = {p.result: p.measured_in for p in job.resumed.reused} if job.resumed else {}
     while True:
         state = job_state(job.job_id, env)

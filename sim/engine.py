@@ -352,9 +352,14 @@ class Engine(BaseEngine):
 
     # -- running ------------------------------------------------------------------------------------
 
+    def _transfers(self) -> Transfers:
+        """A prefill leg's transfers: an engine takes prefill legs only with a KV connector that has them."""
+        assert self.transfers is not None, "a prefill leg on an engine without transfers"
+        return self.transfers
+
     def _on_begin(self, job: Job) -> None:
         if job.leg == "prefill":
-            self.transfers.begin(job.params["transfer_id"])
+            self._transfers().begin(job.params["transfer_id"])
 
     def _on_first_token(self, seconds: float) -> None:
         self.metrics.observe("vllm:time_to_first_token_seconds", seconds)
@@ -364,7 +369,7 @@ class Engine(BaseEngine):
 
     def _on_finish(self, job: Job, reason: str, seconds: float) -> None:
         if job.leg == "prefill" and job.finish_reason is None:
-            self.transfers.abort(job.params["transfer_id"])
+            self._transfers().abort(job.params["transfer_id"])
         self.metrics.inc("vllm:request_success", finished_reason=reason)
         self.metrics.observe("vllm:e2e_request_latency_seconds", seconds)
 
@@ -421,6 +426,7 @@ class Engine(BaseEngine):
 
     async def _load_remote(self, job: Job, prompt: int, local: int) -> int:
         """Prompt tokens loaded from the prefill, or 0 when recomputing per kv_load_failure_policy."""
+        assert self.puller is not None and self.kv is not None, "a decode leg on an engine without a puller"
         params = job.params
         try:
             if job.transfer_failure:
@@ -452,7 +458,7 @@ class Engine(BaseEngine):
     async def _generate(self, job: Job) -> AsyncIterator[tuple[int, str]]:
         if job.leg == "prefill":
             stops = first_token_stops(job.body)
-            self.transfers.finish(job.params["transfer_id"], tokens=len(job.tokens), kept=not stops)
+            self._transfers().finish(job.params["transfer_id"], tokens=len(job.tokens), kept=not stops)
             self._generated(job, 1, "stop" if stops else "length")
             yield 0, output_word(0)
             return

@@ -79,7 +79,7 @@ def chat_response(
 ) -> dict[str, Any]:
     if dialect == "sglang":
         message = {"role": "assistant", "content": text, "reasoning_content": None, "tool_calls": None}
-        choices = [
+        choices: list[dict[str, object]] = [
             {"index": i, "message": message, "logprobs": None, "finish_reason": finish, "matched_stop": None}
             for i in range(n)
         ]

@@ -16,7 +16,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 import httpx
@@ -205,7 +205,12 @@ class Api:
 
 
 class _Server(uvicorn.Server):
-    """uvicorn without its own signal handling: the process owns SIGTERM/SIGINT for both servers."""
+    """uvicorn without its own signal handling: the process owns SIGTERM/SIGINT for both servers. It
+    serves on `sim_sock`, bound before the model loads (bind)."""
+
+    def __init__(self, config: uvicorn.Config, sock: socket.socket) -> None:
+        super().__init__(config)
+        self.sim_sock = sock
 
     @contextlib.contextmanager
     def capture_signals(self):
@@ -238,9 +243,7 @@ def uvicorn_server(app, sock: socket.socket) -> _Server:
         timeout_graceful_shutdown=1,
         timeout_keep_alive=30,
     )
-    server = _Server(config)
-    server._sim_sock = sock  # type: ignore[attr-defined]
-    return server
+    return _Server(config, sock)
 
 
 def run(config: ServeConfig) -> int:
@@ -256,7 +259,7 @@ def run(config: ServeConfig) -> int:
     wildcard = config.host in (None, "", "0.0.0.0", "::")
     env = settings.load(role=role, host=os.environ.get("VLLM_HOST_IP") or config.host)
     try:
-        boot_host = env.host_ip or ("0.0.0.0" if wildcard else config.host)
+        boot_host = env.host_ip or ("0.0.0.0" if wildcard or config.host is None else config.host)
         return _start(config, env, role=role, boot_host=boot_host)
     except (OSError, ConnectionError, settings.SettingsError) as exc:
         log.error("%s: %s", type(exc).__name__, exc)
@@ -349,15 +352,15 @@ async def lifecycle(
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    tasks = [asyncio.ensure_future(s.serve(sockets=[s._sim_sock])) for s in servers]
+    tasks = [asyncio.ensure_future(s.serve(sockets=[s.sim_sock])) for s in servers]
     running = [asyncio.ensure_future(job) for job in background]
     if env.load_delay_s:
         log.info("loading model (SIM_LOAD_DELAY_S=%g)", env.load_delay_s)
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(stop.wait(), env.load_delay_s)
     if not stop.is_set():
-        tasks.append(asyncio.ensure_future(api.serve(sockets=[api._sim_sock])))
-        log.info(banner, *api._sim_sock.getsockname()[:2])
+        tasks.append(asyncio.ensure_future(api.serve(sockets=[api.sim_sock])))
+        log.info(banner, *api.sim_sock.getsockname()[:2])
         if on_listen is not None:
             on_listen()
     await _until(stop, tasks)
@@ -369,10 +372,11 @@ async def lifecycle(
     return 0 if stop.is_set() else 1
 
 
-async def _until(stop: asyncio.Event, tasks: list[asyncio.Future]) -> None:
+async def _until(stop: asyncio.Event, tasks: Sequence[asyncio.Future[None]]) -> None:
     """Until a signal, or until a server task ends on its own (a bind or serve failure)."""
     waiter = asyncio.ensure_future(stop.wait())
-    await asyncio.wait([waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)
+    either: list[asyncio.Future[Any]] = [waiter, *tasks]
+    await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
     waiter.cancel()
 
 

@@ -232,7 +232,7 @@ class SGLangEngine(BaseEngine):
 
     def _on_begin(self, job: Job) -> None:
         if self.mode == "prefill" and isinstance(job, SGLangJob) and not job.fake and job.room is not None:
-            self.rooms.begin(job.room)
+            self._prefill_rooms().begin(job.room)
 
     async def _prefill(self, job: Job) -> None:
         assert isinstance(job, SGLangJob)
@@ -257,12 +257,24 @@ class SGLangEngine(BaseEngine):
             self.hbm.insert(hashes)
             self.metrics.set("sglang:token_usage", self.hbm.usage)
         if transfer:
-            self.rooms.ready(job.room, prompt)
+            rooms, room = self._prefill_room(job)
+            rooms.ready(room, prompt)
             await self._transferred(job)
+
+    def _prefill_rooms(self) -> Rooms:
+        """A prefill's rooms (a prefill engine always has them)."""
+        assert self.rooms is not None, "a prefill without its rooms"
+        return self.rooms
+
+    def _prefill_room(self, job: SGLangJob) -> tuple[Rooms, int]:
+        """A prefill's rooms and the room of a request it transfers (every such request has one)."""
+        assert job.room is not None, "a transferred request without its room"
+        return self._prefill_rooms(), job.room
 
     async def _bootstrapped(self, job: SGLangJob) -> None:
         """Prefill: waits for the decode of this room to announce itself (the bootstrap queue)."""
-        entry = self.rooms.rooms[job.room]
+        rooms, room = self._prefill_room(job)
+        entry = rooms.rooms[room]
         self._queue("sglang:num_prefill_prealloc_queue_reqs", 1)
         try:
             await asyncio.wait_for(entry.registered.wait(), self.env.bootstrap_timeout_s)
@@ -276,7 +288,8 @@ class SGLangEngine(BaseEngine):
 
     async def _transferred(self, job: SGLangJob) -> None:
         """Prefill: the request ends only once the decode has the KV (the inflight queue)."""
-        entry = self.rooms.rooms[job.room]
+        rooms, room = self._prefill_room(job)
+        entry = rooms.rooms[room]
         self._queue("sglang:num_prefill_inflight_queue_reqs", 1)
         try:
             await asyncio.wait_for(entry.pulled.wait(), self.env.kv_wait_s)
@@ -286,10 +299,12 @@ class SGLangEngine(BaseEngine):
             raise self._failure("Prefill transfer failed", job, why) from None
         finally:
             self._queue("sglang:num_prefill_inflight_queue_reqs", -1)
-        self.rooms.close(job.room)
+        rooms.close(room)
 
     async def _receive(self, job: SGLangJob) -> None:
         """Decode: bootstrap with the room's prefill, then wait for the KV; any failure aborts (500)."""
+        assert self.receiver is not None and job.room is not None, "a decode's transfer without its room"
+        receiver, room = self.receiver, job.room
         prompt = len(job.tokens)
         if job.fake:
             self.metrics.inc("sim_kv_remote_loads", outcome="fake", reason="")
@@ -298,7 +313,7 @@ class SGLangEngine(BaseEngine):
         try:
             if job.boot_addr is None:
                 raise PullFailed("bootstrap", "the request names no bootstrap_host and bootstrap_port")
-            await self.receiver.bootstrap(job.boot_addr, job.room)
+            await receiver.bootstrap(job.boot_addr, room)
         except PullFailed as exc:
             self.metrics.inc("sglang:num_bootstrap_failed_reqs")
             self.metrics.inc("sim_kv_remote_loads", outcome="failed", reason=exc.reason)
@@ -307,7 +322,7 @@ class SGLangEngine(BaseEngine):
             self._queue("sglang:num_decode_prealloc_queue_reqs", -1)
         self._queue("sglang:num_decode_transfer_queue_reqs", 1)
         try:
-            kept = await self.receiver.receive(job.boot_addr, job.room)
+            kept = await receiver.receive(job.boot_addr, room)
             if kept != prompt:
                 raise PullFailed("mismatch", f"the prefill computed {kept} tokens, this prompt has {prompt}")
         except PullFailed as exc:
@@ -379,7 +394,7 @@ class SGLangEngine(BaseEngine):
     def _on_finish(self, job: Job, reason: str, seconds: float) -> None:
         assert isinstance(job, SGLangJob)
         if self.mode == "prefill" and job.finish_reason is None and not job.fake and job.room is not None:
-            self.rooms.fail(job.room)
+            self._prefill_rooms().fail(job.room)
         self.metrics.inc("sglang:num_requests")
         if job.finish_reason is None:
             self.metrics.inc("sglang:num_aborted_requests")

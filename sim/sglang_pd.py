@@ -177,7 +177,7 @@ def bootstrap_app(rooms: Rooms, info: dict[str, Any], ranks: dict[tuple[int, int
             dp, cp, tp, pp = key
             text = f"Bootstrap info not found for dp_rank={dp} cp_rank={cp} tp_rank={tp} pp_rank={pp}"
             return await _reply(send, 404, text.encode(), b"text/plain")
-        return await _reply(send, 200, msgspec.json.encode(ranks[key]))  # type: ignore[index]
+        return await _reply(send, 200, msgspec.json.encode(ranks[key]))
 
     async def _route_put(receive, send):
         body = await _body(receive)

@@ -36,7 +36,7 @@ class SGLangApi(Api):
 
     def __init__(self, engine: SGLangEngine, config: SGLangConfig) -> None:
         super().__init__(engine, config)  # type: ignore[arg-type]
-        self.engine: SGLangEngine = engine
+        self.engine: SGLangEngine = engine  # type: ignore[assignment]  # Api's is typed as vLLM's Engine
         self.config: SGLangConfig = config  # type: ignore[assignment]
         self.up = False  # Starting until warm-up is done (or skipped): /health answers 503
         info = {**config.server_args, "version": VERSION}

@@ -38,3 +38,16 @@ def cluster() -> Iterator[Cluster]:
     if not was_up:
         down = make("cluster-down")
         assert down.returncode == 0, f"make cluster-down failed:\n{down.stdout}\n{down.stderr}"
+
+
+# Folders whose every test needs the local cluster (and mostly the tool virtualenvs too).
+_CLUSTER_FOLDERS = {"integration", "cluster", "bench"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark what `make test-unit` leaves out: tests on the local cluster (its folders, or the fixture)."""
+    tests = os.path.dirname(__file__)
+    for item in items:
+        folder = os.path.relpath(str(item.path), tests).split(os.sep)[0]
+        if folder in _CLUSTER_FOLDERS or "cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.cluster)

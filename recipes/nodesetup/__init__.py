@@ -85,7 +85,8 @@ def lock_path(extra: str, python: str, platform: str) -> Path:
 def read_lock(path: Path) -> list[Pin]:
     """NAME==VERSION lines, each with its --hash=sha256 lines (uv pip compile --generate-hashes)."""
     pins: list[Pin] = []
-    name = version = None
+    name: str | None = None
+    version = ""
     hashes: list[str] = []
     for raw in path.read_text().splitlines() + [""]:
         text = raw.split("#", 1)[0].rstrip()
@@ -95,7 +96,7 @@ def read_lock(path: Path) -> list[Pin]:
                 if not hashes:
                     raise SetupError(f"{path.name}: {name}=={version} has no --hash=sha256")
                 pins.append(Pin(name, version, tuple(hashes)))
-            name = version = None
+            name, version = None, ""
             hashes = []
         if pin:
             name, version = pin[1], pin[2]

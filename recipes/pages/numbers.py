@@ -184,14 +184,14 @@ def _short(description: str) -> str:
     return description.replace(WAIT_BOUNDS, "").strip()
 
 
-def _waits() -> list[tuple[str, tuple, object, str]]:
+def _waits() -> list[tuple[str, tuple[str, ...], object, str]]:
     """(key, path of field names, default, description) of every Timeouts field, and of every other seconds,
     timeout or grace field of a launch profile's parts, nested parts included."""
-    out = [
+    out: list[tuple[str, tuple[str, ...], object, str]] = [
         (f"timeouts.{_key(name, f)}", ("timeouts", name), f.default, f.description or "")
         for name, f in Timeouts.model_fields.items()
     ]
-    todo = [((), (), LaunchProfile)]
+    todo: list[tuple[tuple[str, ...], tuple[str, ...], type[BaseModel]]] = [((), (), LaunchProfile)]
     while todo:
         keys, path, model = todo.pop(0)
         for name, f in model.model_fields.items():
@@ -205,9 +205,9 @@ def _waits() -> list[tuple[str, tuple, object, str]]:
     return out
 
 
-def _ports() -> list[tuple[str, tuple, object, str]]:
+def _ports() -> list[tuple[str, tuple[str, ...], object, str]]:
     """(key, path of field names, default, description) of every port a launch profile decides."""
-    out = [
+    out: list[tuple[str, tuple[str, ...], object, str]] = [
         (f"ports.{_key(name, f)}", ("ports", name), f.default, f.description or "")
         for name, f in Ports.model_fields.items()
     ]
@@ -233,8 +233,8 @@ def _profiles() -> dict[str, LaunchProfile]:
     return dict(LaunchProfiles.model_validate(data).profiles)
 
 
-def _get(profile: LaunchProfile, path: tuple) -> object:
-    value = profile
+def _get(profile: LaunchProfile, path: tuple[str, ...]) -> object:
+    value: object = profile
     for name in path:
         value = getattr(value, name, None)
         if value is None:

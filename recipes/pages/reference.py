@@ -189,17 +189,17 @@ def examples(name: str, schema: dict, owner: str) -> dict:
 # ---------------------------------------------------------------- sections
 
 
-def _objects(schema: dict, owner: str) -> list[tuple[str, dict, str]]:
-    """(name, object schema, path) of every object in the file, in the order a reader meets them."""
+def _objects(schema: dict, owner: str) -> list[tuple[str, dict, tuple[str, ...]]]:
+    """(name, object schema, paths) of every object in the file, in the order a reader meets them."""
     defs = schema.get("$defs", {})
-    todo = [(owner, schema, "")]
-    if isinstance(schema.get("additionalProperties"), dict):
-        ref = _ref(schema["additionalProperties"])
+    todo: list[tuple[str, dict, str]] = [(owner, schema, "")]
+    top = schema.get("additionalProperties"), schema.get("items")
+    if isinstance(top[0], dict) and (ref := _ref(top[0])) is not None:
         todo = [(ref, defs[ref], "<config-key>")]
-    elif isinstance(schema.get("items"), dict) and _ref(schema["items"]):
-        ref = _ref(schema["items"])
+    elif isinstance(top[1], dict) and (ref := _ref(top[1])) is not None:
         todo = [(ref, defs[ref], "[]")]
-    out, seen = [], {}
+    out: list[tuple[str, dict, list[str]]] = []
+    seen: dict[str, list[str]] = {}
     while todo:
         name, obj, path = todo.pop(0)
         if name in seen:

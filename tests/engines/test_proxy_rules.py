@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
+
 from recipes.engines.judge import ROOT, probe_env
 
 from .conftest import need_tools
+
+pytestmark = pytest.mark.tools  # needs a tool virtualenv (`make tools`): not run by make test-unit
 
 
 def test_the_proxy_refuses_exactly_what_a_real_vllm_decode_refuses(builds, tmp_path):

@@ -54,6 +54,7 @@ def test_the_sglang_mori_tp_entries_render_from_inferencex_s_own_file(rendered):
     assert [policies[f"--{p}policy"] for p in ("", "prefill-", "decode-")] == ["random"] * 3
 
 
+@pytest.mark.tools
 def test_their_lines_pass_the_parser_that_judges_their_sglang_build(rendered, capsys):
     need_tools(engine_builds())
     code = check_engines(["--config", MORI_TP[0], "--configs", str(reference("amd-master.yaml"))])
@@ -203,6 +204,7 @@ def test_every_active_deepseek_r1_entry_renders_every_variant():
         assert variants and len(set(variants)) == len(variants), key
 
 
+@pytest.mark.tools
 @pytest.mark.parametrize("key", [DEP_MTP, DSV4_MTP])
 def test_deepseek_dep_and_mtp_lines_pass_the_parser_of_their_build(key, capsys):
     need_tools(engine_builds())
@@ -258,6 +260,17 @@ def test_mori_on_a_runner_without_its_rdma_traffic_class_is_refused(rendered):
     said = exc.value.findings[0].message
     assert "runner cluster:mi355x-amds's launch profile states no rdma-traffic-class" in said
     assert "travel at priority 0, which PFC does not protect" in said
+
+
+def test_mori_on_a_runner_without_its_data_plane_interface_is_refused(rendered):
+    loaded = render.load(MORI_TP[0], [reference("amd-master.yaml")])
+    profiles = loaded.launch.profiles
+    bare = profiles["cluster:mi355x-amds"].model_copy(update={"data_plane_interface": None})
+    launch = loaded.launch.model_copy(update={"profiles": {**profiles, "cluster:mi355x-amds": bare}})
+    with pytest.raises(render.RenderError) as exc:
+        render.render_config(MORI_TP[0], dataclasses.replace(loaded, launch=launch))
+    said = exc.value.findings[0].message
+    assert "runner cluster:mi355x-amds's launch profile states no data-plane-interface" in said
 
 
 def _entry_file(tmp_path, key: str, change) -> list:

@@ -156,6 +156,7 @@ def test_compare_prints_both_runs_and_ratios(run_dir, tmp_path):
     assert "20.00" in line and "40.00" in line and "2.00" in line
 
 
+@pytest.mark.tools
 def test_make_report_writes_summary_and_a_png(run_dir):
     python = ROOT / ".venv-report" / "bin" / "python"
     if not python.exists():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from schemas import rules
+from scripts import PYTHON_FLOOR
 
 from .cases import (
     AGENTIC,
@@ -249,6 +250,12 @@ REJECT = [
          "did you mean 'cluster:mi355x-amdz'?",
          {"launch_ops": (("rename", f"profiles.{AMDS}", "cluster:mi355x-amdz"),)}),
     ),
+    *cases("_node_tools_run_on_the_runners_python",
+        ("image-python-below-the-floor", [], "runner",
+         f"the image Python 3.7 of runner '{AMDS}' (configs/launch.yaml node-setup python) is older than the "
+         f"node tools support ({PYTHON_FLOOR})", f"an image with Python {PYTHON_FLOOR} or newer",
+         {"launch_ops": (s(f"profiles.{AMDS}.node-setup.python", "3.7"),)}),
+    ),
     *cases("_topology_fits_runner",
         ("stated-nodes-disagree", [add(PS, 7, "PREFILL_NODES=2")], f"{P}.additional-settings",
          "PREFILL_NODES=2, but 1 worker(s) of 8 GPUs take 1 8-GPU node(s)",
@@ -404,6 +411,10 @@ ACCEPT = [
         ("optional-facts-absent", [], {"launch_ops": (d(f"profiles.{AMDS}.nic-devices"),
                                                       d(f"profiles.{AMDS}.time-limit"))}),
         ("unchecked-under-inferencex", [], IX | {"launch_ops": (d(f"profiles.{AMDS}"),)}),
+    ),
+    *cases("_node_tools_run_on_the_runners_python",
+        ("the-floor-itself", [], {"launch_ops": (s(f"profiles.{AMDS}.node-setup.python", PYTHON_FLOOR),)}),
+        ("a-two-digit-minor", [], {"launch_ops": (s(f"profiles.{AMDS}.node-setup.python", "3.10"),)}),
     ),
     *cases("_topology_fits_runner",
         ("2x-tp4-fill-a-node", [s(f"{P}.tp", 4), s(f"{P}.num-worker", 2), s(f"{P}.ep", 4)]),

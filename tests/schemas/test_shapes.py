@@ -6,6 +6,7 @@ an image reference, a model id, a lowercase name, a version or a safe KEY=VALUE.
 from __future__ import annotations
 
 import copy
+from typing import Annotated
 
 import pytest
 from pydantic import TypeAdapter, ValidationError
@@ -237,12 +238,12 @@ def test_every_reference_image_has_the_shape():
 )
 def test_prose_is_one_plain_line(value):
     with pytest.raises(ValidationError, match="is not a title"):
-        TypeAdapter(base.prose("a title", 200)).validate_python(value)
+        TypeAdapter(Annotated[str, base.prose("a title", 200)]).validate_python(value)
 
 
 def test_prose_takes_quotes_and_unicode():
     text = 'vLLM\'s "PD" contract — 1٣ ü'
-    assert TypeAdapter(base.prose("a title", 200)).validate_python(text) == text
+    assert TypeAdapter(Annotated[str, base.prose("a title", 200)]).validate_python(text) == text
 
 
 def test_no_unicode_aware_classes_in_schemas():

@@ -16,6 +16,8 @@ from sim.cpu import model as cpu_model
 
 from .conftest import REPO
 
+pytestmark = pytest.mark.tools  # needs a tool virtualenv (`make tools`): not run by make test-unit
+
 TINY_LLAMA = "disagg-recipes/tiny-llama"  # the local-cpu runner's model (configs/models.yaml)
 
 PYTHON = REPO / ".venv-vllm-cpu" / "bin" / "python"

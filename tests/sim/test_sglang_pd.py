@@ -99,6 +99,7 @@ def chat(tokens: int, *, stream: bool) -> dict:
     return body
 
 
+@pytest.mark.tools
 @needs_router
 def test_pd_through_the_real_router_moves_every_requests_kv(launcher):
     prefill, decode, boot = start_pd(launcher)
@@ -140,6 +141,7 @@ def test_pd_through_the_real_router_moves_every_requests_kv(launcher):
     assert total(decode.metrics(), "sim_kv_remote_loads_total", outcome="ok") == 5
 
 
+@pytest.mark.tools
 @needs_router
 def test_a_dead_prefill_fails_fast_through_the_router(launcher):
     prefill, decode, boot = start_pd(launcher)
@@ -206,6 +208,7 @@ def wait_for_line(sim, text: str, timeout: float = 15.0) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.tools
 @needs_router
 def test_pd_over_mori_marks_its_traffic_on_the_named_devices_and_moves_kv(launcher):
     prefill, decode, boot = start_pd(launcher, MORI, **MARKED)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import enum
+from typing import Any
 
 BOOLEAN_SWITCHES = {"_StoreTrueAction": "store_true", "_StoreFalseAction": "store_false"}
 
@@ -62,7 +63,8 @@ def describe(parser: argparse.ArgumentParser, *, engine: str, version: str) -> d
     for text, action in parser._option_string_actions.items():
         accepted.setdefault(id(action), []).append(text)
     deprecated = {id(a) for a in getattr(parser, "_deprecated", ())}
-    options, positionals = [], []
+    options: list[dict[str, Any]] = []
+    positionals: list[dict[str, Any]] = []
     for action in parser._actions:
         if isinstance(action, argparse._HelpAction):
             continue
