@@ -95,11 +95,13 @@ nodes: $(STAMP)
 golden: $(STAMP)
 	$(PY) -m tests.recipes.golden
 
-# The whole suite, integration on the local cluster included: the static checks first, then the tools'
-# virtualenvs (the cluster itself is brought up, and down again, by the tests).
+# The whole suite, integration on the local cluster included, cheapest first so a mistake shows in minutes:
+# the static checks, the tests that need no tool, then the tools' virtualenvs (~11 GB the first time) and the
+# tests that use them or the cluster (brought up, and down again, by the tests).
 test: check
+	$(PY) -m pytest -m "not tools and not cluster" $(PYTEST_ARGS)
 	@$(MAKE) --no-print-directory tools
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -m "tools or cluster" $(PYTEST_ARGS)
 
 # The inner loop: every test that needs neither a tool virtualenv nor the local cluster (pytest markers
 # tools and cluster, pyproject.toml), so nothing heavy is built.

@@ -147,7 +147,9 @@ def test_submit_copies_only_what_the_plan_ships(configs, tmp_path, fake_sbatch, 
         assert {p.name for p in recipe.iterdir() if p.is_dir()} == expected, (key, variant)
 
 
-def test_staging_hashes_the_sites_trace_set_into_the_lock_or_stops_naming_it(configs, tmp_path, fake_sbatch):
+def test_staging_hashes_the_sites_trace_set_into_the_lock_or_stops_naming_it(
+    configs, tmp_path, fake_sbatch, monkeypatch
+):
     """Nothing is fetched on a compute node: the set the config names must be in the runner's trace cache
     when the job is submitted; lock.json records every file's SHA-256, which rank 0 checks at preflight."""
     import dataclasses
@@ -156,6 +158,10 @@ def test_staging_hashes_the_sites_trace_set_into_the_lock_or_stops_naming_it(con
     from recipes.render import render_plan
 
     env, _ = fake_sbatch
+    # The wheels are tests/recipes/test_nodesetup.py's (a real download: ~90 s even from pip's cache).
+    monkeypatch.setattr(
+        nodesetup, "wheelhouse", lambda lock, python, platform, dest, **kw: dest.mkdir(exist_ok=True) or []
+    )
     key = "kimik2.5-fp4-mi355x-vllm-disagg-agentic"
     missing = render_config(key, configs)[0]
     with pytest.raises(submit.SubmitError, match="staged input traces: .* does not exist .*stage it first"):

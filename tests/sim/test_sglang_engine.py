@@ -26,10 +26,11 @@ FAST = Settings(
     prefill_s_per_token=0.0,
     decode_s_per_token=0.0,
     kv_s_per_token=0.0,
-    kv_wait_s=0.3,
-    bootstrap_timeout_s=0.3,
+    kv_wait_s=10.0,  # a transfer that should succeed gets time on a loaded 2-core machine
+    bootstrap_timeout_s=10.0,
     health_check_timeout_s=0.05,
 )
+SHORT_WAITS = replace(FAST, kv_wait_s=0.3, bootstrap_timeout_s=0.3)  # for the tests that wait one out
 BASE = SGLangConfig(
     model="/m",
     model_path=Path("/m"),
@@ -193,7 +194,7 @@ def test_a_request_without_bootstrap_room_is_refused(mode, stream):
 
 def test_decode_whose_kv_never_arrives_fails_after_the_wait():
     async def scenario():
-        _, decode = pd_pair()
+        _, decode = pd_pair(SHORT_WAITS)
         whole, streamed = await asyncio.gather(decode.post(chat(3)), decode.post(chat(4, stream=True)))
         return whole, streamed, await decode.metrics()
 
@@ -211,7 +212,7 @@ def test_decode_whose_kv_never_arrives_fails_after_the_wait():
 
 def test_prefill_without_a_decode_fails_its_bootstrap():
     async def scenario():
-        prefill, _ = pd_pair()
+        prefill, _ = pd_pair(SHORT_WAITS)
         return await prefill.post(chat(5)), await prefill.metrics()
 
     answer, p = run(scenario())
