@@ -251,26 +251,25 @@ def test_mori_on_a_runner_without_its_rdma_traffic_class_is_refused(rendered):
         "3",
         "3",
     ]
-    loaded = render.load(MORI_TP[0], [reference("amd-master.yaml")])
-    profiles = loaded.launch.profiles
-    lossy = profiles["cluster:mi355x-amds"].model_copy(update={"rdma_traffic_class": None})
-    launch = loaded.launch.model_copy(update={"profiles": {**profiles, "cluster:mi355x-amds": lossy}})
-    with pytest.raises(render.RenderError) as exc:
-        render.render_config(MORI_TP[0], dataclasses.replace(loaded, launch=launch))
-    said = exc.value.findings[0].message
+    said = _refusal_without("rdma_traffic_class")
     assert "runner cluster:mi355x-amds's launch profile states no rdma-traffic-class" in said
     assert "travel at priority 0, which PFC does not protect" in said
 
 
-def test_mori_on_a_runner_without_its_data_plane_interface_is_refused(rendered):
+def test_mori_on_a_runner_without_its_data_plane_interface_is_refused():
+    said = _refusal_without("data_plane_interface")
+    assert "runner cluster:mi355x-amds's launch profile states no data-plane-interface" in said
+
+
+def _refusal_without(field: str) -> str:
+    """What render says of a MoRI entry whose runner's launch profile leaves `field` out."""
     loaded = render.load(MORI_TP[0], [reference("amd-master.yaml")])
     profiles = loaded.launch.profiles
-    bare = profiles["cluster:mi355x-amds"].model_copy(update={"data_plane_interface": None})
+    bare = profiles["cluster:mi355x-amds"].model_copy(update={field: None})
     launch = loaded.launch.model_copy(update={"profiles": {**profiles, "cluster:mi355x-amds": bare}})
     with pytest.raises(render.RenderError) as exc:
         render.render_config(MORI_TP[0], dataclasses.replace(loaded, launch=launch))
-    said = exc.value.findings[0].message
-    assert "runner cluster:mi355x-amds's launch profile states no data-plane-interface" in said
+    return exc.value.findings[0].message
 
 
 def _entry_file(tmp_path, key: str, change) -> list:
