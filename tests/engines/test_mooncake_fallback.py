@@ -57,7 +57,8 @@ def watch(log: Path, signatures: list[dict], tmp_path: Path) -> subprocess.Compl
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"log_signatures": signatures}))
     return subprocess.run(
-        [sys.executable, str(ROOT / "scripts/logwatch.py"), "--plan", str(plan), "--log", str(log)],
+        [sys.executable, str(ROOT / "scripts/logwatch.py"), "--plan", str(plan), "--log", str(log)]
+        + ["--interval", "0.1"],
         capture_output=True, text=True, timeout=10, check=False,
     )  # fmt: skip
 
