@@ -153,8 +153,8 @@ start_decode() {
 }
 
 # Rank 0, per benchmark: its run, its result gated, then every engine's and the router's counters.
-benchmark_conc2() {
-  step "benchmark conc2"
+benchmark_conc4() {
+  step "benchmark conc4"
   run_cmd env \
     -u HF_HUB_OFFLINE \
     -u TRANSFORMERS_OFFLINE aiperf profile \
@@ -165,7 +165,7 @@ benchmark_conc2() {
     --model amd/Kimi-K2.5-MXFP4 \
     --tokenizer "${RECIPE_DIR}"/traces/tokenizer \
     --tokenizer-trust-remote-code \
-    --concurrency 2 \
+    --concurrency 4 \
     --benchmark-duration 10 \
     --random-seed 42 \
     --failed-request-threshold 0.10 \
@@ -173,13 +173,13 @@ benchmark_conc2() {
     --no-gpu-telemetry \
     --no-server-metrics \
     --extra-inputs ignore_eos:true \
-    --output-artifact-dir "${RESULTS_DIR}"/conc2 \
+    --output-artifact-dir "${RESULTS_DIR}"/conc4 \
     --session-header X-Session-ID \
     --input-file "${RECIPE_DIR}"/traces/agentic-sim.jsonl \
     --custom-dataset-type multi_turn
-  collect_result "$RESULTS_DIR/conc2/profile_export_aiperf.json" "$RESULTS_DIR"/local-container-vllm-disagg-agentic_agentic_p2x8_d1x8_conc2.json \
+  collect_result "$RESULTS_DIR/conc4/profile_export_aiperf.json" "$RESULTS_DIR"/local-container-vllm-disagg-agentic_agentic_p2x8_d1x8_conc4.json \
     0.10 5
-  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc2" \
+  run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/conc4" \
     prefill0=http://"${PEER_ADDR[0]}":8000/metrics prefill1=http://"${PEER_ADDR[1]}":8000/metrics decode0=http://"${PEER_ADDR[2]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics
 }
 
@@ -215,13 +215,13 @@ if [[ $RANK == 0 ]]; then
   start_service tokenwatch python3 "$SCRIPTS_DIR/tokenwatch.py" --state-dir "$STATE_DIR" \
     --grace 15 prefill0=http://"${PEER_ADDR[0]}":8000/metrics prefill1=http://"${PEER_ADDR[1]}":8000/metrics decode0=http://"${PEER_ADDR[2]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics
   # A resumed run (make submit RESUME=<run>) skips the benchmarks an earlier run already measured.
-  if ! benchmark_resumed conc2; then
-    benchmark_conc2
+  if ! benchmark_resumed conc4; then
+    benchmark_conc4
   fi
 
   step "LMCache proof"
   run_cmd python3 "${SCRIPTS_DIR}"/proof.py l2 \
-    --metrics-dir "${RESULTS_DIR}"/metrics/conc2
+    --metrics-dir "${RESULTS_DIR}"/metrics/conc4
 fi
 
 step "finish barrier"
