@@ -160,15 +160,8 @@ def build_plan(t: Target, *, timeouts: Timeouts | None = None, soak_seconds: int
 
 def ports_of(profile) -> Ports:
     """The job's ports, as the runner's launch profile (schemas/launch.py) decides them."""
-    p = profile.ports
     return Ports(
-        engine=p.engine,
-        mooncake_bootstrap=profile.mooncake_bootstrap.port,
-        lmcache=p.lmcache,
-        lmcache_http=p.lmcache_http,
-        router=p.router,
-        router_metrics=p.router_metrics,
-        barrier=p.barrier,
+        **profile.ports.model_dump(by_alias=False), mooncake_bootstrap=profile.mooncake_bootstrap.port
     )
 
 
