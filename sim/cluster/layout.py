@@ -14,7 +14,9 @@ TEMPLATE = Path(__file__).with_name("slurm.conf.in")
 CTLD_ADDR = "127.0.0.10"  # the controller is not a node: it gets an address no node uses
 CTLD_PORT = 16817
 SLURMD_PORT_BASE = 16820  # simN's slurmd listens on 16820 + N
-MAX_NODES = 9  # keeps node addresses 127.0.0.11..19 and slurmd ports below 16830
+# 32: the widest wide-EP jobs users run (16-32 nodes), for `make bench-scale`; node addresses 127.0.0.11..42
+# and slurmd ports 16821..16852, clear of the controller (.10, 16817) and of every service port a job uses.
+MAX_NODES = 32
 # Node shape of runner `cluster:local-sim` in configs/runners.yaml (available-cpu-dram-mib); a test keeps
 # them equal.
 NODE_CPUS = 2

@@ -21,9 +21,11 @@ def _launch() -> dict:
 
 
 def test_nodes_are_runner_local_each_on_its_own_address_and_port():
-    node_list = layout.nodes(3)
+    # the runner lists every node the cluster can have (lint and render place a job on them)
+    node_list = layout.nodes(layout.MAX_NODES)
     assert [n.name for n in node_list] == _runners()["labels"][LOCAL]
-    assert len({n.addr for n in node_list}) == len({n.port for n in node_list}) == 3
+    assert len({n.addr for n in node_list}) == len({n.port for n in node_list}) == layout.MAX_NODES
+    assert node_list[-1].addr == "127.0.0.42" and node_list[-1].port == 16852
     assert layout.CTLD_ADDR not in {n.addr for n in node_list}
     assert layout.CTLD_PORT not in {n.port for n in node_list}
 
@@ -38,7 +40,7 @@ def test_slurm_conf_carries_runner_local_shape(tmp_path):
 
 
 def test_too_many_nodes_is_refused():
-    with pytest.raises(ValueError, match="NODES must be 1..9"):
+    with pytest.raises(ValueError, match="NODES must be 1..32"):
         layout.nodes(layout.MAX_NODES + 1)
 
 
