@@ -56,8 +56,16 @@ node_init() {
   mkdir -p -- "$LOG_DIR" "$STATE_DIR"
   # State of an earlier run in the same directory must not look like ours.
   rm -f -- "$STATE_DIR/$STATE_SERVICES" "$STATE_DIR/$STATE_FAILURE" "$STATE_DIR/$STATE_FAILURE_CODE" \
-    "$STATE_DIR/$STATE_FAILURE_AT" "$STATE_DIR/$STATE_OUTCOME" "$STATE_DIR/$STATE_SAID" "$STATE_DIR/$STATE_CAUSE"
+    "$STATE_DIR/$STATE_FAILURE_AT" "$STATE_DIR/$STATE_OUTCOME" "$STATE_DIR/$STATE_SAID" "$STATE_DIR/$STATE_CAUSE" \
+    "$STATE_DIR/$STATE_MARKS"
   printf '%s\n' "$_NODE_STEP" > "$STATE_DIR/$STATE_STEP"
+  _node_mark "$_NODE_STEP"
+}
+
+# _node_mark WHAT — when WHAT happened, to the microsecond (job.out's step lines have whole seconds): what
+# `make bench-scale` times the job's own phases from. A lost mark costs a measurement, never the job.
+_node_mark() {
+  printf '%s %s\n' "$EPOCHREALTIME" "$1" >> "$STATE_DIR/$STATE_MARKS" || :
 }
 
 step() {
@@ -65,6 +73,7 @@ step() {
   # The watcher is a separate process: it reads the current step from this file.
   printf '%s\n' "$1" > "$STATE_DIR/$STATE_STEP.tmp"
   mv -f -- "$STATE_DIR/$STATE_STEP.tmp" "$STATE_DIR/$STATE_STEP"
+  _node_mark "step $1"
   _node_info "step: $1"
   _node_check_watcher
 }

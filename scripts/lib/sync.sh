@@ -13,6 +13,7 @@ wait_http() {
     --timeout "$timeout" --pid "$pid" --name "$name" --log "$LOG_DIR/$name.log" \
     --stall "${STALL_GRACE_S:?the node script sets STALL_GRACE_S}" "$@" || rc=$?
   if ((rc == 0)); then
+    _node_mark "ready $name"
     return 0
   fi
   _node_failing
@@ -43,6 +44,7 @@ barrier() {
   _node_fg "$err_file" "${PYTHON:-python3}" "$SCRIPTS_DIR/sync.py" barrier --name "$1" --rank "$2" \
     --size "$3" --leader "$4" --timeout "$5" --node "$NODE_NAME" "${@:6}" || rc=$?
   if ((rc == 0)); then
+    _node_mark "released $1"
     cat -- "$err_file" >&2  # progress notes such as "waiting for leader"
     return 0
   fi
