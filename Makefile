@@ -19,7 +19,7 @@ LINT_ARGS = $(if $(PROFILE),--profile $(PROFILE)) $(if $(RUNNERS),--runners $(RU
 	$(if $(CHANGELOG),--changelog $(CHANGELOG)) $(if $(BASE),--base $(BASE)) $(if $(REPO),--repo $(REPO)) \
 	$(CONFIGS)
 
-.PHONY: parity help venv lint render submit nodes golden test check test-unit schema docs bench-lint bench-proxy bench-failfast clean demo report compare cluster-up cluster-down cluster-status tools check-engines lock-engines lock-setup
+.PHONY: parity help venv lint render submit nodes golden test check test-unit schema docs bench-lint bench-proxy bench-failfast bench-scale clean demo report compare cluster-up cluster-down cluster-status tools check-engines lock-engines lock-setup
 
 help:
 	@echo "make render [CONFIG=<key>] [OUT=out]   render launch files for every variant"
@@ -48,6 +48,8 @@ help:
 	@echo "make bench-lint time linting the InferenceX reference corpus"
 	@echo "make bench-proxy   our proxy vs direct-to-decode vs vllm-router on simulated, then real CPU engines"
 	@echo "make bench-failfast   the demo job once per fault class: detection time, leftovers, kept results"
+	@echo "make bench-scale [NODES=4,8,16,32]   xPyD jobs of N nodes: the job's overhead over the engines' start,"
+	@echo "              barrier, first request, teardown, a crash on the last node, memory per node"
 	@echo "make cluster-up [NODES=3]   local SLURM cluster: slurmctld + one slurmd per node (127.0.0.11, .12, ...)"
 	@echo "make cluster-down           stop the local cluster's daemons;  make cluster-status  daemons and nodes"
 	@echo "make tools     virtualenvs .venv-lmcache, .venv-router, .venv-sglang-router, .venv-bench, .venv-report,"
@@ -160,6 +162,13 @@ bench-lint: $(STAMP)
 bench-failfast: $(STAMP) tools
 	@$(PYTHON) -m sim.cluster up --nodes 3
 	$(PY) tests/bench/bench_failfast.py $(BENCH_ARGS)
+
+# xPyD jobs of N/2 prefill x N/2 decode nodes per N (NODES on the command line, else 4,8,16,32): what the job
+# costs on top of the engines' own start, memory per node, a crash on the last node (out/bench/scale.json).
+# The bench brings the cluster up with the largest N itself; a smaller cluster running is refused.
+SCALE_NODES = $(if $(filter command line,$(origin NODES)),$(NODES),4,8,16,32)
+bench-scale: $(STAMP) tools
+	$(PY) tests/bench/bench_scale.py --nodes $(SCALE_NODES) $(BENCH_ARGS)
 
 # Our proxy against direct-to-decode and vllm-router on the same engines, simulated then real CPU ones (tables,
 # out/bench/proxy.json and proxy-real.json); BENCH_ARGS=--engines sim (or real) for one pass.

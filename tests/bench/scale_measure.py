@@ -1,0 +1,195 @@
+"""What `make bench-scale` reads from one job's run folder: the nodes' marks (state/<node>/marks, written by
+scripts/lib/node.sh: `<epoch> <what>` per step entered, barrier released, service ready), the engines' pid
+files (their mtime: when start_service started them), the benchmark client's request records and the
+nodes' outcome files. Pure functions of files: no cluster needed to test them."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from scripts import statefiles
+
+ENGINE = "vllm"  # the service name of the engine on every prefill and decode node
+START, READY, FINISH = "start", "ready", "finish"  # the node script's barriers
+LEADER = "sim1"  # rank 0: router and benchmark
+_REQUEST_START = re.compile(rb'"request_start_ns"\s*:\s*(\d+)')
+_REQUEST_END = re.compile(rb'"request_end_ns"\s*:\s*(\d+)')
+
+
+def read_marks(text: str) -> list[tuple[float, str]]:
+    """`<epoch> <what>` lines in order; a torn or foreign line is skipped (marks are best effort)."""
+    out = []
+    for line in text.splitlines():
+        at, _, what = line.partition(" ")
+        try:
+            when = float(at)
+        except ValueError:
+            continue
+        if what:  # a line cut short while written has no name
+            out.append((when, what))
+    return out
+
+
+def first(marks: list[tuple[float, str]], what: str) -> float | None:
+    return next((at for at, name in marks if name == what), None)
+
+
+def node_marks(run_dir: Path) -> dict[str, list[tuple[float, str]]]:
+    """Every node's marks, by node name."""
+    state = run_dir / statefiles.FOLDER
+    return {
+        path.parent.name: read_marks(path.read_text(errors="replace"))
+        for path in sorted(state.glob(f"*/{statefiles.MARKS}"))
+    }
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
+def request_span(records: bytes) -> tuple[float | None, float | None]:
+    """(first request start, last request end) in epoch seconds from AIPerf's profile_export.jsonl
+    (request_start_ns / request_end_ns per record); (None, None) without records."""
+    starts = [int(m) for m in _REQUEST_START.findall(records)]
+    ends = [int(m) for m in _REQUEST_END.findall(records)]
+    return (min(starts) / 1e9 if starts else None, max(ends) / 1e9 if ends else None)
+
+
+def _span(values: list[float]) -> tuple[float | None, float | None]:
+    return (min(values), max(values)) if values else (None, None)
+
+
+def _diff(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a - b
+
+
+@dataclass
+class Timings:
+    """One job's phases in seconds (None: a mark was missing). See DEFINITIONS."""
+
+    nodes: int
+    launch_skew_s: float | None = None
+    preflight_s: float | None = None
+    barrier_s: float | None = None
+    barrier_fanin_s: float | None = None
+    barrier_release_s: float | None = None
+    engine_own_max_s: float | None = None
+    engine_own_median_s: float | None = None
+    engine_spawn_max_s: float | None = None
+    all_ready_s: float | None = None
+    overhead_s: float | None = None
+    ready_barrier_s: float | None = None
+    router_ready_s: float | None = None
+    first_request_s: float | None = None
+    smoke_and_scrape_s: float | None = None
+    first_benchmark_request_s: float | None = None
+    after_benchmark_s: float | None = None
+    teardown_s: float | None = None
+    nodes_done_to_end_s: float | None = None
+    missing: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+DEFINITIONS = {
+    "job_start": "the first node script's start (its `init` mark, scripts/lib/node.sh)",
+    "launch_skew_s": "last node script's start - first's (srun starting N tasks)",
+    "preflight_s": "job start -> the last node entering the start barrier (preflight, address, ports)",
+    "barrier_s": "start barrier: the first node entering it -> the last node released",
+    "barrier_fanin_s": "first node entering the start barrier -> the last one entering it",
+    "barrier_release_s": "the last node entering the start barrier -> the last node released",
+    "engine_own_max_s": "the slowest engine's own start: its process start (pid file mtime) -> /health 200 "
+    "(its `ready vllm` mark)",
+    "engine_spawn_max_s": "largest gap from a node entering its engine step to the engine's process start",
+    "all_ready_s": "job start -> every engine's /health 200",
+    "overhead_s": "all_ready_s - engine_own_max_s: what the job costs on top of the engines' own start",
+    "ready_barrier_s": "the last engine ready -> the leader released from the ready barrier",
+    "router_ready_s": "the leader's router step -> the router's /health with every backend healthy",
+    "first_request_s": "job start -> the first request through the router (the smoke, its step's start)",
+    "smoke_and_scrape_s": "smoke step -> benchmark step: smoke + KV proof, N engines' metrics scraped, "
+    "token watchdog started",
+    "first_benchmark_request_s": "job start -> AIPerf's first request (request_start_ns)",
+    "after_benchmark_s": "AIPerf's last answer -> the leader entering the finish barrier (client exit, "
+    "result gate, N engines' metrics scraped)",
+    "teardown_s": "done signal (the leader released from the finish barrier) -> whole job end",
+    "nodes_done_to_end_s": "the last node script's end (latest outcome file) -> whole job end (srun, "
+    "outcome.py, slurmctld)",
+}
+
+
+def timings(run_dir: Path, nodes: int, job_end: float | None) -> Timings:
+    """The phases of a job that ran to its end, from its run folder; JOB_END: when the bench saw it end."""
+    t = Timings(nodes)
+    marks = node_marks(run_dir)
+    if len(marks) != nodes:
+        t.missing.append(f"marks of {len(marks)} of {nodes} nodes")
+    inits = [at for m in marks.values() if (at := first(m, "init")) is not None]
+    start, last_init = _span(inits)
+    t.launch_skew_s = _diff(last_init, start)
+    entered = [at for m in marks.values() if (at := first(m, f"step {START} barrier")) is not None]
+    released = [at for m in marks.values() if (at := first(m, f"released {START}")) is not None]
+    first_in, last_in = _span(entered)
+    _, last_out = _span(released)
+    t.preflight_s = _diff(last_in, start)
+    t.barrier_s = _diff(last_out, first_in)
+    t.barrier_fanin_s = _diff(last_in, first_in)
+    t.barrier_release_s = _diff(last_out, last_in)
+    own, spawn, ready_at = [], [], []
+    for node, m in marks.items():
+        ready = first(m, f"ready {ENGINE}")
+        began = _mtime(run_dir / statefiles.FOLDER / node / f"{ENGINE}{statefiles.PID_SUFFIX}")
+        stepped = next((at for at, w in m if w.startswith("step ") and w.endswith(f" {ENGINE}")), None)
+        if ready is None or began is None:
+            t.missing.append(f"{node}: engine start or ready")
+            continue
+        own.append(ready - began)
+        ready_at.append(ready)
+        if stepped is not None:
+            spawn.append(began - stepped)
+    if own:
+        t.engine_own_max_s = max(own)
+        t.engine_own_median_s = sorted(own)[len(own) // 2]
+        t.engine_spawn_max_s = max(spawn) if spawn else None
+        t.all_ready_s = _diff(max(ready_at), start)
+        t.overhead_s = None if t.all_ready_s is None else t.all_ready_s - t.engine_own_max_s
+    lead = marks.get(LEADER, [])
+    t.ready_barrier_s = _diff(first(lead, f"released {READY}"), max(ready_at) if ready_at else None)
+    t.router_ready_s = _diff(first(lead, "ready router"), first(lead, "step router"))
+    smoke = next((at for at, w in lead if w.startswith("step smoke")), None)
+    bench = next((at for at, w in lead if w.startswith("step benchmark")), None)
+    t.first_request_s = _diff(smoke, start)
+    t.smoke_and_scrape_s = _diff(bench, smoke)
+    records = b"".join(p.read_bytes() for p in sorted((run_dir / "results").glob("*/profile_export.jsonl")))
+    req_first, req_last = request_span(records)
+    t.first_benchmark_request_s = _diff(req_first, start)
+    t.after_benchmark_s = _diff(first(lead, f"step {FINISH} barrier"), req_last)
+    t.teardown_s = _diff(job_end, first(lead, f"released {FINISH}"))
+    outcomes = [m for p in run_dir.glob(f"{statefiles.FOLDER}/*/{statefiles.OUTCOME}") if (m := _mtime(p))]
+    t.nodes_done_to_end_s = _diff(job_end, max(outcomes) if outcomes else None)
+    return t
+
+
+def leader_timeline(run_dir: Path) -> list[tuple[float, str]]:
+    """The leader's marks as seconds from the job start: where rank 0's serial steps spend their time."""
+    marks = node_marks(run_dir)
+    inits = [at for m in marks.values() if (at := first(m, "init")) is not None]
+    if not inits:
+        return []
+    start = min(inits)
+    return [(round(at - start, 3), what) for at, what in marks.get(LEADER, [])]
+
+
+def ratio(value: float | None, base: float | None) -> float | None:
+    """VALUE / BASE, None when either is missing or BASE is not positive."""
+    return None if value is None or not base or base <= 0 else value / base
+
+
+def as_json(value: object) -> str:
+    return json.dumps(value, indent=2) + "\n"
