@@ -141,7 +141,9 @@ def run_clean(recipe: Recipe, out: Path) -> dict:
         sampler.join()
     run_dir = Path(job.run_dir)
     count = recipe.rendered.plan.slurm.nodes
-    mem = memory.per_node(sampler.samples)
+    # the job's nodes only: the cluster's other slurmds (idle, no job process) are no node of this job
+    ran_on = {p.name for p in (run_dir / "state").iterdir() if p.is_dir()}
+    mem = [n for n in memory.per_node(sampler.samples) if n.node in ran_on]
     return {
         "job_id": job.job_id,
         "run_dir": str(run_dir),
