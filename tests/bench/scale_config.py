@@ -40,7 +40,7 @@ def entry(node_counts: list[int]) -> dict:
             "image": "vllm/vllm-openai-rocm:v0.33.0",
             "model": "amd/Kimi-K2.5-MXFP4",
             "model-prefix": "kimik2.5",
-            "runner": "cluster:local-sim",
+            "runner": "cluster:local-sim-wide",
             "precision": "fp4",
             "framework": "vllm-disagg",
             "router": {"name": "pd-proxy", "version": "0.1.0"},
