@@ -3,9 +3,9 @@
 
 What every node tool and node script prints when something fails (WORDS), the exit codes of the node
 tools (EXIT_*), the cause classifier for a service's log (cause()), and the catalog of failure classes
-(CLASSES) that recipe pages document and `make bench-failfast` injects. Bash gets its words from here
-(`failures.py printf-formats`, loaded by scripts/lib/node.sh); outcome.py, the other node tools, the
-renderer's docs and the bench import it.
+(CLASSES) that recipe pages document and `make bench-failfast` injects. Bash gets its words from here,
+as printf formats in scripts/lib/names.sh (written by recipes/pages/bashnames.py); outcome.py, the other node
+tools, the renderer's docs and the bench import it.
 
 Templates: `<name>` stands for a value known only at run time (a node, an exit code, a URL); `<...>` for
 any text. fill() puts values in, pattern() turns a template into a regex for the job's output.
@@ -576,7 +576,6 @@ def node_cause(state_dir: str, *, step: str, code: str) -> causes.Classified:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="failures.py", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
-    sub.add_parser("printf-formats", help="NAME<TAB>printf format, one line per word (scripts/lib/node.sh)")
     c = sub.add_parser("cause", help="the classified cause of a service's failure: <id> (<detail>)")
     c.add_argument("--log", required=True)
     c.add_argument("--code", default=None, help="its exit code (none: it still runs)")
@@ -594,10 +593,7 @@ def main(argv: list[str] | None = None) -> int:
     n.add_argument("--code", required=True)
     args = p.parse_args(argv)
     try:
-        if args.command == "printf-formats":
-            for name, template in WORDS.items():
-                print(f"{name}\t{printf_format(template)}")
-        elif args.command == "cause":
+        if args.command == "cause":
             text = tail(args.log, CAUSE_LINES)
             print(cause(text=text, code=args.code, step=args.step, service=args.service).line())
         elif args.command == "node-cause":

@@ -10,9 +10,14 @@ import http.client
 import socket
 import time
 import urllib.parse
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from failures import one_line
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 READ_PIECE = 1 << 16
 
@@ -112,3 +117,15 @@ def fetch(
         raise FetchError(one_line(err, 200) or type(err).__name__) from None
     finally:
         conn.close()
+
+
+def at_once(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+    """fn(item) for every item, each in its own thread, results in order: a 32-node job's 33 metrics
+    endpoints are read in the time of the slowest, not of all of them one after another. FN says its
+    failures in what it returns (an exception it raises is raised here)."""
+    if len(items) <= 1:
+        return [fn(item) for item in items]
+    from concurrent.futures import ThreadPoolExecutor  # only where there is more than one to read
+
+    with ThreadPoolExecutor(max_workers=min(len(items), 64)) as pool:
+        return list(pool.map(fn, items))

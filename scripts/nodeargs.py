@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import math
 
-from httpget import split_url
-
 
 def say(message: str) -> None:
     """A progress or diagnostic line on stderr, at once (the node script shows it in the job's output)."""
@@ -28,6 +26,9 @@ def positive_float(text: str) -> float:
 
 
 def http_url(text: str) -> str:
+    # imported here: httpget brings http.client (about 25 ms), which most node tools never use
+    from httpget import split_url
+
     try:
         split_url(text)
     except ValueError as err:

@@ -17,8 +17,8 @@ from typing import Any
 import safejson
 from failures import EXIT_INVALID_RESULT as EXIT_INVALID
 from failures import line, one_line
-from httpget import FetchError, fetch
-from nodeargs import positive_float, split_url
+from httpget import FetchError, at_once, fetch, split_url
+from nodeargs import positive_float
 
 MAX_RESULT_BYTES = 64 << 20  # an AIPerf summary is tens of kB
 MAX_METRICS_BYTES = 64 << 20  # an engine's /metrics is hundreds of kB; this bounds a broken one
@@ -197,7 +197,7 @@ def scrape(args: argparse.Namespace) -> int:
     except OSError as err:
         print(f"metrics not collected: cannot create {args.out}: {err.strerror}", file=sys.stderr)
         return EXIT_INVALID
-    failed = [why for name, url in args.endpoints for why in [_scrape_one(name, url, args)] if why]
+    failed = [why for why in at_once(lambda item: _scrape_one(item[0], item[1], args), args.endpoints) if why]
     if failed:
         print(f"metrics not collected from {'; '.join(failed)}", file=sys.stderr)
         return EXIT_INVALID

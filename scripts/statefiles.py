@@ -1,15 +1,15 @@
 """The files a node keeps under $RUN_DIR/state/<node>/: their names' one declaration, for the Python that
-reads them and for the node's bash, which loads them as STATE_<NAME> (scripts/lib/state.sh runs this file).
+reads them and for the node's bash, which reads them as STATE_<NAME> from scripts/lib/names.sh (written from
+here by recipes/pages/bashnames.py, `make docs`).
 
 A name changed here is changed on both sides; a name dropped here is an unset variable in bash, which
-`set -u` refuses at its first use. Run as a file, prints NAME<TAB>value per line for state.sh.
+`set -u` refuses at its first use.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import sys
 
 FOLDER = "state"  # $RUN_DIR/<FOLDER>/<node>: one folder per node
 
@@ -21,7 +21,9 @@ FAILURE_AT = "failure.at"  # when the service failed (epoch seconds)
 CAUSE = "cause"  # the classified cause of the node's failure (scripts/failures.py)
 SAID = "said"  # the node's FAILED lines, its cause classified from them when no report classified one
 STEP = "step"  # the current step, for the watcher and scripts/tokenwatch.py
-MARKS = "marks"  # "<epoch> <what>" per step entered, barrier released and service ready: timings, not control
+MARKS = (
+    "marks"  # "<epoch> <cpu ticks> <what>" per step entered, barrier released, service ready: timings only
+)
 SERVICES = "services"  # the services started, one name a line, in start order
 FOREGROUND_PID = "foreground.pid"  # the foreground command's session (the benchmark client, a proof)
 SCANCEL_OUT = "scancel.out"  # what scancel said when a failing node told the others to stop
@@ -55,12 +57,3 @@ def names() -> dict:
 def node_dir(run_dir: str, node: str) -> str:
     """A node's state folder in a run folder."""
     return os.path.join(run_dir, FOLDER, node)
-
-
-def main() -> int:
-    sys.stdout.write("".join(f"{name}\t{value}\n" for name, value in sorted(names().items())))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -21,7 +21,7 @@ import sys
 import time
 
 from failures import EXIT_NO_TOKENS, EXIT_USAGE, die, line, one_line
-from httpget import FetchError, fetch
+from httpget import FetchError, at_once, fetch
 from nodeargs import positive_float
 from promtext import total
 from results import MAX_METRICS_BYTES
@@ -65,6 +65,13 @@ def sample(name: str, url: str, timeout: float) -> tuple[float, float] | str:
     return tokens, sum(total(text, metric) or 0.0 for metric in IN_FLIGHT)
 
 
+def sample_all(engines: dict[str, str], timeout: float) -> dict[str, tuple[float, float] | str]:
+    """Every engine's sample, read at once: a round takes the slowest engine's time, not their sum."""
+    names = list(engines)
+    found = at_once(lambda name: sample(name, engines[name], timeout), names)
+    return {name: found[i] for i, name in enumerate(names)}
+
+
 def watch(engines: dict[str, str], state_dir: str, grace: float, interval: float) -> int:
     print(f"watching {', '.join(engines)} for token progress while requests are in flight ({grace:g} s)")
     last_tokens: float | None = None
@@ -75,7 +82,7 @@ def watch(engines: dict[str, str], state_dir: str, grace: float, interval: float
         if not step.startswith(STEP_PREFIX) or step != last_step:
             last_tokens, since, last_step = None, now, step  # a new run starts its own clock
         if step.startswith(STEP_PREFIX):
-            seen = {name: sample(name, url, min(interval * 5, 10.0)) for name, url in engines.items()}
+            seen = sample_all(engines, min(interval * 5, 10.0))
             for problem in (v for v in seen.values() if isinstance(v, str)):
                 if problem not in unreadable:  # said once: a down engine is the supervisor's to report
                     unreadable.add(problem)

@@ -21,6 +21,7 @@ from schemas.launch import LaunchProfile, LaunchProfiles, MooncakeBootstrap, Por
 from schemas.yamlio import load_file
 from scripts import causes, failures
 
+from . import bashnames
 from .reference import _table
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -259,7 +260,10 @@ def render_all() -> dict[str, str]:
 
 
 def stale() -> list[str]:
-    return [n for n, text in render_all().items() if not (OUT / n).is_file() or (OUT / n).read_text() != text]
+    pages = [
+        n for n, text in render_all().items() if not (OUT / n).is_file() or (OUT / n).read_text() != text
+    ]
+    return pages + (["../../scripts/lib/names.sh"] if bashnames.stale() else [])
 
 
 def main(argv: list[str]) -> int:
@@ -272,6 +276,8 @@ def main(argv: list[str]) -> int:
     for name, text in render_all().items():
         (OUT / name).write_text(text)
         print(f"wrote docs/reference/{name}")
+    bashnames.write()  # generated from code as these pages are: the node's bash reads the names from it
+    print("wrote scripts/lib/names.sh")
     return 0
 
 

@@ -34,8 +34,6 @@ source "$_NODE_LIB/teardown.sh"
 source "$_NODE_LIB/preflight.sh"
 source "$_NODE_LIB/results.sh"
 
-_node_load_words || exit 1
-
 _NODE_STEP=init
 _NODE_RC=
 _NODE_MAIN_PID=
@@ -62,10 +60,17 @@ node_init() {
   _node_mark "$_NODE_STEP"
 }
 
-# _node_mark WHAT — when WHAT happened, to the microsecond (job.out's step lines have whole seconds): what
-# `make bench-scale` times the job's own phases from. A lost mark costs a measurement, never the job.
+# _node_mark WHAT — when WHAT happened, to the microsecond (job.out's step lines have whole seconds), and
+# the CPU this script has used so far (itself and the commands it waited for, in clock ticks: /proc's
+# utime+stime+cutime+cstime): what `make bench-scale` times the job's own phases and costs from. A lost
+# mark costs a measurement, never the job.
 _node_mark() {
-  printf '%s %s\n' "$EPOCHREALTIME" "$1" >> "$STATE_DIR/$STATE_MARKS" || :
+  local stat='' fields=()
+  read -r stat 2> /dev/null < "/proc/$BASHPID/stat" || :
+  read -r -a fields <<< "${stat##*) }"
+  printf '%s %s %s\n' "$EPOCHREALTIME" \
+    "$((${fields[11]:-0} + ${fields[12]:-0} + ${fields[13]:-0} + ${fields[14]:-0}))" "$1" \
+    >> "$STATE_DIR/$STATE_MARKS" || :
 }
 
 step() {

@@ -24,7 +24,8 @@ _node_watch() {
   trap '_node_watch_stop' TERM
   _NODE_NAP_PID=
   # The services file is read on every round, so services started later are watched too.
-  declare -A _NODE_STOPPED_SINCE=()
+  declare -A _NODE_STOPPED_SINCE=() _NODE_LISTED=()
+  _NODE_LISTED_AT=0
   while kill -0 "$_NODE_MAIN_PID" 2> /dev/null; do
     if _node_find_exited; then
       trap '' TERM  # the report is written whole: the node script's trap waits for this watcher to end
@@ -86,28 +87,40 @@ _node_earlier() {
 # for STOPPED_GRACE_S: it answers nothing, and would hold the job until a readiness timeout (an hour on a
 # real cluster) or, once serving, forever. Sets _NODE_FOUND, _NODE_STOPPED_PID and _NODE_CODE_AT (when
 # it was first seen stopped).
+# Finding a session's processes means reading every process of the host (pgrep -s): once a second on
+# every node, that was the job's largest CPU cost where many nodes share a host. So the session is listed
+# every quarter of the grace; each poll in between reads only the state of the processes last listed
+# (and the service's leader): a process stopped later than the last listing is still seen at the next.
 _node_find_stopped() {
-  local name pid sid stat state since now
+  local name pid sid stat state since now listing=''
   _node_services
   now=$(_node_now_us)
+  if ((now - _NODE_LISTED_AT >= $(_node_us "${STOPPED_GRACE_S:?the node script sets STOPPED_GRACE_S}") / 4)); then
+    listing=1
+    _NODE_LISTED_AT=$now
+  fi
   for name in "${_NODE_NAMES[@]}"; do
     read -r sid 2> /dev/null < "$STATE_DIR/$name$STATE_PID_SUFFIX" || continue
-    pid=''
-    if _node_session_pids "$sid"; then
-      for pid in "${_NODE_PIDS[@]}"; do
-        read -r stat 2> /dev/null < "/proc/$pid/stat" || continue
-        state=${stat##*) }
-        [[ ${state%% *} == [Tt] ]] && break
-        pid=''
-      done
+    if [[ -n $listing ]]; then
+      _NODE_LISTED[$name]=''
+      if _node_session_pids "$sid"; then
+        _NODE_LISTED[$name]="${_NODE_PIDS[*]}"
+      fi
     fi
+    pid=''
+    for pid in "$sid" ${_NODE_LISTED[$name]:-}; do
+      read -r stat 2> /dev/null < "/proc/$pid/stat" || continue
+      state=${stat##*) }
+      [[ ${state%% *} == [Tt] ]] && break
+      pid=''
+    done
     if [[ -z $pid ]]; then
       unset '_NODE_STOPPED_SINCE[$name]'
       continue
     fi
     since=${_NODE_STOPPED_SINCE[$name]:-$now}
     _NODE_STOPPED_SINCE[$name]=$since
-    if ((now - since >= $(_node_us "${STOPPED_GRACE_S:?the node script sets STOPPED_GRACE_S}"))); then
+    if ((now - since >= $(_node_us "$STOPPED_GRACE_S"))); then
       _NODE_FOUND=$name
       _NODE_STOPPED_PID=$pid
       _NODE_CODE_AT=$((since / 1000000)).$(printf '%06d' $((since % 1000000)))

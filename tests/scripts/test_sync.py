@@ -491,3 +491,25 @@ def test_dist_version_never_waits_on_a_fifo_on_path(tool_dir):
     assert (
         done.returncode == 9 and done.stderr == f"dist-version demo: cannot read {fifo}: not a regular file\n"
     )
+
+
+def _choices(parser: object) -> set[str]:
+    return {name for action in parser._actions if action.dest == "command" for name in action.choices}  # type: ignore[attr-defined]
+
+
+def test_each_command_is_built_from_its_own_module_alone() -> None:
+    """sync.py imports only the module of the command it runs: its table must name every command's module."""
+    sys.path.insert(0, str(Path(SYNC).parent))
+    try:
+        import sync as sync_module  # the node-side module, as the node runs it
+
+        assert _choices(sync_module.build_parser()) == set(sync_module.COMMANDS)
+        for name in sync_module.COMMANDS:
+            assert _choices(sync_module.build_parser(name)) == {name}
+    finally:
+        sys.path.remove(str(Path(SYNC).parent))
+
+
+def test_sync_help_and_an_unknown_command_name_every_command() -> None:
+    out = subprocess.run([PYTHON, SYNC, "no-such"], capture_output=True, text=True, check=False)
+    assert out.returncode == 2 and "addr" in out.stderr and "flush-caches" in out.stderr
