@@ -151,7 +151,7 @@ def run_clean(recipe: Recipe, out: Path) -> dict:
         "exit_code": code,
         "ok": state == "COMPLETED" and code == "0:0",
         "notes": record.notes,
-        "timings": measure.timings(run_dir, count, record.end_at).as_dict(),
+        "timings": measure.timings(run_dir, count, record.end_at, os.cpu_count() or 1).as_dict(),
         "leader_timeline": measure.leader_timeline(run_dir),
         "memory_samples": len(sampler.samples),
         "memory": memory.summary(mem, measure.LEADER),
@@ -234,25 +234,29 @@ COLUMNS = (
     ("1stb", "first_benchmark_request_s"),
     ("after", "after_benchmark_s"),
     ("tear", "teardown_s"),
+    ("cpu/n", "node_cpu_s"),
+    ("floor", "cpu_floor_s"),
+    ("shared", "shared_cpu_s"),
+    ("unshr", "overhead_unshared_s"),
 )
 
 
 def table(runs: list[dict]) -> str:
-    base = next((r["clean"]["timings"]["overhead_s"] for r in runs if r.get("clean")), None)
     head = (
         f"{'N':>3} {'shape':7} {'job':>4} "
         + " ".join(f"{c:>6}" for c, _ in COLUMNS)
-        + f" {'ratio':>5} {'MiB/n':>6} {'detect':>6} verdict"
+        + f" {'ratio':>5} {'raw':>5} {'MiB/n':>6} {'detect':>6} verdict"
     )
     lines = [head, "-" * len(head)]
     for r in runs:
         t, clean, fault = r["clean"]["timings"], r["clean"], r.get("fault") or {}
-        ratio = measure.ratio(t["overhead_s"], base)
+        unshared, raw = ratios(runs, r)
         mib = clean["memory"]["node_rss_mib"]
         lines.append(
             f"{r['nodes']:>3} {r['shape']:7} {'ok' if clean['ok'] else 'FAIL':>4} "
             + " ".join(_s(t[k]) for _, k in COLUMNS)
-            + f" {_s(ratio, 5)} {_s(mib, 6)} {_s(fault.get('detection_s'))} {fault.get('verdict', '-')}"
+            + f" {_s(unshared, 5)} {_s(raw, 5)} {_s(mib, 6)} {_s(fault.get('detection_s'))} "
+            + f"{fault.get('verdict', '-')}"
         )
     legend = (
         "seconds; skew: srun's task starts; prefl: job start -> last node at the start barrier; barr = fanin "
@@ -263,7 +267,10 @@ def table(runs: list[dict]) -> str:
         "benchmark request; after: last answer -> finish barrier (client exit, result gate, scrape); tear: "
         "done signal -> job end; ratio: ovhd / ovhd at the smallest N; MiB/n: RSS of a non-leader node; "
         "detect: last decode's crash -> whole job end; verdict ok: the job's verdict names that node, "
-        "cause decode crash."
+        "cause decode crash; cpu/n: a node script's CPU seconds before its engine step (median node); floor: "
+        "every node's such CPU over this host's CPUs (work a real cluster does on all nodes at once, done "
+        "here in turns); shared: floor - the largest node's own CPU, the least that sharing this host adds; "
+        "unshr = ovhd - shared; ratio: unshr / unshr at the smallest N; raw: ovhd / ovhd at the smallest N."
     )
     return "\n".join([*lines, textwrap.fill(legend, width=len(head))])
 
@@ -285,17 +292,31 @@ def memory_lines(runs: list[dict]) -> list[str]:
     return out
 
 
+def ratios(runs: list[dict], run: dict) -> tuple[float | None, float | None]:
+    """RUN's overhead over the smallest N's: without what sharing this host's CPUs adds, and as measured."""
+    base, t = runs[0]["clean"]["timings"], run["clean"]["timings"]
+    return (
+        measure.ratio(t["overhead_unshared_s"], base["overhead_unshared_s"]),
+        measure.ratio(t["overhead_s"], base["overhead_s"]),
+    )
+
+
+def _r(value: float | None) -> str:
+    return f"{value:.2f}" if value is not None else "-"
+
+
 def summary_line(runs: list[dict]) -> str:
     if not runs:
         return "scale: no run"
-    base, top = runs[0]["clean"]["timings"], runs[-1]
-    ratio = measure.ratio(top["clean"]["timings"]["overhead_s"], base["overhead_s"])
+    top = runs[-1]
+    unshared, raw = ratios(runs, top)
     fault = top.get("fault") or {}
     detect = fault.get("detection_s")
     return (
-        f"scale: {top['nodes']} nodes, overhead ratio {f'{ratio:.2f}' if ratio is not None else '-'}, "
+        f"scale: {top['nodes']} nodes, overhead ratio {_r(unshared)} (as measured {_r(raw)}, with "
+        f"{top['nodes']} nodes' own start work sharing {os.cpu_count()} CPUs), "
         f"fault detection {f'{detect:.2f}' if detect is not None else '-'} s, "
-        f"verdict {fault.get('verdict', 'wrong')}"
+        f"verdict {fault.get('verdict', '- (no fault run)')}"
     )
 
 

@@ -15,21 +15,28 @@ from scripts import statefiles
 ENGINE = "vllm"  # the service name of the engine on every prefill and decode node
 START, READY, FINISH = "start", "ready", "finish"  # the node script's barriers
 LEADER = "sim1"  # rank 0: router and benchmark
+CLOCK_TICKS = 100  # /proc's CPU times are in 1/100 s (USER_HZ) on Linux
 _REQUEST_START = re.compile(rb'"request_start_ns"\s*:\s*(\d+)')
 _REQUEST_END = re.compile(rb'"request_end_ns"\s*:\s*(\d+)')
 
 
 def read_marks(text: str) -> list[tuple[float, str]]:
-    """`<epoch> <what>` lines in order; a torn or foreign line is skipped (marks are best effort)."""
+    """`<epoch> <cpu ticks> <what>` lines as (epoch, what) in order; a torn or foreign line is skipped
+    (marks are best effort)."""
+    return [(at, what) for at, _, what in read_marks_cpu(text)]
+
+
+def read_marks_cpu(text: str) -> list[tuple[float, int, str]]:
+    """(epoch, the node script's CPU ticks so far, what) per mark line."""
     out = []
     for line in text.splitlines():
-        at, _, what = line.partition(" ")
+        parts = line.split(" ", 2)
         try:
-            when = float(at)
-        except ValueError:
+            when, ticks = float(parts[0]), int(parts[1])
+        except (ValueError, IndexError):
             continue
-        if what:  # a line cut short while written has no name
-            out.append((when, what))
+        if len(parts) == 3 and parts[2]:  # a line cut short while written has no name
+            out.append((when, ticks, parts[2]))
     return out
 
 
@@ -39,11 +46,26 @@ def first(marks: list[tuple[float, str]], what: str) -> float | None:
 
 def node_marks(run_dir: Path) -> dict[str, list[tuple[float, str]]]:
     """Every node's marks, by node name."""
+    return {node: [(at, what) for at, _, what in m] for node, m in node_marks_cpu(run_dir).items()}
+
+
+def node_marks_cpu(run_dir: Path) -> dict[str, list[tuple[float, int, str]]]:
     state = run_dir / statefiles.FOLDER
     return {
-        path.parent.name: read_marks(path.read_text(errors="replace"))
+        path.parent.name: read_marks_cpu(path.read_text(errors="replace"))
         for path in sorted(state.glob(f"*/{statefiles.MARKS}"))
     }
+
+
+def cpu_before_engine(run_dir: Path) -> dict[str, float]:
+    """Per node, the CPU seconds its script used (itself and the commands it waited for) from its start to
+    entering its engine step: the node's own start work, the same on every node of any job size."""
+    out = {}
+    for node, marks in node_marks_cpu(run_dir).items():
+        ticks = next((t for _, t, w in marks if w.startswith("step ") and w.endswith(f" {ENGINE}")), None)
+        if ticks is not None:
+            out[node] = ticks / CLOCK_TICKS
+    return out
 
 
 def _mtime(path: Path) -> float | None:
@@ -92,6 +114,11 @@ class Timings:
     after_benchmark_s: float | None = None
     teardown_s: float | None = None
     nodes_done_to_end_s: float | None = None
+    node_cpu_s: float | None = None
+    leader_cpu_s: float | None = None
+    cpu_floor_s: float | None = None
+    shared_cpu_s: float | None = None
+    overhead_unshared_s: float | None = None
     missing: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
@@ -121,12 +148,28 @@ DEFINITIONS = {
     "teardown_s": "done signal (the leader released from the finish barrier) -> whole job end",
     "nodes_done_to_end_s": "the last node script's end (latest outcome file) -> whole job end (srun, "
     "outcome.py, slurmctld)",
+    "node_cpu_s": "median over the nodes other than the leader: CPU seconds of the node script (itself and "
+    "the commands it waited for) from its start to its engine step",
+    "leader_cpu_s": "the same on the leader (its preflight checks the inputs and the benchmark client)",
+    "cpu_floor_s": "the nodes' CPU before their engines, summed, over this host's CPUs: the least time this "
+    "host needs for work that a real cluster does on every node at once",
+    "shared_cpu_s": "cpu_floor_s - the largest node's own CPU before its engine: the least time the overhead "
+    "grows by because N nodes share this host's CPUs (on a cluster each node has its own)",
+    "overhead_unshared_s": "overhead_s - shared_cpu_s: the job's overhead without what sharing one host's "
+    "CPUs adds (an upper bound: only the least such time is taken off)",
 }
 
 
-def timings(run_dir: Path, nodes: int, job_end: float | None) -> Timings:
-    """The phases of a job that ran to its end, from its run folder; JOB_END: when the bench saw it end."""
+def timings(run_dir: Path, nodes: int, job_end: float | None, cpus: int = 1) -> Timings:
+    """The phases of a job that ran to its end, from its run folder; JOB_END: when the bench saw it end;
+    CPUS: the host's (for the CPU floor)."""
     t = Timings(nodes)
+    cpu = cpu_before_engine(run_dir)
+    others = sorted(v for n, v in cpu.items() if n != LEADER)
+    t.node_cpu_s = others[len(others) // 2] if others else None
+    t.leader_cpu_s = cpu.get(LEADER)
+    t.cpu_floor_s = sum(cpu.values()) / cpus if cpu else None
+    t.shared_cpu_s = max(0.0, t.cpu_floor_s - max(cpu.values())) if t.cpu_floor_s is not None else None
     marks = node_marks(run_dir)
     if len(marks) != nodes:
         t.missing.append(f"marks of {len(marks)} of {nodes} nodes")
@@ -159,6 +202,7 @@ def timings(run_dir: Path, nodes: int, job_end: float | None) -> Timings:
         t.engine_spawn_max_s = max(spawn) if spawn else None
         t.all_ready_s = _diff(max(ready_at), start)
         t.overhead_s = None if t.all_ready_s is None else t.all_ready_s - t.engine_own_max_s
+        t.overhead_unshared_s = _diff(t.overhead_s, t.shared_cpu_s)
     lead = marks.get(LEADER, [])
     t.ready_barrier_s = _diff(first(lead, f"released {READY}"), max(ready_at) if ready_at else None)
     t.router_ready_s = _diff(first(lead, "ready router"), first(lead, "step router"))

@@ -16,7 +16,10 @@ T0 = 1_800_000_000.0
 def _node(run_dir, node: str, marks: list[tuple[float, str]], engine_started: float | None) -> None:
     state = run_dir / statefiles.FOLDER / node
     state.mkdir(parents=True)
-    (state / statefiles.MARKS).write_text("".join(f"{T0 + at:.6f} {what}\n" for at, what in marks))
+    # the script's CPU: 10 ticks (0.1 s) a second of its life
+    (state / statefiles.MARKS).write_text(
+        "".join(f"{T0 + at:.6f} {round(at * 10)} {what}\n" for at, what in marks)
+    )
     if engine_started is not None:
         pid = state / f"vllm{statefiles.PID_SUFFIX}"
         pid.write_text("123\n")
@@ -64,7 +67,7 @@ def _job(tmp_path):
 
 
 def test_timings_of_a_job_from_its_marks(tmp_path):
-    t = scale_measure.timings(_job(tmp_path), 2, job_end=T0 + 32)
+    t = scale_measure.timings(_job(tmp_path), 2, job_end=T0 + 32, cpus=2)
     assert t.missing == []
     expect = {
         "launch_skew_s": 0.4,
@@ -84,6 +87,11 @@ def test_timings_of_a_job_from_its_marks(tmp_path):
         "after_benchmark_s": 1.0,
         "teardown_s": 11.5,
         "nodes_done_to_end_s": 2.0,
+        "node_cpu_s": 0.25,  # sim2 entered its engine step at 2.5 s: 25 ticks
+        "leader_cpu_s": 0.26,
+        "cpu_floor_s": 0.255,  # (0.25 + 0.26) / 2 CPUs
+        "shared_cpu_s": 0.0,  # two nodes on two CPUs: no node waited for a CPU
+        "overhead_unshared_s": 3.0,
     }
     got = t.as_dict()
     assert {k: round(got[k], 3) for k in expect} == expect
@@ -97,7 +105,7 @@ def test_a_missing_node_or_engine_is_said_not_guessed(tmp_path):
 
 
 def test_marks_skip_torn_lines_and_the_leader_timeline_starts_at_the_first_script(tmp_path):
-    assert scale_measure.read_marks("1.5 init\ngarbage\n2.25 step x y\n3") == [
+    assert scale_measure.read_marks("1.5 3 init\ngarbage\n2.25 7 step x y\n3 4\n4 x y") == [
         (1.5, "init"),
         (2.25, "step x y"),
     ]
@@ -172,18 +180,19 @@ def test_the_fault_is_on_the_last_node_and_the_summary_line_names_the_largest_n(
     runs = [
         {
             "nodes": 4,
-            "clean": {"timings": {"overhead_s": 2.0}},
+            "clean": {"timings": {"overhead_s": 2.0, "overhead_unshared_s": 1.5}},
             "fault": {"detection_s": 1.0, "verdict": "ok"},
         },
         {
             "nodes": 8,
-            "clean": {"timings": {"overhead_s": 5.0}},
+            "clean": {"timings": {"overhead_s": 5.0, "overhead_unshared_s": 1.8}},
             "fault": {"detection_s": 1.5, "verdict": "ok"},
         },
     ]
-    assert (
-        bench_scale.summary_line(runs)
-        == "scale: 8 nodes, overhead ratio 2.50, fault detection 1.50 s, verdict ok"
+    cpus = os.cpu_count()
+    assert bench_scale.summary_line(runs) == (
+        f"scale: 8 nodes, overhead ratio 1.20 (as measured 2.50, with 8 nodes' own start work sharing {cpus} "
+        "CPUs), fault detection 1.50 s, verdict ok"
     )
 
 
@@ -192,3 +201,16 @@ def test_bench_arguments_refuse_odd_and_too_many_nodes():
     for bad in ("3", "4,34"):
         with pytest.raises(SystemExit):
             bench_scale.parse_args(["--nodes", bad])
+
+
+def test_the_overhead_without_sharing_takes_off_only_the_least_that_sharing_cost(tmp_path):
+    """Four nodes of 1 s of CPU each on 2 CPUs need at least 2 s where each would need 1 s on its own host."""
+    for i in range(4):
+        _node(
+            tmp_path, f"sim{i + 1}", [(0.0, "init"), (10.0, "step decode vllm"), (20.0, "ready vllm")], 10.0
+        )
+        marks = tmp_path / statefiles.FOLDER / f"sim{i + 1}" / statefiles.MARKS
+        marks.write_text(marks.read_text().replace(" 100 step", " 100 step"))  # 10 s x 10 ticks = 1 s of CPU
+    t = scale_measure.timings(tmp_path, 4, job_end=None, cpus=2)
+    assert (t.node_cpu_s, t.cpu_floor_s, t.shared_cpu_s) == (1.0, 2.0, 1.0)
+    assert (t.overhead_s, t.overhead_unshared_s) == (10.0, 9.0)
