@@ -265,7 +265,7 @@ def table(runs: list[dict]) -> str:
         "barrier; router: router start -> healthy with every backend; 1st: job start -> first request "
         "through the router (smoke); smoke: smoke + N engines' metrics scraped; 1stb: job start -> first "
         "benchmark request; after: last answer -> finish barrier (client exit, result gate, scrape); tear: "
-        "done signal -> job end; ratio: ovhd / ovhd at the smallest N; MiB/n: RSS of a non-leader node; "
+        "done signal -> job end; MiB/n: RSS of a non-leader node; "
         "detect: last decode's crash -> whole job end; verdict ok: the job's verdict names that node, "
         "cause decode crash; cpu/n: a node script's CPU seconds before its engine step (median node); floor: "
         "every node's such CPU over this host's CPUs (work a real cluster does on all nodes at once, done "
