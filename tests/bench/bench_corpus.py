@@ -70,17 +70,27 @@ class Run:
     stdout: str
 
 
+# Runs the measured command and writes its wall time, own peak RSS (KiB) and exit code to argv[1]. A thin
+# process of its own: Linux carries a parent's RSS high-water mark over fork and exec into the child's, so a
+# child of this bench (which holds the parsed corpus) would report the bench's memory, not its own.
+LAUNCH = (
+    "import os, subprocess, sys, time\n"
+    "start = time.perf_counter(); child = subprocess.Popen(sys.argv[2:])\n"
+    "_, status, usage = os.wait4(child.pid, 0)\n"
+    "seconds = time.perf_counter() - start\n"
+    "open(sys.argv[1], 'w').write(f'{seconds} {usage.ru_maxrss} {os.waitstatus_to_exitcode(status)}')"
+)
+
+
 def measure(cmd: list[str], cwd: Path) -> Run:
-    """One cold process: wall time, and its own peak RSS (wait4's rusage is the child's alone, unlike
-    RUSAGE_CHILDREN, which keeps the largest child seen so far)."""
-    log = OUT / "corpus-child.log"
+    """One cold process, started by a thin launcher (LAUNCH): wall time and the process's own peak RSS."""
+    log, numbers = OUT / "corpus-child.log", OUT / "corpus-child.numbers"
     with log.open("w") as sink:
-        start = time.perf_counter()
-        child = subprocess.Popen(cmd, cwd=cwd, stdout=sink, stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(child.pid, 0)
-        seconds = time.perf_counter() - start
-    child.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
-    return Run(seconds, usage.ru_maxrss / 1024, child.returncode, log.read_text())
+        subprocess.run(
+            [sys.executable, "-c", LAUNCH, str(numbers), *cmd], cwd=cwd, stdout=sink, stderr=sink, check=True
+        )
+    seconds, kib, code = numbers.read_text().split()
+    return Run(float(seconds), int(kib) / 1024, int(code), log.read_text())
 
 
 def seeds() -> dict[str, dict]:
