@@ -19,7 +19,7 @@ LINT_ARGS = $(if $(PROFILE),--profile $(PROFILE)) $(if $(RUNNERS),--runners $(RU
 	$(if $(CHANGELOG),--changelog $(CHANGELOG)) $(if $(BASE),--base $(BASE)) $(if $(REPO),--repo $(REPO)) \
 	$(CONFIGS)
 
-.PHONY: parity help venv lint render submit nodes golden test check test-unit schema docs bench-lint bench-proxy bench-failfast bench-scale clean demo report compare cluster-up cluster-down cluster-status tools check-engines lock-engines lock-setup
+.PHONY: parity help venv lint render submit nodes golden test check test-unit schema docs bench-lint bench-corpus bench-proxy bench-failfast bench-scale clean demo report compare cluster-up cluster-down cluster-status tools check-engines lock-engines lock-setup
 
 help:
 	@echo "make render [CONFIG=<key>] [OUT=out]   render launch files for every variant"
@@ -46,6 +46,8 @@ help:
 	@echo "              (RUN: record its result first)"
 	@echo "              [CONFIGS=<master file> OUT=<folder outside the repository>]: that file's pages there"
 	@echo "make bench-lint time linting the InferenceX reference corpus"
+	@echo "make bench-corpus [INFERENCEX_SRC=<checkout>] [BENCH_ARGS=--runs 5]   lint and render a 1,000-entry"
+	@echo "              master file: time, peak memory; InferenceX's validator on the same file"
 	@echo "make bench-proxy   our proxy vs direct-to-decode vs vllm-router on simulated, then real CPU engines"
 	@echo "make bench-failfast   the demo job once per fault class: detection time, leftovers, kept results"
 	@echo "make bench-scale [NODES=4,8,16,32]   xPyD jobs of N nodes: the job's overhead over the engines' start,"
@@ -157,6 +159,12 @@ check-engines: $(STAMP) $(ENGINE_TOOLS:%=.venv-%/.installed)
 
 bench-lint: $(STAMP)
 	$(PY) tests/bench/bench_lint.py
+
+# A 1,000-entry master file made from real entries (out/bench/corpus-1000.yaml): make lint and make render on
+# it, cold processes, time and peak RSS, and InferenceX's validator from the checkout INFERENCEX_SRC names
+# (out/bench/corpus.json). Minutes: every entry's every variant is built into a Plan.
+bench-corpus: $(STAMP)
+	$(PY) tests/bench/bench_corpus.py $(BENCH_ARGS)
 
 # The demo job once per fault class: time from fault to job end, leftovers, kept results (out/bench/failfast.json).
 bench-failfast: $(STAMP) tools

@@ -37,6 +37,9 @@ Argv = tuple[Word, ...]
 
 def word(*parts: object) -> Word:
     """Normalise parts (str, int, Ref) into a Word, merging adjacent literals."""
+    if len(parts) == 1:  # most words are one value: a Plan holds hundreds, lint builds thousands of Plans
+        only = parts[0]
+        return (only if isinstance(only, Ref) else str(only),)
     out: list[str | Ref] = []
     for given in parts:
         part = given if isinstance(given, Ref) else str(given)
