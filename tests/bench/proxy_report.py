@@ -325,6 +325,7 @@ def row_doc(rows: dict[tuple[str, int], Row], row: Row) -> dict:
                 "errors": dict(m.result.errors),
                 "error_sample": m.result.error_sample,
                 "requests_per_s": m.result.ok / m.result.wall if m.result.wall else 0.0,
+                "ttft_s": {"p50": percentile(m.result.ttft, 50), "p99": percentile(m.result.ttft, 99)},
                 "router_cpu_s": m.router_cpu,
                 "rss_bytes_after": m.rss,
                 "hwm_bytes_after": m.hwm,
