@@ -129,7 +129,12 @@ def _read_side(trace: Trace, lines: Iterable[str], role: str) -> None:
 
 
 def window(trace: Trace, start: float, end: float) -> list[Transfer]:
-    """The transfers whose prefill leg arrived within [start, end] (seconds of the day)."""
+    """The transfers whose prefill leg arrived within [start, end] (seconds of the day; a run across
+    midnight has end < start)."""
+    if end < start:
+        return [
+            t for t in trace.transfers.values() if t.prefill_received >= start or t.prefill_received <= end
+        ]
     return [t for t in trace.transfers.values() if start <= t.prefill_received <= end]
 
 

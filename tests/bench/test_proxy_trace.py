@@ -79,6 +79,7 @@ def test_a_run_counts_its_stalls_in_its_own_window():
     found = trace.read(PREFILL, DECODE)
     assert trace.summary(trace.window(found, 36000.0, 36002.0))["stalled"] == 1
     assert trace.window(found, 36002.0, 36100.0) == []
+    assert len(trace.window(found, 86000.0, 36001.5)) == 1  # a run across midnight
 
 
 def _run(ok: int, wall: float, ttft: float, cpu: float | None, engines: float, errors: int = 0) -> Measured:
