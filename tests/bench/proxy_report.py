@@ -258,32 +258,30 @@ def spread(values: list[float]) -> str:
 
 
 def ratio_line(rows: dict[tuple[str, int], Row], concurrencies: list[int]) -> tuple[str, int | None]:
-    """`proxy/vllm-router: ...` at the highest concurrency both completed without an error: each ratio
-    of the pooled runs, then with several passes its median [min-max] over them."""
-    both = [
-        c
-        for c in concurrencies
-        if (PROXY, c) in rows
-        and (ROUTER, c) in rows
-        and rows[PROXY, c].completed
-        and rows[ROUTER, c].completed
-    ]
+    """`proxy/vllm-router: ...` at the highest concurrency both completed without an error (else the
+    highest both ran): each ratio of the pooled runs (n/a if a run had errors), then with several passes
+    its median [min-max] over the passes without an error."""
+    both = [c for c in concurrencies if (PROXY, c) in rows and (ROUTER, c) in rows]
+    completed = [c for c in both if rows[PROXY, c].completed and rows[ROUTER, c].completed]
     if not both:
         return "proxy/vllm-router: throughput n/a, p99 added TTFT n/a, cpu per request n/a", None
-    c = max(both)
+    c = max(completed or both)
     p, r = rows[PROXY, c], rows[ROUTER, c]
-    pooled = {
-        "throughput": _ratio(p.rps, r.rps),
-        "p99 added TTFT": _ratio(added(rows, PROXY, c, 99), added(rows, ROUTER, c, 99)),
-        "cpu per request": _ratio(p.cpu_per_1k, r.cpu_per_1k),
-        "engines CPU per request": _ratio(p.engines_cpu_per_1k, r.engines_cpu_per_1k),
-    }
-    per_pass, _ = pass_ratios(rows, c)
-    passes = max(len(v) for v in per_pass.values())
-    if passes < 2:
+    pooled = dict.fromkeys(RATIOS, "n/a")
+    if completed:
+        pooled = {
+            "throughput": _ratio(p.rps, r.rps),
+            "p99 added TTFT": _ratio(added(rows, PROXY, c, 99), added(rows, ROUTER, c, 99)),
+            "cpu per request": _ratio(p.cpu_per_1k, r.cpu_per_1k),
+            "engines CPU per request": _ratio(p.engines_cpu_per_1k, r.engines_cpu_per_1k),
+        }
+    per_pass, left_out = pass_ratios(rows, c)
+    if completed and min(len(p.runs), len(r.runs)) < 2:
         return "proxy/vllm-router: " + ", ".join(f"{k} {v}" for k, v in pooled.items()), c
     parts = [f"{k} {pooled[k]} (passes {spread(per_pass[k])})" for k in RATIOS]
-    return f"proxy/vllm-router: {', '.join(parts)}; passes: median [min-max] of {passes}", c
+    kept = max(len(v) for v in per_pass.values())
+    errors = f", {left_out} with errors left out" if left_out else ""
+    return f"proxy/vllm-router: {', '.join(parts)}; passes: median [min-max] of {kept}{errors}", c
 
 
 def _ratio(a: float | None, b: float | None) -> str:

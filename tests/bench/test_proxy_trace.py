@@ -144,3 +144,12 @@ def test_passes_with_a_stalled_transfer_can_be_left_out_and_are_counted():
     assert line.startswith(
         "proxy/vllm-router over the 2 passes without a stall (1 left out): throughput 1.00 ["
     )
+
+
+def test_with_errors_the_pooled_ratios_are_na_and_the_clean_passes_still_give_a_spread():
+    one = (_run(10, 1, 0.1, None, 2), _run(10, 2, 0.3, 0.04, 4), _run(10, 2, 0.3, 0.02, 4))
+    failed = (_run(10, 1, 0.1, None, 2), _run(10, 2, 0.3, 0.04, 4), _run(0, 1, 0.3, 0.02, 4, errors=10))
+    line, at = ratio_line(_rows([one, failed, one]), [4])
+    assert at == 4
+    assert line.startswith("proxy/vllm-router: throughput n/a (passes 1.00 [1.00-1.00]), ")
+    assert line.endswith("; passes: median [min-max] of 2, 1 with errors left out")
