@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 from tests.bench import proxy_load as load  # noqa: E402
 from tests.bench import proxy_real as real  # noqa: E402
 from tests.bench import proxy_stack as stack  # noqa: E402
+from tests.bench import proxy_trace as trace  # noqa: E402
 from tests.bench.proxy_report import (  # noqa: E402
     DIRECT,
     PROXY,
@@ -42,6 +43,7 @@ from tests.bench.proxy_report import (  # noqa: E402
     details,
     ratio_line,
     row_doc,
+    subset_line,
     table,
 )
 
@@ -89,9 +91,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--soak", type=float, default=0.0, metavar="S", help="then S seconds of proxy load, RSS sampled"
     )
     p.add_argument("--soak-concurrency", type=int, default=256)
-    p.add_argument("--real-concurrency", default="1,4", help="the real pass's concurrencies")
-    p.add_argument("--real-requests", type=int, default=32, help="per run of the real pass")
-    p.add_argument("--real-passes", type=int, default=2)
+    p.add_argument("--real-concurrency", default="4", help="the real pass's concurrencies")
+    p.add_argument("--real-requests", type=int, default=48, help="per run of the real pass")
+    p.add_argument("--real-passes", type=int, default=6)
     p.add_argument("--real-prompt-words", default="150-600", help="MIN-MAX words (~2 tokens each)")
     p.add_argument("--real-output-tokens", default="16-48")
     p.add_argument("--out", type=Path, default=OUT, help="the simulated pass's JSON (real: <stem>-real.json)")
@@ -233,6 +235,7 @@ class Bench:
         before = proc.usage() if proc else None
         eng0, ours0, busy0 = self.engines_cpu(), self.all_cpu(), machine_busy()
         loadavg = Path("/proc/loadavg").read_text().split(" ", 3)[:3]
+        started = trace.clock()
         result = await load.run(target, self.addrs(target), requests, conc, RUN_TIMEOUT)
         after = proc.usage() if proc else None
         measured = Measured(
@@ -244,6 +247,7 @@ class Bench:
             machine_busy=machine_busy() - busy0,
             ours_cpu=self.all_cpu() - ours0,
             loadavg=" ".join(loadavg),
+            clock=(started, trace.clock()),
         )
         if after is not None:
             self.memory.append({"target": target, "concurrency": conc, "rss": after.rss, "hwm": after.hwm})
@@ -298,6 +302,14 @@ class Bench:
             )
             print(f"  soak {self.soak[-1]['t_s']:6.0f} s: {r.ok} ok, rss {u.rss / 1e6:.1f} MB", flush=True)
 
+    def transfers(self) -> tuple[trace.Trace, dict] | None:
+        """Real engines: each run's Mooncake transfers, read back from the engines' logs."""
+        if not self.real:
+            return None
+        logs = {e.role: e.proc.log.read_text(errors="replace").splitlines() for e in self.engines if e.proc}
+        found = trace.read(logs["prefill"], logs["decode"])
+        return found, trace.by_run(found, self.rows)
+
     def kv_proof(self) -> dict:
         """Decode-side counters. Simulated: every PD request loaded its KV from the prefill (none
         recomputed). Real: prompt tokens whose KV the decode received over Mooncake during the runs."""
@@ -332,7 +344,17 @@ def report(bench: Bench, args: argparse.Namespace, started: float) -> str:
         )
     for line in details(rows):
         print(line)
+    transfers = bench.transfers()
+    if transfers is not None:
+        print("Mooncake transfers, from the engines' logs (tests/bench/proxy_trace.py):")
+        for line in trace.lines(*transfers):
+            print(line)
     line, at = ratio_line(rows, run.concurrency)
+    stall_free = ""
+    if transfers is not None and at is not None:
+        stalled = trace.stalled_passes(transfers[1], at)
+        stall_free = subset_line(rows, at, stalled, f"a transfer stalled >= {trace.STALL_S:g} s")
+        print(stall_free)
     doc = {
         "engines_kind": run.kind,
         "machine": {
@@ -349,6 +371,7 @@ def report(bench: Bench, args: argparse.Namespace, started: float) -> str:
         "router_memory_after_each_run": bench.memory,
         "ratios_at_concurrency": at,
         "summary": line,
+        "summary_without_stalled_passes": stall_free,
         "elapsed_s": time.monotonic() - started,
     }
     if bench.real:
@@ -358,6 +381,9 @@ def report(bench: Bench, args: argparse.Namespace, started: float) -> str:
             "engines": {e.role: e.proc.log.name for e in bench.engines if e.proc},
             "engines_ready_s": bench.engines_ready_s,
             "kv_received": kv,
+            "transfers_per_run": {f"{t} {c}": runs for (t, c), runs in transfers[1].items()}
+            if transfers
+            else {},
             "note": "prefill connector: Mooncake alone (LMCache left out, tests/bench/proxy_real.py)",
         }
     else:
@@ -374,7 +400,7 @@ def report(bench: Bench, args: argparse.Namespace, started: float) -> str:
     run.out.parent.mkdir(parents=True, exist_ok=True)
     run.out.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"JSON: {run.out} ({time.monotonic() - started:.0f} s)")
-    return f"{LABEL[run.kind]}: {line}"
+    return f"{LABEL[run.kind]}: {line}" + (f"\n{LABEL[run.kind]}: {stall_free}" if stall_free else "")
 
 
 def main(argv: list[str]) -> int:

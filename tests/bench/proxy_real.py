@@ -24,6 +24,10 @@ from tests.ports import free_port
 CONFIG = "local-cpu-vllm-disagg-agentic"
 HOST = "127.0.0.1"
 KV_TRANSFER = ("vllm:prompt_tokens_by_source_total", "external_kv_transfer")  # scripts/proof.py's proof
+MOONCAKE_LOGGER = "vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector"
+# The engines' log lines with milliseconds, and Mooncake's per-transfer lines (debug level upstream), so a
+# stall can be followed request by request (tests/bench/proxy_trace.py reads them).
+LOG_FORMAT = "%(levelname)s %(asctime)s.%(msecs)03d pid=%(process)d [%(filename)s:%(lineno)d] %(message)s"
 
 
 class RealEngineError(RuntimeError):
@@ -130,16 +134,36 @@ def set_flag(argv: list[str], flag: str, value: str) -> list[str]:
     return [*argv[:at], value, *argv[at + 1 :]]
 
 
+def logging_config() -> dict:
+    """vLLM's own logging, as a `VLLM_LOGGING_CONFIG_PATH` document: INFO with milliseconds, and the
+    Mooncake connector at DEBUG (its transfer start, end and duration per request)."""
+    handler = {"class": "logging.StreamHandler", "formatter": "ms", "stream": "ext://sys.stdout"}
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"ms": {"format": LOG_FORMAT, "datefmt": "%H:%M:%S"}},
+        "handlers": {"vllm": handler | {"level": "DEBUG"}},
+        "loggers": {
+            "vllm": {"handlers": ["vllm"], "level": "INFO", "propagate": False},
+            MOONCAKE_LOGGER: {"level": "DEBUG"},
+        },
+    }
+
+
 def start_engines(st: stack.Stack, real: RealSetup, cpus) -> tuple[list[stack.Engine], float]:
-    """Both engines at once, then each one's /health; (engines, seconds until both answered)."""
+    """Both engines at once, then each one's /health; (engines, seconds until both answered). Each logs
+    every request it receives (`--enable-log-requests`) and Mooncake's transfers (logging_config)."""
     venv_bin = stack.ROOT / f".venv-{real.engine_venv}" / "bin"
     if not (venv_bin / "vllm").exists():
         raise RealEngineError(f"{venv_bin / 'vllm'} missing: run `make tools`")
     lines = engine_lines(real.plan, recipe_stub(real.plan, st.workdir / "stubs"))
+    log_config = st.workdir / "vllm-logging.json"
+    log_config.write_text(json.dumps(logging_config(), indent=1) + "\n")
     engines, started = [], time.monotonic()
     for line in lines:
-        env = stack.base_env() | line.env
+        env = stack.base_env() | line.env | {"VLLM_LOGGING_CONFIG_PATH": str(log_config)}
         env["PATH"] = f"{venv_bin}:{env['PATH']}"
+        line = EngineLine(line.role, [*line.argv, "--enable-log-requests"], line.env)
         port = flag_value(line.argv, "--port")
         url = f"http://{HOST}:{port}"
         proc = st.start(line.role, line.argv, env=env, cpus=cpus, url=url)

@@ -25,6 +25,7 @@ class Measured:
     machine_busy: float  # CPU seconds every process of the machine spent (/proc/stat)
     ours_cpu: float  # of which: engines, both routers, the client
     loadavg: str
+    clock: tuple[float, float] = (math.nan, math.nan)  # start, end: seconds of the local day (the logs')
 
 
 @dataclass
@@ -186,27 +187,101 @@ def details(rows: dict[tuple[str, int], Row]) -> list[str]:
     return out
 
 
+RATIOS = ("throughput", "p99 added TTFT", "cpu per request", "engines CPU per request")
+
+
+def pass_ratios(
+    rows: dict[tuple[str, int], Row], conc: int, skip: frozenset[int] = frozenset()
+) -> tuple[dict[str, list[float]], int]:
+    """Each proxy/vllm-router ratio once per interleaved pass (pass i: each target's i-th run), over the
+    passes where both routers' runs completed without an error and not in `skip`; (ratios by name, passes
+    left out). A ratio's spread over the passes is what says whether one number of it means anything."""
+    p, r, d = rows.get((PROXY, conc)), rows.get((ROUTER, conc)), rows.get((DIRECT, conc))
+    out: dict[str, list[float]] = {name: [] for name in RATIOS}
+    if p is None or r is None:
+        return out, 0
+    left_out = 0
+    for i, (mp, mr) in enumerate(zip(p.runs, r.runs, strict=False)):
+        if i in skip or not (_clean(mp) and _clean(mr)):
+            left_out += 1
+            continue
+        md = d.runs[i] if d is not None and i < len(d.runs) and _clean(d.runs[i]) else None
+        pairs = {
+            "throughput": (mp.result.ok / mp.result.wall, mr.result.ok / mr.result.wall),
+            "p99 added TTFT": (_added_p99(mp, md), _added_p99(mr, md)),
+            "cpu per request": (_per_ok(mp.router_cpu, mp), _per_ok(mr.router_cpu, mr)),
+            "engines CPU per request": (_per_ok(mp.engines_cpu, mp), _per_ok(mr.engines_cpu, mr)),
+        }
+        for name, (a, b) in pairs.items():
+            q = _quotient(a, b)
+            if q is not None:
+                out[name].append(q)
+    return out, left_out
+
+
+def subset_line(rows: dict[tuple[str, int], Row], conc: int, skip: frozenset[int], why: str) -> str:
+    """The per-pass ratios' spread over the passes not in `skip` (`why` says what those had)."""
+    ratios, left_out = pass_ratios(rows, conc, skip)
+    kept = max(len(v) for v in ratios.values())
+    parts = ", ".join(f"{k} {spread(ratios[k])}" for k in RATIOS)
+    return f"proxy/vllm-router over the {kept} passes without {why} ({left_out} left out): {parts}"
+
+
+def _clean(m: Measured) -> bool:
+    return m.result.ok == m.result.requests and not m.result.errors and m.result.wall > 0
+
+
+def _added_p99(m: Measured, direct: Measured | None) -> float:
+    if direct is None:
+        return math.nan
+    return percentile(m.result.ttft, 99) - percentile(direct.result.ttft, 99)
+
+
+def _per_ok(cpu: float | None, m: Measured) -> float | None:
+    return None if cpu is None or not m.result.ok else cpu / m.result.ok
+
+
+def _quotient(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or math.isnan(a) or math.isnan(b) or b <= 0:
+        return None
+    return a / b
+
+
+def spread(values: list[float]) -> str:
+    """`median [min-max]`, or `n/a` for no value."""
+    if not values:
+        return "n/a"
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    return f"{median:.2f} [{ordered[0]:.2f}-{ordered[-1]:.2f}]"
+
+
 def ratio_line(rows: dict[tuple[str, int], Row], concurrencies: list[int]) -> tuple[str, int | None]:
-    """`proxy/vllm-router: ...` at the highest concurrency both completed without an error."""
-    both = [
-        c
-        for c in concurrencies
-        if (PROXY, c) in rows
-        and (ROUTER, c) in rows
-        and rows[PROXY, c].completed
-        and rows[ROUTER, c].completed
-    ]
+    """`proxy/vllm-router: ...` at the highest concurrency both completed without an error (else the
+    highest both ran): each ratio of the pooled runs (n/a if a run had errors), then with several passes
+    its median [min-max] over the passes without an error."""
+    both = [c for c in concurrencies if (PROXY, c) in rows and (ROUTER, c) in rows]
+    completed = [c for c in both if rows[PROXY, c].completed and rows[ROUTER, c].completed]
     if not both:
         return "proxy/vllm-router: throughput n/a, p99 added TTFT n/a, cpu per request n/a", None
-    c = max(both)
+    c = max(completed or both)
     p, r = rows[PROXY, c], rows[ROUTER, c]
-    ttft_p, ttft_r = added(rows, PROXY, c, 99), added(rows, ROUTER, c, 99)
-    cpu_p, cpu_r = p.cpu_per_1k, r.cpu_per_1k
-    return (
-        f"proxy/vllm-router: throughput {_ratio(p.rps, r.rps)}, p99 added TTFT {_ratio(ttft_p, ttft_r)}, "
-        f"cpu per request {_ratio(cpu_p, cpu_r)}",
-        c,
-    )
+    pooled = dict.fromkeys(RATIOS, "n/a")
+    if completed:
+        pooled = {
+            "throughput": _ratio(p.rps, r.rps),
+            "p99 added TTFT": _ratio(added(rows, PROXY, c, 99), added(rows, ROUTER, c, 99)),
+            "cpu per request": _ratio(p.cpu_per_1k, r.cpu_per_1k),
+            "engines CPU per request": _ratio(p.engines_cpu_per_1k, r.engines_cpu_per_1k),
+        }
+    per_pass, left_out = pass_ratios(rows, c)
+    if completed and min(len(p.runs), len(r.runs)) < 2:
+        return "proxy/vllm-router: " + ", ".join(f"{k} {v}" for k, v in pooled.items()), c
+    parts = [f"{k} {pooled[k]} (passes {spread(per_pass[k])})" for k in RATIOS]
+    kept = max(len(v) for v in per_pass.values())
+    errors = f", {left_out} with errors left out" if left_out else ""
+    return f"proxy/vllm-router: {', '.join(parts)}; passes: median [min-max] of {kept}{errors}", c
 
 
 def _ratio(a: float | None, b: float | None) -> str:
@@ -248,6 +323,7 @@ def row_doc(rows: dict[tuple[str, int], Row], row: Row) -> dict:
                 "errors": dict(m.result.errors),
                 "error_sample": m.result.error_sample,
                 "requests_per_s": m.result.ok / m.result.wall if m.result.wall else 0.0,
+                "ttft_s": {"p50": percentile(m.result.ttft, 50), "p99": percentile(m.result.ttft, 99)},
                 "router_cpu_s": m.router_cpu,
                 "rss_bytes_after": m.rss,
                 "hwm_bytes_after": m.hwm,
