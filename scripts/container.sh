@@ -118,7 +118,8 @@ run() {
     ((rc != 0)) || rc=1
   fi
   if [[ -n $stop_signal ]]; then
-    exit $((128 + $(kill -l "$stop_signal")))
+    stop_signal=$(kill -l "$stop_signal")  # its number: $(...) inside $((...)) is parsed when reached
+    exit $((128 + stop_signal))
   fi
   if ((rc != 0)); then
     write_outcome "$rc" container-failed "docker run exited $rc before the node script reported"

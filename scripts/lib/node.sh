@@ -189,9 +189,11 @@ _node_tell_others() {
   # would die of it (this shell and its children ignore TERM by now); bounded, if slurmctld is slow.
   { scancel --signal=TERM "$step" > "$out" 2>&1; echo "$?" > "$out.rc"; } &
   pid=$!
-  deadline=$(($(_node_now_us) + 5000000))
+  _node_clock
+  deadline=$((_NODE_NOW + 5000000))
   while _node_alive "$pid"; do
-    if (($(_node_now_us) >= deadline)); then
+    _node_clock
+    if ((_NODE_NOW >= deadline)); then
       pkill -KILL -P "$pid" 2> /dev/null || :  # scancel itself
       kill -s KILL "$pid" 2> /dev/null || :
       printf 'teardown on %s: scancel did not answer within 5 s; srun will stop the other nodes\n' \
@@ -226,7 +228,9 @@ _node_on_signal() {
     _node_exit "$(< "${STATE_DIR:-}/$STATE_FAILURE_CODE")"
   fi
   _node_say "$(_node_word signal "$1")"
-  _node_exit $((128 + $(kill -l "$1"))) signal
+  local number
+  number=$(kill -l "$1")
+  _node_exit $((128 + number)) signal
 }
 
 _node_on_exit() {

@@ -95,14 +95,17 @@ _node_capture() {
 # _node_reap_session SID CMD — what a foreground command left running in its session (children it did
 # not wait for) is stopped now: nothing else would ever stop it once the command has returned.
 _node_reap_session() {
-  local deadline
+  local deadline grace
   _node_session_pids "$1" || return 0
   printf '%s on %s: %s left process(es) %s behind; stopping them\n' "$(_node_step_now)" \
     "${NODE_NAME:-?}" "$2" "${_NODE_PIDS[*]}" >&2
   kill -s TERM "${_NODE_PIDS[@]}" 2> /dev/null || :  # some may have ended meanwhile
-  deadline=$(($(_node_now_us) + $(_node_us "${FAIL_GRACE_S:?the node script sets FAIL_GRACE_S}")))
+  grace=$(_node_us "${FAIL_GRACE_S:?the node script sets FAIL_GRACE_S}")
+  _node_clock
+  deadline=$((_NODE_NOW + grace))
   while _node_session_pids "$1"; do
-    if (($(_node_now_us) >= deadline)); then
+    _node_clock
+    if ((_NODE_NOW >= deadline)); then
       kill -s KILL "${_NODE_PIDS[@]}" 2> /dev/null || :
       return 0
     fi

@@ -26,6 +26,10 @@ _node_watch() {
   # The services file is read on every round, so services started later are watched too.
   declare -A _NODE_STOPPED_SINCE=() _NODE_LISTED=()
   _NODE_LISTED_AT=0
+  # Worked out once, by plain assignment: a $(...) inside ((...)) is parsed only when reached, and a TERM
+  # arriving during that parse (teardown stops the watcher at any point of its round) broke it ("unexpected
+  # EOF while looking for matching )"), the watcher exiting 2 and failing a clean node.
+  _NODE_STOPPED_GRACE_US=$(_node_us "${STOPPED_GRACE_S:?the node script sets STOPPED_GRACE_S}")
   while kill -0 "$_NODE_MAIN_PID" 2> /dev/null; do
     if _node_find_exited; then
       trap '' TERM  # the report is written whole: the node script's trap waits for this watcher to end
@@ -80,7 +84,10 @@ _node_find_died_before() {
 
 # _node_earlier A B — status 0 when epoch time A (seconds, with a fraction) is before B.
 _node_earlier() {
-  (($(_node_us "$1") < $(_node_us "$2")))
+  local a b
+  a=$(_node_us "$1")
+  b=$(_node_us "$2")
+  ((a < b))
 }
 
 # _node_find_stopped — a service one of whose processes has been stopped (state T: SIGSTOP, a debugger)
@@ -95,7 +102,7 @@ _node_find_stopped() {
   local name pid sid stat state since now listing=''
   _node_services
   now=$(_node_now_us)
-  if ((now - _NODE_LISTED_AT >= $(_node_us "${STOPPED_GRACE_S:?the node script sets STOPPED_GRACE_S}") / 4)); then
+  if ((now - _NODE_LISTED_AT >= _NODE_STOPPED_GRACE_US / 4)); then
     listing=1
     _NODE_LISTED_AT=$now
   fi
@@ -120,7 +127,7 @@ _node_find_stopped() {
     fi
     since=${_NODE_STOPPED_SINCE[$name]:-$now}
     _NODE_STOPPED_SINCE[$name]=$since
-    if ((now - since >= $(_node_us "$STOPPED_GRACE_S"))); then
+    if ((now - since >= _NODE_STOPPED_GRACE_US)); then
       _NODE_FOUND=$name
       _NODE_STOPPED_PID=$pid
       _NODE_CODE_AT=$((since / 1000000)).$(printf '%06d' $((since % 1000000)))

@@ -43,9 +43,12 @@ _node_stop_watcher() {
   _NODE_WATCHER_PID=
   kill -TERM "$pid" 2> /dev/null || :  # it exits by itself after reporting a failure
   # Polled, not `wait`ed: in a trap that interrupted `wait`, bash can block in it for good.
-  deadline=$(($(_node_now_us) + $(_node_us "$_NODE_KILL_WAIT_S")))
+  deadline=$(_node_us "$_NODE_KILL_WAIT_S")
+  _node_clock
+  deadline=$((_NODE_NOW + deadline))
   while _node_alive "$pid"; do
-    if (($(_node_now_us) >= deadline)); then
+    _node_clock
+    if ((_NODE_NOW >= deadline)); then
       kill -s KILL "$pid" 2> /dev/null || :  # exited meanwhile: nothing to kill
       return 0
     fi
@@ -91,9 +94,13 @@ _node_signal_groups() {
 
 # _node_await_groups SECONDS — status 0 once every group is gone, 1 at the deadline.
 _node_await_groups() {
-  local deadline=$(($(_node_now_us) + $(_node_us "$1")))
+  local deadline
+  deadline=$(_node_us "$1")
+  _node_clock
+  deadline=$((_NODE_NOW + deadline))
   while [[ -n $(_node_live_labels) ]]; do
-    (($(_node_now_us) < deadline)) || return 1
+    _node_clock
+    ((_NODE_NOW < deadline)) || return 1
     sleep 0.1
   done
 }
@@ -141,6 +148,14 @@ _node_report_survivors() {
 
 _node_now_us() {
   echo "${EPOCHREALTIME//[!0-9]/}"
+}
+
+# _node_clock — _NODE_NOW: the time in microseconds, without a subshell. Loops that poll use it: a $(...)
+# inside ((...)) is parsed only when reached, and a signal's trap running during that parse breaks it
+# (bash 5.2: "unexpected EOF while looking for matching )", exit 2), which a teardown or a watcher must
+# never meet.
+_node_clock() {
+  _NODE_NOW=${EPOCHREALTIME//[!0-9]/}
 }
 
 # _node_us SECONDS — "1.5" → 1500000 (bash has no floating point).

@@ -214,3 +214,22 @@ def test_the_overhead_without_sharing_takes_off_only_the_least_that_sharing_cost
     t = scale_measure.timings(tmp_path, 4, job_end=None, cpus=2)
     assert (t.node_cpu_s, t.cpu_floor_s, t.shared_cpu_s) == (1.0, 2.0, 1.0)
     assert (t.overhead_s, t.overhead_unshared_s) == (10.0, 9.0)
+
+
+def test_repeated_runs_show_the_median_one_and_their_spread():
+    def run(job: str, unshared: float, ok: bool = True) -> dict:
+        return {
+            "job_id": job,
+            "ok": ok,
+            "timings": {"overhead_unshared_s": unshared, "overhead_s": unshared + 5},
+        }
+
+    repeats = [run("1", 2.0), run("2", 9.0, ok=False), run("3", 1.0), run("4", 3.0)]
+    assert bench_scale.median_run(repeats)["job_id"] == "1"  # 1.0, 2.0, 3.0 of the good runs
+    assert bench_scale.median_run([run("5", 1.0, ok=False)])["job_id"] == "5"
+    lines = bench_scale.spread_lines(
+        [{"nodes": 4, "repeats": repeats}, {"nodes": 8, "repeats": [run("6", 1.0)]}]
+    )
+    assert lines == [
+        "overhead at 4 nodes over 3 runs: without sharing 2.00 [1.00-3.00], as measured 7.00 [6.00-8.00] s"
+    ]

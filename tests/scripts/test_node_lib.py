@@ -545,3 +545,30 @@ run_cmd "$PYTHON" "$STUB" --marker "$MARKER" --no-server
     assert (outcome["kind"], outcome["cause"]) == ("failure", "crashed"), outcome
     assert float(outcome["at"]) == pytest.approx(crashed_at, abs=1e-3)  # when it died, not when TERM came
     assert_no_leftovers()
+
+
+def test_stopping_the_watcher_at_any_point_of_its_round_is_no_failure(node, free_port, assert_no_leftovers):
+    """Teardown TERMs the watcher wherever it is in its round: it must end quietly every time (it once broke
+    when the TERM landed while bash parsed a $(...) inside ((...)), and failed a clean node)."""
+    port = free_port()
+    run = node.run(
+        f"""
+svc api --port {port} --healthy-after 0
+wait_http api {health(port)} 10
+for i in $(seq 60); do
+  supervise
+  sleep "0.0$((RANDOM % 10))"
+  _node_stop_watcher
+  [[ ! -s $STATE_DIR/$STATE_FAILURE ]] || {{ echo "round $i: $(< "$STATE_DIR/$STATE_FAILURE")"; exit 9; }}
+done
+echo rounds done
+""",
+        env={
+            "POLL_INTERVAL": "0.01",
+            "STOPPED_GRACE_S": "0.05",
+        },  # rounds back to back, sessions listed often
+        timeout=120,
+    )
+    assert run.rc == 0 and "rounds done" in run.out, run.text
+    assert "FAILED" not in run.text and "unexpected EOF" not in run.text
+    assert_no_leftovers()

@@ -45,3 +45,39 @@ def test_the_rule_sees_a_numeric_default():
     assert NUMBER_DEFAULT.search('sleep "${POLL_INTERVAL:-1}"')
     assert NUMBER_DEFAULT.search("grace=${GRACE_S-15}")
     assert not NUMBER_DEFAULT.search('"${POLL_INTERVAL:?set by the node script}" ${PYTHON:-python3}')
+
+
+def command_in_arithmetic(line: str) -> bool:
+    """A $(...) inside ((...)) or $((...)): bash 5.2 parses it only when it is reached, and a signal's trap
+    running during that parse breaks it ("unexpected EOF while looking for matching )", exit 2): a watcher
+    TERMed there failed a clean node. Assign the command's output to a variable first."""
+    start = line.find("((")
+    while start != -1:
+        depth, i = 0, start
+        while i < len(line):
+            depth += {"(": 1, ")": -1}.get(line[i], 0)
+            if depth == 0:
+                break
+            if line.startswith("$(", i) and not line.startswith("$((", i):
+                return True
+            i += 1
+        start = line.find("((", i)
+    return False
+
+
+def test_no_shipped_bash_runs_a_command_inside_arithmetic():
+    found = [
+        f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+        for path in (*SHIPPED, *TEMPLATES)
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if command_in_arithmetic(line)
+    ]
+    assert found == [], "\n".join(found)
+
+
+def test_the_rule_sees_a_command_inside_arithmetic():
+    assert command_in_arithmetic("if ((now - since >= $(_node_us 1))); then")
+    assert command_in_arithmetic("deadline=$(($(_node_now_us) + 5))")
+    assert not command_in_arithmetic('((${#missing[@]} == 0)) || fail "$(_node_word x)"')
+    assert not command_in_arithmetic("at=$((since / 1000000)).$(printf '%06d' $((since % 1000000)))")
+    assert not command_in_arithmetic("deadline=$((_NODE_NOW + grace))")
