@@ -2,13 +2,15 @@
 
 Per N (default 4, 8, 16, 32) an xPyD job of N/2 prefill x N/2 decode simulated vLLM engines (fixed-seq-len,
 KV over the simulated Mooncake, no LMCache, our proxy in front, one low concurrency for the runner's short
-benchmark) is submitted twice to the local cluster, through the path users take (a master file under
-out/bench/, recipes.render and recipes.submit): once to its end, timed from the nodes' own marks
+benchmark) is submitted to the local cluster through the path users take (a master file under out/bench/,
+recipes.render and recipes.submit): --repeat times to its end, timed from the nodes' own marks
 (tests/bench/scale_measure.py) with every node's memory sampled during the benchmark
 (tests/bench/scale_memory.py), and once with the last decode node crashing mid-run, timed as
-bench-failfast times a fault (tests/bench/failfast_job.py). Table on stdout, JSON in out/bench/scale.json,
-last line: `scale: <N> nodes, overhead ratio <overhead at N / at the smallest N>, fault detection <s> s,
-verdict ok|wrong`.
+bench-failfast times a fault (tests/bench/failfast_job.py). Every simulated node shares this host's CPUs,
+so the overhead is also given without the least time that sharing adds (scale_measure.DEFINITIONS). Table
+on stdout, JSON in out/bench/scale.json, last line: `scale: <N> nodes, overhead ratio <that overhead at N /
+at the smallest N> (as measured <the measured overhead's ratio>, ...), fault detection <s> s, verdict
+ok|wrong`.
 """
 
 from __future__ import annotations
