@@ -9,7 +9,8 @@ import yaml
 from sim.cluster import extras, layout
 from sim.cluster.layout import ROOT, Layout
 
-LOCAL = "cluster:local-sim"  # the runner label of the simulated cluster
+LOCAL = "cluster:local-sim"  # the runner label of the simulated cluster (its default three nodes)
+WIDE = "cluster:local-sim-wide"  # the same cluster made wide, for make bench-scale
 
 
 def _runners() -> dict:
@@ -21,9 +22,13 @@ def _launch() -> dict:
 
 
 def test_nodes_are_runner_local_each_on_its_own_address_and_port():
-    # the runner lists every node the cluster can have (lint and render place a job on them)
+    # the wide runner lists every node the cluster can have, the default runner the default cluster's
+    # (a node excluded there must never leave a job waiting for nodes that exist only when it is wide)
     node_list = layout.nodes(layout.MAX_NODES)
-    assert [n.name for n in node_list] == _runners()["labels"][LOCAL]
+    assert [n.name for n in node_list] == _runners()["labels"][WIDE]
+    assert _runners()["labels"][LOCAL] == [n.name for n in layout.nodes(3)]
+    assert _runners()["hardware"][WIDE] == _runners()["hardware"][LOCAL]
+    assert _launch()[WIDE] == _launch()[LOCAL]  # launched alike (a YAML anchor)
     assert len({n.addr for n in node_list}) == len({n.port for n in node_list}) == layout.MAX_NODES
     assert node_list[-1].addr == "127.0.0.42" and node_list[-1].port == 16852
     assert layout.CTLD_ADDR not in {n.addr for n in node_list}
