@@ -21,9 +21,7 @@ FAILURE_AT = "failure.at"  # when the service failed (epoch seconds)
 CAUSE = "cause"  # the classified cause of the node's failure (scripts/failures.py)
 SAID = "said"  # the node's FAILED lines, its cause classified from them when no report classified one
 STEP = "step"  # the current step, for the watcher and scripts/tokenwatch.py
-MARKS = (
-    "marks"  # "<epoch> <cpu ticks> <what>" per step entered, barrier released, service ready: timings only
-)
+MARKS = "marks"  # "<epoch> <cpu ticks> <what>" per step, barrier release, service ready: timings only
 SERVICES = "services"  # the services started, one name a line, in start order
 FOREGROUND_PID = "foreground.pid"  # the foreground command's session (the benchmark client, a proof)
 SCANCEL_OUT = "scancel.out"  # what scancel said when a failing node told the others to stop

@@ -101,7 +101,8 @@ _node_earlier() {
 _node_find_stopped() {
   local name pid sid stat state since now listing=''
   _node_services
-  now=$(_node_now_us)
+  _node_clock
+  now=$_NODE_NOW
   if ((now - _NODE_LISTED_AT >= _NODE_STOPPED_GRACE_US / 4)); then
     listing=1
     _NODE_LISTED_AT=$now

@@ -146,10 +146,6 @@ _node_report_survivors() {
   fi
 }
 
-_node_now_us() {
-  echo "${EPOCHREALTIME//[!0-9]/}"
-}
-
 # _node_clock — _NODE_NOW: the time in microseconds, without a subshell. Loops that poll use it: a $(...)
 # inside ((...)) is parsed only when reached, and a signal's trap running during that parse breaks it
 # (bash 5.2: "unexpected EOF while looking for matching )", exit 2), which a teardown or a watcher must

@@ -72,7 +72,7 @@ def chosen(args: argparse.Namespace) -> list[Fault]:
     return [f for f in FAULTS if (not names or f.name in names) and (f.quick or not args.quick)]
 
 
-def _s(value: float | None, width: int = 6) -> str:
+def cell(value: float | None, width: int = 6) -> str:
     return f"{value:{width}.2f}" if value is not None else f"{'-':>{width}}"
 
 
@@ -97,7 +97,7 @@ def table(records: list[Record], poll: float) -> str:
     for r in records:
         bound = f"{r.bound_s:.0f}s" if r.bound_s else "-"
         ok = r.detected and r.detection_s is not None and r.detection_s < target
-        detect = f"{_s(r.detection_s)}{' ' if ok else '!'}"
+        detect = f"{cell(r.detection_s)}{' ' if ok else '!'}"
         kept = f"{len(r.results_before_fault)}/{len(r.results_before_fault)}" if r.results_kept else "LOST"
         if not r.results_before_fault and r.results_kept:
             kept = "-" if not r.results_expected else "none!"
@@ -105,8 +105,8 @@ def table(records: list[Record], poll: float) -> str:
         report, tear, slurm = breakdown(r)
         cause = r.cause if r.classified else f"{r.cause or '-'}! ({r.cause_expected})"
         lines.append(
-            f"{r.title:41} {code:>4} {_s(r.fault_to_end_s, 9)} {bound:>5} {detect:>7} {_s(report)} "
-            f"{_s(tear, 5)} {_s(slurm, 5)} {'yes' if r.named else 'NO':>5} {cause:24} "
+            f"{r.title:41} {code:>4} {cell(r.fault_to_end_s, 9)} {bound:>5} {detect:>7} {cell(report)} "
+            f"{cell(tear, 5)} {cell(slurm, 5)} {'yes' if r.named else 'NO':>5} {cause:24} "
             f"{len(r.left_at_end):>4} {kept:>5}"
         )
     lines.append(
@@ -188,7 +188,8 @@ def run(args: argparse.Namespace) -> int:
         records.append(record)
         print(
             f"  {fault.name:28} job {record.job_id:>4} {record.state or '?':10} exit {record.exit_code:6} "
-            f"fault→end {_s(record.fault_to_end_s).strip()} s, detect {_s(record.detection_s).strip()} s, "
+            f"fault→end {cell(record.fault_to_end_s).strip()} s, "
+            f"detect {cell(record.detection_s).strip()} s, "
             f"named {'yes' if record.named else 'no: ' + '; '.join(record.named_missing)}, "
             f"cause {record.cause or '-'}"
             + ("" if record.classified else f" (expected {record.cause_expected})")

@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from recipes.render import RenderError, load, render_config  # noqa: E402
 from recipes.submit import SubmitError, pick, submit  # noqa: E402
+from scripts import statefiles  # noqa: E402
 from scripts.failures import BY_NAME as CLASSES  # noqa: E402
 from sim.cluster import __main__ as cluster  # noqa: E402
 from sim.cluster import daemons  # noqa: E402
@@ -39,7 +40,7 @@ from sim.cluster.layout import MAX_NODES, default_layout, nodes  # noqa: E402
 from sim.demo import DemoError, job_env, simulated_host  # noqa: E402
 from tests.bench import scale_measure as measure  # noqa: E402
 from tests.bench import scale_memory as memory  # noqa: E402
-from tests.bench.bench_failfast import breakdown  # noqa: E402
+from tests.bench.bench_failfast import breakdown, cell  # noqa: E402
 from tests.bench.failfast_faults import Fault  # noqa: E402
 from tests.bench.failfast_job import Recipe, Record, Watcher, leftovers, run_fault  # noqa: E402
 from tests.bench.scale_config import (  # noqa: E402
@@ -120,7 +121,7 @@ class Sampler(threading.Thread):
         self.done = threading.Event()
 
     def run(self) -> None:
-        step = self.run_dir / "state" / measure.LEADER / "step"
+        step = self.run_dir / statefiles.FOLDER / measure.LEADER / statefiles.STEP
         cluster_dir = str(default_layout().dir)
         while not self.done.wait(SAMPLE_EVERY_S):
             try:
@@ -148,7 +149,7 @@ def run_clean(recipe: Recipe, out: Path) -> dict:
     run_dir = Path(job.run_dir)
     count = recipe.rendered.plan.slurm.nodes
     # the job's nodes only: the cluster's other slurmds (idle, no job process) are no node of this job
-    ran_on = {p.name for p in (run_dir / "state").iterdir() if p.is_dir()}
+    ran_on = {p.name for p in (run_dir / statefiles.FOLDER).iterdir() if p.is_dir()}
     mem = [n for n in memory.per_node(sampler.samples) if n.node in ran_on]
     return {
         "job_id": job.job_id,
@@ -191,7 +192,7 @@ def last_node_fault(count: int) -> Fault:
 def run_with_fault(recipe: Recipe, count: int, out: Path) -> dict:
     fault = last_node_fault(count)
     r = run_fault(fault, recipe, out)
-    ran_on = sorted(p.name for p in (Path(r.run_dir) / "state").iterdir() if p.is_dir())
+    ran_on = sorted(p.name for p in (Path(r.run_dir) / statefiles.FOLDER).iterdir() if p.is_dir())
     last = max(ran_on, key=lambda n: (len(n), n)) if ran_on else ""
     report, teardown, slurm = breakdown(r)
     notes = list(r.notes)
@@ -245,10 +246,6 @@ def spread_lines(runs: list[dict]) -> list[str]:
     return out
 
 
-def _s(value: float | None, width: int = 6) -> str:
-    return f"{value:{width}.2f}" if value is not None else f"{'-':>{width}}"
-
-
 COLUMNS = (
     ("skew", "launch_skew_s"),
     ("prefl", "preflight_s"),
@@ -285,8 +282,8 @@ def table(runs: list[dict]) -> str:
         mib = clean["memory"]["node_rss_mib"]
         lines.append(
             f"{r['nodes']:>3} {r['shape']:7} {'ok' if clean['ok'] else 'FAIL':>4} "
-            + " ".join(_s(t[k]) for _, k in COLUMNS)
-            + f" {_s(unshared, 5)} {_s(raw, 5)} {_s(mib, 6)} {_s(fault.get('detection_s'))} "
+            + " ".join(cell(t[k]) for _, k in COLUMNS)
+            + f" {cell(unshared, 5)} {cell(raw, 5)} {cell(mib, 6)} {cell(fault.get('detection_s'))} "
             + f"{fault.get('verdict', '-')}"
         )
     legend = (
@@ -332,10 +329,6 @@ def ratios(runs: list[dict], run: dict) -> tuple[float | None, float | None]:
     )
 
 
-def _r(value: float | None) -> str:
-    return f"{value:.2f}" if value is not None else "-"
-
-
 def summary_line(runs: list[dict]) -> str:
     if not runs:
         return "scale: no run"
@@ -344,7 +337,7 @@ def summary_line(runs: list[dict]) -> str:
     fault = top.get("fault") or {}
     detect = fault.get("detection_s")
     return (
-        f"scale: {top['nodes']} nodes, overhead ratio {_r(unshared)} (as measured {_r(raw)}, with "
+        f"scale: {top['nodes']} nodes, overhead ratio {cell(unshared, 0)} (as measured {cell(raw, 0)}, with "
         f"{top['nodes']} nodes' own start work sharing {os.cpu_count()} CPUs), "
         f"fault detection {f'{detect:.2f}' if detect is not None else '-'} s, "
         f"verdict {fault.get('verdict', '- (no fault run)')}"
@@ -382,8 +375,8 @@ def main(argv: list[str] | None = None) -> int:
                 run.setdefault("repeats", []).append(clean)
                 print(
                     f"  {count:>2} nodes: job {clean['job_id']} {clean['state']} {clean['exit_code']}, "
-                    f"overhead {_s(clean['timings']['overhead_s']).strip()} s, without sharing "
-                    f"{_s(clean['timings']['overhead_unshared_s']).strip()} s",
+                    f"overhead {cell(clean['timings']['overhead_s']).strip()} s, without sharing "
+                    f"{cell(clean['timings']['overhead_unshared_s']).strip()} s",
                     flush=True,
                 )
             run["clean"] = median_run(run["repeats"])
@@ -392,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
                 f = run["fault"]
                 print(
                     f"  {count:>2} nodes, fault: job {f['job_id']} {f['state']} {f['exit_code']}, detection "
-                    f"{_s(f['detection_s']).strip()} s, verdict {f['verdict']} ({f['verdict_line']})",
+                    f"{cell(f['detection_s']).strip()} s, verdict {f['verdict']} ({f['verdict_line']})",
                     flush=True,
                 )
         except (DemoError, SubmitError) as exc:

@@ -5,7 +5,6 @@ nodes' outcome files. Pure functions of files: no cluster needed to test them.""
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -233,7 +232,3 @@ def leader_timeline(run_dir: Path) -> list[tuple[float, str]]:
 def ratio(value: float | None, base: float | None) -> float | None:
     """VALUE / BASE, None when either is missing or BASE is not positive."""
     return None if value is None or not base or base <= 0 else value / base
-
-
-def as_json(value: object) -> str:
-    return json.dumps(value, indent=2) + "\n"
