@@ -36,25 +36,58 @@ def _process_gone(pid: int) -> bool:
     return bool(fields) and fields[0] == "Z"
 
 
-def _progress(session: int, log: str | None) -> tuple[int, int]:
-    """(log size, CPU ticks of every process of the session): what a starting service moves while it
-    works. A hang moves neither; a slow start moves one or the other."""
+def _progress(pid: int, log: str | None) -> tuple[int, int]:
+    """(log size, CPU ticks of the service PID leads): what a starting service moves while it works. A hang
+    moves neither; a slow start moves one or the other."""
     try:
         size = os.stat(log).st_size if log else 0
     except OSError:
         size = -1
     ticks = 0
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
+    for stat_path in _service_stats(pid):
         try:
-            with open(f"{entry.path}/stat", "rb") as stat:
+            with open(stat_path, "rb") as stat:
                 fields = stat.read().rsplit(b")", 1)[-1].split()
         except OSError:
             continue  # ended while we looked
-        if len(fields) > 14 and int(fields[3]) == session:
+        if len(fields) > 14:
             ticks += sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
     return size, ticks
+
+
+def _service_stats(pid: int, proc: str = "/proc") -> list[str]:
+    """The stat files of PID and its descendants, found through <proc>/<pid>/task/<tid>/children: the
+    service's own few files, every poll. Scanning /proc for its session instead read every process of the
+    host four times a second on every node: where many nodes share a host, that grew with their number and
+    took a good part of its CPU. A kernel without those files (no CONFIG_PROC_CHILDREN) gets that scan:
+    every process of the session PID leads (a service starts in a session of its own)."""
+    me = os.getpid()
+    if not os.path.exists(f"{proc}/{me}/task/{me}/children"):
+        return [f"{e.path}/stat" for e in os.scandir(proc) if e.name.isdigit() and _session(e.path) == pid]
+    pids, i = [pid], 0
+    while i < len(pids):
+        tasks = f"{proc}/{pids[i]}/task"
+        try:
+            tids = os.listdir(tasks)
+        except OSError:
+            tids = []  # ended while we looked
+        for tid in tids:
+            try:
+                with open(f"{tasks}/{tid}/children", "rb") as children:
+                    pids.extend(int(child) for child in children.read().split())
+            except OSError:
+                continue
+        i += 1
+    return [f"{proc}/{p}/stat" for p in pids]
+
+
+def _session(proc_entry: str) -> int | None:
+    """The session of the process whose /proc folder is PROC_ENTRY; None once it has ended."""
+    try:
+        with open(f"{proc_entry}/stat", "rb") as stat:
+            return int(stat.read().rsplit(b")", 1)[-1].split()[3])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _lookup(body: Any, path: str) -> tuple[bool, Any]:

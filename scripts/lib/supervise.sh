@@ -24,8 +24,11 @@ _node_watch() {
   trap '_node_watch_stop' TERM
   _NODE_NAP_PID=
   # The services file is read on every round, so services started later are watched too.
-  declare -A _NODE_STOPPED_SINCE=() _NODE_LISTED=()
-  _NODE_LISTED_AT=0
+  declare -A _NODE_STOPPED_SINCE=()
+  _NODE_CHILDREN_FILES=''
+  if [[ -e /proc/$BASHPID/task/$BASHPID/children ]]; then
+    _NODE_CHILDREN_FILES=1
+  fi
   # Worked out once, by plain assignment: a $(...) inside ((...)) is parsed only when reached, and a TERM
   # arriving during that parse (teardown stops the watcher at any point of its round) broke it ("unexpected
   # EOF while looking for matching )"), the watcher exiting 2 and failing a clean node.
@@ -94,29 +97,16 @@ _node_earlier() {
 # for STOPPED_GRACE_S: it answers nothing, and would hold the job until a readiness timeout (an hour on a
 # real cluster) or, once serving, forever. Sets _NODE_FOUND, _NODE_STOPPED_PID and _NODE_CODE_AT (when
 # it was first seen stopped).
-# Finding a session's processes means reading every process of the host (pgrep -s): once a second on
-# every node, that was the job's largest CPU cost where many nodes share a host. So the session is listed
-# every quarter of the grace; each poll in between reads only the state of the processes last listed
-# (and the service's leader): a process stopped later than the last listing is still seen at the next.
 _node_find_stopped() {
-  local name pid sid stat state since now listing=''
+  local name pid sid stat state since now
   _node_services
   _node_clock
   now=$_NODE_NOW
-  if ((now - _NODE_LISTED_AT >= _NODE_STOPPED_GRACE_US / 4)); then
-    listing=1
-    _NODE_LISTED_AT=$now
-  fi
   for name in "${_NODE_NAMES[@]}"; do
     read -r sid 2> /dev/null < "$STATE_DIR/$name$STATE_PID_SUFFIX" || continue
-    if [[ -n $listing ]]; then
-      _NODE_LISTED[$name]=''
-      if _node_session_pids "$sid"; then
-        _NODE_LISTED[$name]="${_NODE_PIDS[*]}"
-      fi
-    fi
+    _node_service_pids "$sid"
     pid=''
-    for pid in "$sid" ${_NODE_LISTED[$name]:-}; do
+    for pid in "${_NODE_PIDS[@]}"; do
       read -r stat 2> /dev/null < "/proc/$pid/stat" || continue
       state=${stat##*) }
       [[ ${state%% *} == [Tt] ]] && break
@@ -136,6 +126,29 @@ _node_find_stopped() {
     fi
   done
   return 1
+}
+
+# _node_service_pids PID — the processes of the service PID leads, in _NODE_PIDS: PID and its descendants,
+# from /proc/<pid>/task/<tid>/children (reads of the service's own processes only, no fork). Listing its
+# session instead (pgrep -s) reads every process of the host: once a second on every node, that was the
+# largest CPU cost of a job whose nodes share a host, growing with their number. A kernel without those
+# files (no CONFIG_PROC_CHILDREN) gets the session listed.
+_node_service_pids() {
+  local i=0 file kids=()
+  if [[ -z $_NODE_CHILDREN_FILES ]]; then
+    _node_session_pids "$1" || _NODE_PIDS=("$1")
+    return 0
+  fi
+  _NODE_PIDS=("$1")
+  while ((i < ${#_NODE_PIDS[@]})); do
+    for file in "/proc/${_NODE_PIDS[i]}/task/"*/children; do
+      kids=()
+      # The file ends without a newline (read's status 1, the words read); a process gone meanwhile has none.
+      read -r -a kids 2> /dev/null < "$file" || :
+      _NODE_PIDS+=("${kids[@]}")
+    done
+    i=$((i + 1))
+  done
 }
 
 # _node_write_failure NAME CODE AT [HEADLINE] — the report of a service that exited (or stopped: CODE

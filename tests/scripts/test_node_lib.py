@@ -386,6 +386,31 @@ wait_http lmcache {health(port)} 60
     assert_no_leftovers()
 
 
+def test_a_stopped_process_deep_in_a_service_fails_the_node(node, free_port, assert_no_leftovers):
+    """Only a grandchild of the service's leader stopped (an engine's worker under a debugger): the watcher
+    reads the service's process tree, not just its leader."""
+    port = free_port()
+    run = node.run(f"""
+export STOPPED_GRACE_S=1.5
+step start-api
+spawn='import os, subprocess, sys; child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+open(sys.argv[1] + ".tmp", "w").write(str(child.pid)); os.rename(sys.argv[1] + ".tmp", sys.argv[1]); child.wait()'
+start_service api "$PYTHON" -c "$spawn" "$WORK/child.pid" "$MARKER"
+supervise
+until [[ -s $WORK/child.pid ]]; do sleep 0.05; done
+child=$(< "$WORK/child.pid")
+kill -STOP "$child"
+echo "stopped $child"
+wait_http api {health(port)} 60
+""")
+    assert run.rc == 1, run.text
+    child = re.search(r"^stopped (\d+)$", run.out, re.M)
+    assert child, run.text
+    assert f"api stopped (process state T, pid {child[1]}) for 1.5 s" in run.err
+    assert run.elapsed < FAST
+    assert_no_leftovers()
+
+
 def test_a_service_stopped_briefly_and_continued_is_no_failure(node, free_port, assert_no_leftovers):
     port = free_port()
     run = node.run(f"""

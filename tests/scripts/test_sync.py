@@ -15,7 +15,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest import LOAD_SLACK_S, SYNC, SYNC_PYTHON, drip, http_answer, send, sync
+from conftest import LOAD_SLACK_S, SCRIPTS, SYNC, SYNC_PYTHON, drip, http_answer, send, sync
+
+sys.path.insert(0, str(SCRIPTS))
+import waithttp  # noqa: E402 (scripts/ is not a package: it runs on the nodes)
 
 PYTHON = SYNC_PYTHON
 
@@ -163,6 +166,42 @@ def test_wait_http_fails_at_once_when_the_process_is_gone(free_port):
     )
     assert done.returncode == 3
     assert "exited while waiting for" in done.stderr
+
+
+@pytest.fixture
+def process_tree() -> Iterator[tuple[int, set[int]]]:
+    """A session of three processes: (its leader, every pid of it), once the leader's children run."""
+    leader = subprocess.Popen(
+        ["bash", "-c", "sleep 60 & sleep 60 & wait"], start_new_session=True, stdout=subprocess.DEVNULL
+    )
+    children = Path(f"/proc/{leader.pid}/task/{leader.pid}/children")
+    deadline = time.monotonic() + 10
+    while len(children.read_text().split()) < 2:
+        assert time.monotonic() < deadline, "the leader's two children never started"
+        time.sleep(0.02)
+    try:
+        yield leader.pid, {leader.pid, *map(int, children.read_text().split())}
+    finally:
+        os.killpg(leader.pid, 9)
+        leader.wait()
+
+
+def test_wait_http_reads_the_cpu_of_the_service_s_own_processes(process_tree):
+    """Its stall watch reads the service's process tree (children files), never the host's whole table."""
+    leader, pids = process_tree
+    assert sorted(waithttp._service_stats(leader)) == sorted(f"/proc/{pid}/stat" for pid in pids)
+
+
+def test_wait_http_lists_the_session_where_the_kernel_has_no_children_files(tmp_path):
+    """A fake /proc without task/<tid>/children: every process of the session the service leads."""
+    for pid, session in ((100, 100), (101, 100), (102, 100), (200, 200), (201, 1)):
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "stat").write_text(
+            f"{pid} (a b) S 1 {session} {session} 0 -1 0 0 0 0 0 1 2 3 4\n"
+        )
+    (tmp_path / "self").mkdir()
+    found = waithttp._service_stats(100, proc=str(tmp_path))
+    assert sorted(found) == [f"{tmp_path}/{pid}/stat" for pid in (100, 101, 102)]
 
 
 DRIPPING = {
