@@ -18,11 +18,13 @@ from typing import Any
 import safejson
 from barrierlead import MAX_DEPTH, MAX_LINE, Leader, addr_text
 from barrierwire import AuthError, Session, challenge_nonce, new_nonce, read_secret
-from failures import EXIT_BARRIER, EXIT_BIND, EXIT_SECRET, EXIT_USAGE, die, line, one_line
+from failures import EXIT_BARRIER, EXIT_BIND, EXIT_PEERS, EXIT_SECRET, EXIT_USAGE, die, line, one_line
 from nodeargs import key_value, positive_float, say, seconds_text
+from peers import PeersError, published
 
 CONNECT_RETRY_S = 0.2
 LEADER_GRACE_S = 10.0  # connected ranks wait this much longer than their own timeout for the leader's word
+ADDRESS_FIELD = "addr"  # what --peer-addresses lists: each rank's --publish-field addr=...
 MAX_SIZE = 4096  # ranks; it also bounds what the leader keeps open (4 x size waiting connections)
 PUBLISH_MAX_DEPTH = 16  # --publish nests at most this deep: the wire allows MAX_DEPTH with the envelope
 
@@ -205,13 +207,17 @@ def _join(args: argparse.Namespace, key: bytes, deadline: float, release_deadlin
         time.sleep(max(0.0, min(CONNECT_RETRY_S, deadline - time.monotonic())))
 
 
-def _write_atomically(path: str, obj: Any) -> None:
+def _write_atomically(path: str, obj: Any, lines: bool = False) -> None:
+    """OBJ as JSON, or (LINES) a list of words one per line, at PATH whole or not at all."""
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".barrier-", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(obj, out, indent=1, sort_keys=True)
-            out.write("\n")
+            if lines:
+                out.write("".join(f"{word}\n" for word in obj))
+            else:
+                json.dump(obj, out, indent=1, sort_keys=True)
+                out.write("\n")
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
@@ -288,7 +294,22 @@ def cmd_barrier(args: argparse.Namespace) -> int:
             _write_atomically(args.out, reply)
         except OSError as err:
             die(f"barrier {args.name}: cannot write {args.out}: {err}", EXIT_BARRIER)
+    if args.peer_addresses:
+        _write_addresses(args, reply)
     return 0
+
+
+def _write_addresses(args: argparse.Namespace, reply: dict[str, Any]) -> None:
+    """Every rank's published `addr`, one line per rank in rank order, for the node script's array: read
+    here, from the released table, not by a process of its own on every node."""
+    try:
+        addresses = published(reply, ADDRESS_FIELD, address=True, distinct=True)
+    except PeersError as err:
+        die(f"barrier {args.name}: {err}", EXIT_PEERS)
+    try:
+        _write_atomically(args.peer_addresses, addresses, lines=True)
+    except OSError as err:
+        die(f"barrier {args.name}: cannot write {args.peer_addresses}: {err}", EXIT_BARRIER)
 
 
 def add_parser(sub: Any) -> None:
@@ -318,5 +339,11 @@ def add_parser(sub: Any) -> None:
         help="publish {KEY: VALUE, ...} (strings; repeatable) without writing JSON by hand",
     )
     p.add_argument("--out", help="write the released table of ranks here (atomically)")
+    p.add_argument(
+        "--peer-addresses",
+        metavar="PATH",
+        help=f"write the {ADDRESS_FIELD} every rank published (--publish-field {ADDRESS_FIELD}=...), one "
+        "line per rank in rank order; each must be one canonical IP address, no two alike (exit 8 otherwise)",
+    )
     p.add_argument("--bind", help="address the leader listens on (default: the leader HOST)")
     p.set_defaults(func=cmd_barrier)

@@ -1,25 +1,20 @@
 #!/usr/bin/env python3
-"""`sync.py peers`: one field every rank published at a barrier, in rank order; stdlib only.
+"""The addresses the ranks published at a barrier, in rank order (`sync.py barrier --peer-addresses`);
+stdlib only.
 
 The values end up in engine command lines and bash arrays, so each must be exactly one word: printable
-ASCII without whitespace, and with --address exactly an IPv4 or IPv6 address (no `10.0.0.1\\r`, no NUL)."""
+ASCII without whitespace, and an address exactly an IPv4 or IPv6 address (no `10.0.0.1\\r`, no NUL)."""
 
 from __future__ import annotations
 
-import argparse
 import ipaddress
 from typing import Any
 
-import safejson
-from failures import EXIT_PEERS, die, one_line
-
-MAX_TABLE_BYTES = 64 << 20
+from failures import one_line
 
 
-def _table_values(path: str, field: str) -> list[Any]:
-    """FIELD of every rank 0..N-1 in the barrier's --out table; ValueError/KeyError/TypeError/OSError."""
-    ranks = safejson.loads(safejson.read_regular(path, MAX_TABLE_BYTES))["ranks"]
-    return [ranks[str(rank)]["data"][field] for rank in range(len(ranks))]
+class PeersError(Exception):
+    """Why the published values cannot be handed on; the message names the rank and the value."""
 
 
 def value_problem(value: Any, *, address: bool) -> str | None:
@@ -40,34 +35,21 @@ def value_problem(value: Any, *, address: bool) -> str | None:
     return None
 
 
-def cmd_peers(args: argparse.Namespace) -> int:
-    """Print one published field per rank, in rank order; every rank must have it, values distinct."""
+def published(table: Any, field: str, *, address: bool, distinct: bool) -> list[str]:
+    """FIELD as every rank 0..N-1 of a released barrier TABLE published it; PeersError when a rank lacks
+    it, a value is not one word (with ADDRESS: not one IP address) or, with DISTINCT, two ranks share one."""
     try:
-        values = _table_values(args.file, args.field)
-    except (OSError, ValueError, KeyError, TypeError) as err:
+        ranks = table["ranks"]
+        values = [ranks[str(rank)]["data"][field] for rank in range(len(ranks))]
+    except (KeyError, TypeError) as err:
         problem = one_line(f"{type(err).__name__}: {err}")
-        die(f"peers: {args.file} has no {args.field!r} for every rank ({problem})", EXIT_PEERS)
+        raise PeersError(f"no {field!r} for every rank ({problem})") from None
     seen: dict[str, int] = {}
     for rank, value in enumerate(values):
-        wrong = value_problem(value, address=args.address)
+        wrong = value_problem(value, address=address)
         if wrong:
-            die(
-                f"peers: rank {rank} published {args.field}={one_line(repr(value), 80)}: {wrong}",
-                EXIT_PEERS,
-            )
-        if args.distinct and value in seen:
-            die(f"peers: ranks {seen[value]} and {rank} both published {args.field}={value}", EXIT_PEERS)
+            raise PeersError(f"rank {rank} published {field}={one_line(repr(value), 80)}: {wrong}")
+        if distinct and value in seen:
+            raise PeersError(f"ranks {seen[value]} and {rank} both published {field}={value}")
         seen[value] = rank
-    print("\n".join(values))
-    return 0
-
-
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser("peers", help="print a field every rank published at a barrier, one line per rank")
-    p.add_argument("--file", required=True, help="the barrier's --out table")
-    p.add_argument("--field", required=True)
-    p.add_argument("--distinct", action="store_true", help="fail if two ranks published the same value")
-    p.add_argument(
-        "--address", action="store_true", help="each value must be exactly an IPv4 or IPv6 address"
-    )
-    p.set_defaults(func=cmd_peers)
+    return values

@@ -26,6 +26,7 @@ SERVICES = "services"  # the services started, one name a line, in start order
 FOREGROUND_PID = "foreground.pid"  # the foreground command's session (the benchmark client, a proof)
 SCANCEL_OUT = "scancel.out"  # what scancel said when a failing node told the others to stop
 PEERS = "peers.json"  # the start barrier's table: every node's published address
+PEER_ADDRS = "peer-addrs"  # those addresses, one line per rank (the start barrier checks and writes them)
 NODE_FACTS = "node-facts.json"  # GPU driver, ROCm and NIC firmware (AMD preflight)
 NIC_FACTS = "nic-facts.json"  # what the host's NIC check saw (scripts/nics.py)
 IMAGE = "image"  # the container image's id and digests on this node (scripts/container.sh)

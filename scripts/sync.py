@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Node-side sync, one command per job: addresses (address.py), peers (peers.py), the pinned-version check
-(preflight.py), the pinned tools the image lacks (nodesetup.py), drained GPUs (gpus.py), on the host no
-leftovers and ready NICs (leftovers.py, nics.py), free ports (ports.py), HTTP readiness waits (waithttp.py),
-the TCP barrier (barrier.py) and emptied engine caches between benchmarks (flushcache.py); stdlib only,
-runs in any container. Rendered scripts call `python3 sync.py <command> ...`."""
+"""Node-side sync, one command per job: addresses (address.py), the pinned-version check (preflight.py),
+the pinned tools the image lacks (nodesetup.py), drained GPUs (gpus.py), on the host no leftovers and ready
+NICs (leftovers.py, nics.py), free ports (ports.py), HTTP readiness waits (waithttp.py), the TCP barrier
+(barrier.py; the peers' addresses, peers.py) and emptied engine caches between benchmarks (flushcache.py);
+stdlib only, runs in any container. Rendered scripts call `python3 sync.py <command> ...`."""
 
 from __future__ import annotations
 
@@ -12,11 +12,10 @@ import importlib
 import sys
 
 # Each command's module, imported only when that command runs: every node starts sync.py several times
-# before its engines (address, ports, barrier, peers), and importing all eleven modules cost each call
+# before its engines (address, ports, barrier), and importing all ten modules cost each call
 # about 0.1 s of CPU: on a wide job's nodes, or 32 simulated nodes sharing one host, that adds up.
 COMMANDS = {
     "addr": "address",
-    "peers": "peers",
     "dist-version": "preflight",
     "setup-env": "nodesetup",
     "gpu-drain": "gpus",

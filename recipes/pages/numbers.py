@@ -42,7 +42,10 @@ EXIT_MEANINGS = {
         "`sync.py ports-free`, barrier",
     ),
     "EXIT_ADDR": ("no address for the node", "`sync.py addr`"),
-    "EXIT_PEERS": ("a bad peer table", "`sync.py peers`"),
+    "EXIT_PEERS": (
+        "a peer's published address is not one address, or two nodes share one",
+        "`sync.py barrier --peer-addresses`",
+    ),
     "EXIT_VERSION": ("a component is not the pinned version", "`sync.py dist-version`"),
     "EXIT_INVALID_RESULT": ("a benchmark result failed the result gate", "`results.py check`"),
     "EXIT_PROOF": ("a proof failed (smoke request, KV moved, LMCache hits)", "`proof.py`"),

@@ -17,6 +17,7 @@ declare -g STATE_NODE_FACTS=node-facts.json
 declare -g STATE_OUTCOME=outcome
 declare -g STATE_OUT_SUFFIX=.out
 declare -g STATE_PEERS=peers.json
+declare -g STATE_PEER_ADDRS=peer-addrs
 declare -g STATE_PID_SUFFIX=.pid
 declare -g STATE_RC_SUFFIX=.rc
 declare -g STATE_SAID=said

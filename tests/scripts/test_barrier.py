@@ -137,6 +137,39 @@ def test_three_ranks_exchange_data_even_when_early(tmp_path, free_port, procs, p
     assert not list(tmp_path.glob(".barrier-*"))  # no temporary file left by the atomic write
 
 
+@pytest.mark.parametrize(
+    "addresses, code, said",
+    [
+        (("10.0.0.1", "10.0.0.2"), 0, ""),
+        (("10.0.0.1", "10.0.0.1"), 8, "barrier start: ranks 0 and 1 both published addr=10.0.0.1\n"),
+        (("10.0.0.1", "10.0.0.2\r"), 8, "barrier start: rank 1 published addr='10.0.0.2\\r': not printable "),
+    ],
+    ids=["distinct", "clash", "not-one-word"],
+)
+def test_every_rank_writes_the_peers_addresses_checked(
+    tmp_path, free_port, procs, secret, addresses, code, said
+):
+    """--peer-addresses: the addresses by rank, one line each, for the node script's array; a clash or a
+    value that is not one address fails every rank alike, before any engine gets it."""
+    port = free_port()
+    for rank in (1, 0):
+        procs.append(
+            start_sync(
+                *barrier_args(port, rank, 2, secret),
+                *("--nodes", "sim0,sim1", "--publish-field", f"addr={addresses[rank]}"),
+                *("--peer-addresses", str(tmp_path / f"addrs{rank}")),
+                stderr=tmp_path / f"err{rank}",
+            )
+        )
+    assert [proc.wait(timeout=20) for proc in procs] == [code, code]
+    for rank in (0, 1):
+        if code == 0:
+            assert (tmp_path / f"addrs{rank}").read_text() == "10.0.0.1\n10.0.0.2\n"
+        else:
+            assert not (tmp_path / f"addrs{rank}").exists()
+            assert read(tmp_path / f"err{rank}").splitlines()[-1].startswith(said.rstrip("\n"))
+
+
 def test_the_leader_names_the_missing_node_and_releases_the_waiting(tmp_path, free_port, procs, secret):
     port = free_port()
     procs.append(start_sync(*barrier_args(port, 1, 3, secret, timeout=30), *NODES, stderr=tmp_path / "err1"))

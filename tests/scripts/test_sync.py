@@ -18,7 +18,8 @@ import pytest
 from conftest import LOAD_SLACK_S, SCRIPTS, SYNC, SYNC_PYTHON, drip, http_answer, send, sync
 
 sys.path.insert(0, str(SCRIPTS))
-import waithttp  # noqa: E402 (scripts/ is not a package: it runs on the nodes)
+import peers  # noqa: E402 (scripts/ is not a package: it runs on the nodes)
+import waithttp  # noqa: E402
 
 PYTHON = SYNC_PYTHON
 
@@ -243,7 +244,7 @@ def test_wait_http_reads_a_bounded_body_that_is_plain_json(raw_http, body, last)
     assert f"(last: {last}" in done.stderr and done.stderr.count("\n") == 1
 
 
-# ---------------------------------------------------------------- addr, peers, --publish-field
+# ---------------------------------------------------------------- addr, the peers' addresses
 
 
 @pytest.fixture
@@ -326,30 +327,31 @@ def test_addr_of_an_interface_only_on_the_node_itself():
     assert done.returncode == 7 and "'some-other-node' is not this host" in done.stderr
 
 
-def write_table(path: Path, data: dict[int, object]) -> Path:
-    path.write_text(json.dumps({"ranks": {str(r): {"node": f"n{r}", "data": d} for r, d in data.items()}}))
-    return path
+def table(data: dict[int, object]) -> dict:
+    """A released barrier table (its ranks in any order)."""
+    return {"ranks": {str(r): {"node": f"n{r}", "data": d} for r, d in data.items()}}
 
 
-def test_peers_prints_one_value_per_rank_in_rank_order(tmp_path):
-    table = write_table(tmp_path / "t.json", {1: {"addr": "10.0.0.2"}, 0: {"addr": "10.0.0.1"}})
-    done = sync("peers", "--file", str(table), "--field", "addr", "--distinct")
-    assert (done.returncode, done.stdout) == (0, "10.0.0.1\n10.0.0.2\n")
+def test_peers_lists_one_value_per_rank_in_rank_order():
+    published = peers.published(
+        table({1: {"addr": "10.0.0.2"}, 0: {"addr": "10.0.0.1"}}), "addr", address=True, distinct=True
+    )
+    assert published == ["10.0.0.1", "10.0.0.2"]
 
 
 @pytest.mark.parametrize(
     "data, message",
     [
-        ({0: {"addr": "10.0.0.1"}, 1: None}, "has no 'addr' for every rank"),
-        ({0: {"addr": "10.0.0.1"}, 1: {"addr": ""}}, "rank 1 published addr=''"),
+        ({0: {"addr": "10.0.0.1"}, 1: None}, "no 'addr' for every rank"),
+        ({0: {"addr": "10.0.0.1"}, 2: {"addr": "10.0.0.3"}}, "no 'addr' for every rank (KeyError: '1')"),
+        ({0: {"addr": "10.0.0.1"}, 1: {"addr": ""}}, "rank 1 published addr='': not a non-empty string"),
         ({0: {"addr": "10.0.0.1"}, 1: {"addr": "10.0.0.1"}}, "ranks 0 and 1 both published addr=10.0.0.1"),
     ],
 )
-def test_peers_refuses_incomplete_or_clashing_tables(tmp_path, data, message):
-    done = sync(
-        "peers", "--file", str(write_table(tmp_path / "t.json", data)), "--field", "addr", "--distinct"
-    )
-    assert done.returncode == 8 and message in done.stderr
+def test_peers_refuses_incomplete_or_clashing_tables(data, message):
+    with pytest.raises(peers.PeersError) as refused:
+        peers.published(table(data), "addr", address=True, distinct=True)
+    assert message in str(refused.value)
 
 
 @pytest.mark.parametrize(
@@ -369,34 +371,30 @@ def test_peers_refuses_incomplete_or_clashing_tables(tmp_path, data, message):
         (167772161, "not a non-empty string"),
     ],
 )
-def test_peers_address_is_exactly_an_ip_address(tmp_path, value, problem):
-    table = write_table(tmp_path / "t.json", {0: {"addr": "10.0.0.1"}, 1: {"addr": value}})
-    done = sync("peers", "--file", str(table), "--field", "addr", "--address")
-    assert done.returncode == 8
-    assert done.stderr.startswith("peers: rank 1 published addr=") and done.stderr.endswith(f": {problem}\n")
-    assert done.stderr.count("\n") == 1 and done.stdout == ""
+def test_peers_address_is_exactly_an_ip_address(value, problem):
+    with pytest.raises(peers.PeersError) as refused:
+        peers.published(
+            table({0: {"addr": "10.0.0.1"}, 1: {"addr": value}}), "addr", address=True, distinct=False
+        )
+    message = str(refused.value)
+    assert message.startswith("rank 1 published addr=") and message.endswith(f": {problem}")
+    assert "\n" not in message
 
 
 @pytest.mark.parametrize("value", ["10.0.0.2", "fd00::2", "2001:db8::a:1"])
-def test_peers_address_accepts_ipv4_and_ipv6(tmp_path, value):
-    table = write_table(tmp_path / "t.json", {0: {"addr": "10.0.0.1"}, 1: {"addr": value}})
-    done = sync("peers", "--file", str(table), "--field", "addr", "--address", "--distinct")
-    assert (done.returncode, done.stdout) == (0, f"10.0.0.1\n{value}\n")
+def test_peers_address_accepts_ipv4_and_ipv6(value):
+    data = table({0: {"addr": "10.0.0.1"}, 1: {"addr": value}})
+    assert peers.published(data, "addr", address=True, distinct=True) == ["10.0.0.1", value]
 
 
 @pytest.mark.parametrize("value, ok", [("http://sim0:8000/v1", True), ("a\tb", False), ("x\x7f", False)])
-def test_peers_any_field_is_one_printable_word(tmp_path, value, ok):
-    table = write_table(tmp_path / "t.json", {0: {"url": value}})
-    done = sync("peers", "--file", str(table), "--field", "url")
-    assert done.returncode == (0 if ok else 8), done.stderr
-
-
-def test_peers_survives_a_table_nested_100000_deep(tmp_path):
-    table = tmp_path / "t.json"
-    table.write_text('{"ranks": ' + "[" * 100_000 + "]" * 100_000 + "}")
-    done = sync("peers", "--file", str(table), "--field", "addr")
-    assert done.returncode == 8
-    assert "nested deeper than 64 levels" in done.stderr and done.stderr.count("\n") == 1
+def test_peers_any_field_is_one_printable_word(value, ok):
+    data = table({0: {"url": value}})
+    if ok:
+        assert peers.published(data, "url", address=False, distinct=False) == [value]
+    else:
+        with pytest.raises(peers.PeersError):
+            peers.published(data, "url", address=False, distinct=False)
 
 
 # ---------------------------------------------------------------- dist-version

@@ -78,9 +78,8 @@ step "start barrier"
 # Every barrier line is sealed with the job's secret (written by make submit): only this job's nodes join.
 barrier start "$RANK" 3 "$LEADER_ADDR:29500" 60 \
   --nodes "$NODE_NAMES" --secret-file "$RUN_DIR/job.secret" --publish-field addr="$NODE_ADDR" \
-  --out "$STATE_DIR/$STATE_PEERS"
-peers=$(python3 "$SCRIPTS_DIR/sync.py" peers --file "$STATE_DIR/$STATE_PEERS" --field addr --address --distinct)
-mapfile -t PEER_ADDR <<<"$peers"
+  --out "$STATE_DIR/$STATE_PEERS" --peer-addresses "$STATE_DIR/$STATE_PEER_ADDRS"
+mapfile -t PEER_ADDR < "$STATE_DIR/$STATE_PEER_ADDRS"
 supervise
 
 
