@@ -55,6 +55,7 @@ from tests.bench.scale_config import (  # noqa: E402
 OUT = ROOT / "out" / "bench"
 CRASH_AFTER = 2  # requests the last decode finishes before it crashes: inside the benchmark at every N
 JOB_TIMEOUT_S = 900.0  # a job still running this long after it started is cancelled (and reported)
+CPU_EVERY_S = 0.25  # the host's CPU times: fine enough to bound a start phase of a few seconds
 SAMPLE_EVERY_S = 2.0  # memory samples while the benchmark runs: steady state, every engine serving
 CLUSTER_UP_S = 180.0  # 32 slurmds registering on two busy cores
 
@@ -132,6 +133,27 @@ class Sampler(threading.Thread):
                 self.samples.append(memory.sample(cluster_dir, self.job_id))
 
 
+class HostCpu(threading.Thread):
+    """The host's CPU times (/proc/stat) every CPU_EVERY_S while a job runs: how busy this host was."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.samples: list[tuple[float, int, int]] = []
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while True:
+            try:
+                with open("/proc/stat", encoding="ascii") as stat:
+                    times = measure.read_cpu_times(stat.read())
+            except OSError:
+                times = None
+            if times is not None:
+                self.samples.append((time.time(), *times))
+            if self.done.wait(CPU_EVERY_S):
+                return
+
+
 def run_clean(recipe: Recipe, out: Path) -> dict:
     """The job to its end: its state, timings, leader timeline and memory per node."""
     env = job_environment()
@@ -139,13 +161,15 @@ def run_clean(recipe: Recipe, out: Path) -> dict:
     record = Record("none", "no fault", "")
     job = submit(recipe.rendered, out, env=env)
     record.job_id, record.run_dir = job.job_id, str(job.run_dir)
-    sampler = Sampler(Path(job.run_dir), job.job_id)
+    sampler, cpu = Sampler(Path(job.run_dir), job.job_id), HostCpu()
     sampler.start()
+    cpu.start()
     try:
         state, code = Watcher(CleanRun(JOB_TIMEOUT_S), job, env, record).follow()
     finally:
-        sampler.done.set()
-        sampler.join()
+        for thread in (sampler, cpu):
+            thread.done.set()
+            thread.join()
     run_dir = Path(job.run_dir)
     count = recipe.rendered.plan.slurm.nodes
     # the job's nodes only: the cluster's other slurmds (idle, no job process) are no node of this job
@@ -158,7 +182,7 @@ def run_clean(recipe: Recipe, out: Path) -> dict:
         "exit_code": code,
         "ok": state == "COMPLETED" and code == "0:0",
         "notes": record.notes,
-        "timings": measure.timings(run_dir, count, record.end_at, os.cpu_count() or 1).as_dict(),
+        "timings": measure.timings(run_dir, count, record.end_at, os.cpu_count() or 1, cpu.samples).as_dict(),
         "leader_timeline": measure.leader_timeline(run_dir),
         "memory_samples": len(sampler.samples),
         "memory": memory.summary(mem, measure.LEADER),
@@ -266,6 +290,7 @@ COLUMNS = (
     ("floor", "cpu_floor_s"),
     ("shared", "shared_cpu_s"),
     ("unshr", "overhead_unshared_s"),
+    ("busy", "host_busy"),
 )
 
 
@@ -298,7 +323,9 @@ def table(runs: list[dict]) -> str:
         "cause decode crash; cpu/n: a node script's CPU seconds before its engine step (median node); floor: "
         "every node's such CPU over this host's CPUs (work a real cluster does on all nodes at once, done "
         "here in turns); shared: floor - the largest node's own CPU, the least that sharing this host adds; "
-        "unshr = ovhd - shared; ratio: unshr / unshr at the smallest N; raw: ovhd / ovhd at the smallest N."
+        "unshr = ovhd - shared; busy: share of this host's CPU time busy from job start to every engine "
+        "ready (1.00: the start waited for CPU); ratio: unshr / unshr at the smallest N; raw: ovhd / ovhd at "
+        "the smallest N."
     )
     return "\n".join([*lines, textwrap.fill(legend, width=len(head))])
 

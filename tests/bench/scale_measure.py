@@ -118,6 +118,7 @@ class Timings:
     cpu_floor_s: float | None = None
     shared_cpu_s: float | None = None
     overhead_unshared_s: float | None = None
+    host_busy: float | None = None
     missing: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
@@ -156,12 +157,21 @@ DEFINITIONS = {
     "grows by because N nodes share this host's CPUs (on a cluster each node has its own)",
     "overhead_unshared_s": "overhead_s - shared_cpu_s: the job's overhead without what sharing one host's "
     "CPUs adds (an upper bound: only the least such time is taken off)",
+    "host_busy": "the share of this host's CPU time busy from job start to every engine ready (/proc/stat, "
+    "sampled by the bench): near 1, the job's start waited for CPU, not for anything of its own",
 }
 
 
-def timings(run_dir: Path, nodes: int, job_end: float | None, cpus: int = 1) -> Timings:
+def timings(
+    run_dir: Path,
+    nodes: int,
+    job_end: float | None,
+    cpus: int = 1,
+    cpu_samples: list[tuple[float, int, int]] | None = None,
+) -> Timings:
     """The phases of a job that ran to its end, from its run folder; JOB_END: when the bench saw it end;
-    CPUS: the host's (for the CPU floor)."""
+    CPUS: the host's (for the CPU floor); CPU_SAMPLES: the host's CPU times as the bench sampled them
+    (epoch, busy ticks, total ticks)."""
     t = Timings(nodes)
     cpu = cpu_before_engine(run_dir)
     others = sorted(v for n, v in cpu.items() if n != LEADER)
@@ -202,6 +212,7 @@ def timings(run_dir: Path, nodes: int, job_end: float | None, cpus: int = 1) -> 
         t.all_ready_s = _diff(max(ready_at), start)
         t.overhead_s = None if t.all_ready_s is None else t.all_ready_s - t.engine_own_max_s
         t.overhead_unshared_s = _diff(t.overhead_s, t.shared_cpu_s)
+        t.host_busy = busy_share(cpu_samples or [], start, max(ready_at))
     lead = marks.get(LEADER, [])
     t.ready_barrier_s = _diff(first(lead, f"released {READY}"), max(ready_at) if ready_at else None)
     t.router_ready_s = _diff(first(lead, "ready router"), first(lead, "step router"))
@@ -227,6 +238,31 @@ def leader_timeline(run_dir: Path) -> list[tuple[float, str]]:
         return []
     start = min(inits)
     return [(round(at - start, 3), what) for at, what in marks.get(LEADER, [])]
+
+
+def read_cpu_times(text: str) -> tuple[int, int] | None:
+    """(busy, total) clock ticks of every CPU from /proc/stat's first line (`cpu user nice system idle iowait
+    irq softirq steal ...`): busy is all but idle and iowait; None for text that is not such a line."""
+    fields = text.split("\n", 1)[0].split()
+    if len(fields) < 5 or fields[0] != "cpu" or not all(f.isdigit() for f in fields[1:]):
+        return None
+    ticks = [int(f) for f in fields[1:]]
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
+    return sum(ticks) - idle, sum(ticks)
+
+
+def busy_share(samples: list[tuple[float, int, int]], start: float | None, end: float | None) -> float | None:
+    """The share of the host's CPU time that was busy from START to END (epoch seconds), from SAMPLES of
+    (epoch, busy ticks, total ticks) in time order: between the last sample at or before START and the first
+    at or after END. None when the samples do not cover the span."""
+    if start is None or end is None:
+        return None
+    before = [s for s in samples if s[0] <= start]
+    after = [s for s in samples if s[0] >= end]
+    if not before or not after:
+        return None
+    (_, busy0, total0), (_, busy1, total1) = before[-1], after[0]
+    return (busy1 - busy0) / (total1 - total0) if total1 > total0 else None
 
 
 def ratio(value: float | None, base: float | None) -> float | None:

@@ -216,6 +216,23 @@ def test_the_overhead_without_sharing_takes_off_only_the_least_that_sharing_cost
     assert (t.overhead_s, t.overhead_unshared_s) == (10.0, 9.0)
 
 
+def test_host_busy_is_the_cpu_share_between_the_samples_around_the_start_phase(tmp_path):
+    """/proc/stat's first line read as (busy, total) ticks; the share over job start -> every engine ready
+    from the samples just outside that span; samples that do not cover it say nothing."""
+    assert scale_measure.read_cpu_times("cpu  10 1 5 80 4 0 0 0 0 0\ncpu0 5 0 2 40 2 0 0 0 0 0\n") == (
+        16,
+        100,
+    )
+    assert scale_measure.read_cpu_times("intr 1 2 3\n") is None
+    assert scale_measure.read_cpu_times("cpu 1 two 3 4\n") is None
+    job = _job(tmp_path)  # job start T0, every engine ready T0 + 6
+    samples = [(T0 - 0.2, 100, 200), (T0 + 3, 250, 400), (T0 + 6.1, 460, 600), (T0 + 9, 470, 900)]
+    t = scale_measure.timings(job, 2, job_end=T0 + 32, cpus=2, cpu_samples=samples)
+    assert t.host_busy == (460 - 100) / (600 - 200)  # 0.9: T0 - 0.2 -> T0 + 6.1
+    assert scale_measure.busy_share(samples[1:], T0, T0 + 6) is None  # no sample at or before the start
+    assert scale_measure.timings(job, 2, job_end=T0 + 32, cpus=2).host_busy is None
+
+
 def test_repeated_runs_show_the_median_one_and_their_spread():
     def run(job: str, unshared: float, ok: bool = True) -> dict:
         return {

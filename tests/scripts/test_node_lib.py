@@ -394,7 +394,7 @@ def test_a_stopped_process_deep_in_a_service_fails_the_node(node, free_port, ass
 export STOPPED_GRACE_S=1.5
 step start-api
 spawn='import os, subprocess, sys
-child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", sys.argv[2]])
 open(sys.argv[1] + ".tmp", "w").write(str(child.pid))
 os.rename(sys.argv[1] + ".tmp", sys.argv[1])
 child.wait()'
