@@ -18,6 +18,7 @@ from nodeargs import http_url, key_value, positive_float, seconds_text
 
 PROBE_S = 5.0  # one probe's whole exchange at most: between probes, --pid is checked again
 MAX_BODY = 1 << 20  # a health or readiness answer is small; more is not one
+MAX_TREE = 4096  # processes of one service read for its CPU time
 
 
 def _process_gone(pid: int) -> bool:
@@ -65,7 +66,7 @@ def _service_stats(pid: int, proc: str = "/proc") -> list[str]:
     if not os.path.exists(f"{proc}/{me}/task/{me}/children"):
         return [f"{e.path}/stat" for e in os.scandir(proc) if e.name.isdigit() and _session(e.path) == pid]
     pids, i = [pid], 0
-    while i < len(pids):
+    while i < min(len(pids), MAX_TREE):  # bounded: pids reused while it is read could look like a loop
         tasks = f"{proc}/{pids[i]}/task"
         try:
             tids = os.listdir(tasks)

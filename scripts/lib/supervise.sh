@@ -140,7 +140,8 @@ _node_service_pids() {
     return 0
   fi
   _NODE_PIDS=("$1")
-  while ((i < ${#_NODE_PIDS[@]})); do
+  # Bounded: pids reused while the tree is read could, in theory, make it look like a loop.
+  while ((i < ${#_NODE_PIDS[@]} && i < 4096)); do
     for file in "/proc/${_NODE_PIDS[i]}/task/"*/children; do
       kids=()
       # The file ends without a newline (read's status 1, the words read); a process gone meanwhile has none.
