@@ -207,17 +207,13 @@ def _join(args: argparse.Namespace, key: bytes, deadline: float, release_deadlin
         time.sleep(max(0.0, min(CONNECT_RETRY_S, deadline - time.monotonic())))
 
 
-def _write_atomically(path: str, obj: Any, lines: bool = False) -> None:
-    """OBJ as JSON, or (LINES) a list of words one per line, at PATH whole or not at all."""
+def _write_atomically(path: str, text: str) -> None:
+    """TEXT at PATH, whole or not at all."""
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".barrier-", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
-            if lines:
-                out.write("".join(f"{word}\n" for word in obj))
-            else:
-                json.dump(obj, out, indent=1, sort_keys=True)
-                out.write("\n")
+            out.write(text)
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
@@ -291,7 +287,7 @@ def cmd_barrier(args: argparse.Namespace) -> int:
         die(f"barrier {args.name}: {err}", EXIT_BARRIER)
     if args.out:
         try:
-            _write_atomically(args.out, reply)
+            _write_atomically(args.out, json.dumps(reply, indent=1, sort_keys=True) + "\n")
         except OSError as err:
             die(f"barrier {args.name}: cannot write {args.out}: {err}", EXIT_BARRIER)
     if args.peer_addresses:
@@ -307,7 +303,7 @@ def _write_addresses(args: argparse.Namespace, reply: dict[str, Any]) -> None:
     except PeersError as err:
         die(f"barrier {args.name}: {err}", EXIT_PEERS)
     try:
-        _write_atomically(args.peer_addresses, addresses, lines=True)
+        _write_atomically(args.peer_addresses, "".join(f"{address}\n" for address in addresses))
     except OSError as err:
         die(f"barrier {args.name}: cannot write {args.peer_addresses}: {err}", EXIT_BARRIER)
 

@@ -25,10 +25,6 @@ _node_watch() {
   _NODE_NAP_PID=
   # The services file is read on every round, so services started later are watched too.
   declare -A _NODE_STOPPED_SINCE=()
-  _NODE_CHILDREN_FILES=''
-  if [[ -e /proc/$BASHPID/task/$BASHPID/children ]]; then
-    _NODE_CHILDREN_FILES=1
-  fi
   # Worked out once, by plain assignment: a $(...) inside ((...)) is parsed only when reached, and a TERM
   # arriving during that parse (teardown stops the watcher at any point of its round) broke it ("unexpected
   # EOF while looking for matching )"), the watcher exiting 2 and failing a clean node.
@@ -135,7 +131,7 @@ _node_find_stopped() {
 # files (no CONFIG_PROC_CHILDREN) gets the session listed.
 _node_service_pids() {
   local i=0 file kids=()
-  if [[ -z $_NODE_CHILDREN_FILES ]]; then
+  if [[ ! -e /proc/$BASHPID/task/$BASHPID/children ]]; then
     _node_session_pids "$1" || _NODE_PIDS=("$1")
     return 0
   fi
