@@ -90,6 +90,15 @@ def _diff(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else a - b
 
 
+@dataclass(frozen=True)
+class LaunchCpu:
+    """CPU ticks per node of the job's processes (tests/bench/scale_memory.job_cpu_by_node) read once every
+    engine had been launched, and READ_AT: when that /proc read ended."""
+
+    ticks: dict[str, int]
+    read_at: float
+
+
 @dataclass
 class Timings:
     """One job's phases in seconds (None: a mark was missing). See DEFINITIONS."""
@@ -115,9 +124,13 @@ class Timings:
     nodes_done_to_end_s: float | None = None
     node_cpu_s: float | None = None
     leader_cpu_s: float | None = None
+    script_floor_s: float | None = None
+    launch_cpu_s: float | None = None
+    launch_read_late_s: float | None = None
     cpu_floor_s: float | None = None
     shared_cpu_s: float | None = None
     overhead_unshared_s: float | None = None
+    overhead_unshared_scripts_s: float | None = None
     host_busy: float | None = None
     missing: list[str] = field(default_factory=list)
 
@@ -151,12 +164,24 @@ DEFINITIONS = {
     "node_cpu_s": "median over the nodes other than the leader: CPU seconds of the node script (itself and "
     "the commands it waited for) from its start to its engine step",
     "leader_cpu_s": "the same on the leader (its preflight checks the inputs and the benchmark client)",
-    "cpu_floor_s": "the nodes' CPU before their engines, summed, over this host's CPUs: the least time this "
-    "host needs for work that a real cluster does on every node at once",
-    "shared_cpu_s": "cpu_floor_s - the largest node's own CPU before its engine: the least time the overhead "
-    "grows by because N nodes share this host's CPUs (on a cluster each node has its own)",
-    "overhead_unshared_s": "overhead_s - shared_cpu_s: the job's overhead without what sharing one host's "
-    "CPUs adds (an upper bound: only the least such time is taken off)",
+    "script_floor_s": "the node scripts' CPU before their engines (node_cpu_s of every node), summed, over "
+    "this host's CPUs: the part of cpu_floor_s the node scripts' own steps do",
+    "launch_cpu_s": "median over the nodes other than the leader: CPU seconds of every process of the node's "
+    "job (its slurmstepd, the node script, all it started: tools, watchers, the engine) when the last engine "
+    "was launched",
+    "launch_read_late_s": "how long after the last engine's launch (its pid file) the bench read that CPU",
+    "cpu_floor_s": "every node's launch CPU, summed, over this host's CPUs, less launch_read_late_s (what "
+    "the host's CPUs can have done after the launch, before the read): the least time this host needs for "
+    "work that a real cluster does on every node at once, each on its own CPUs",
+    "shared_cpu_s": "cpu_floor_s - the largest node's launch CPU: the least time the overhead grows by "
+    "because N nodes share this host's CPUs (on a cluster each node has its own)",
+    "overhead_unshared_s": "overhead_s - shared_cpu_s, and at least the largest node script's CPU before "
+    "its engine: the job's overhead without what sharing one host's CPUs adds (an estimate: what the other "
+    "nodes' work filled of the slowest node's own waits is taken off too; it is a difference of two large "
+    "numbers at 32 nodes, so runs spread by a second there)",
+    "overhead_unshared_scripts_s": "the same with only the node scripts' CPU taken as shared (script_floor_s "
+    "- the largest node script's): counts none of the watchers', engines' and slurmstepds' CPU, so it takes "
+    "off less (how this bench estimated it before)",
     "host_busy": "the share of this host's CPU time busy from job start to every engine ready (/proc/stat, "
     "sampled by the bench): near 1, the job's start waited for CPU, not for anything of its own",
 }
@@ -168,17 +193,17 @@ def timings(
     job_end: float | None,
     cpus: int = 1,
     cpu_samples: list[tuple[float, int, int]] | None = None,
+    launch: LaunchCpu | None = None,
 ) -> Timings:
     """The phases of a job that ran to its end, from its run folder; JOB_END: when the bench saw it end;
     CPUS: the host's (for the CPU floor); CPU_SAMPLES: the host's CPU times as the bench sampled them
-    (epoch, busy ticks, total ticks)."""
+    (epoch, busy ticks, total ticks); LAUNCH: the nodes' CPU when the last engine was launched."""
     t = Timings(nodes)
     cpu = cpu_before_engine(run_dir)
     others = sorted(v for n, v in cpu.items() if n != LEADER)
     t.node_cpu_s = others[len(others) // 2] if others else None
     t.leader_cpu_s = cpu.get(LEADER)
-    t.cpu_floor_s = sum(cpu.values()) / cpus if cpu else None
-    t.shared_cpu_s = max(0.0, t.cpu_floor_s - max(cpu.values())) if t.cpu_floor_s is not None else None
+    t.script_floor_s = sum(cpu.values()) / cpus if cpu else None
     marks = node_marks(run_dir)
     if len(marks) != nodes:
         t.missing.append(f"marks of {len(marks)} of {nodes} nodes")
@@ -193,7 +218,7 @@ def timings(
     t.barrier_s = _diff(last_out, first_in)
     t.barrier_fanin_s = _diff(last_in, first_in)
     t.barrier_release_s = _diff(last_out, last_in)
-    own, spawn, ready_at = [], [], []
+    own, spawn, ready_at, launched = [], [], [], []
     for node, m in marks.items():
         ready = first(m, f"ready {ENGINE}")
         began = _mtime(run_dir / statefiles.FOLDER / node / f"{ENGINE}{statefiles.PID_SUFFIX}")
@@ -203,6 +228,7 @@ def timings(
             continue
         own.append(ready - began)
         ready_at.append(ready)
+        launched.append(began)
         if stepped is not None:
             spawn.append(began - stepped)
     if own:
@@ -211,7 +237,14 @@ def timings(
         t.engine_spawn_max_s = max(spawn) if spawn else None
         t.all_ready_s = _diff(max(ready_at), start)
         t.overhead_s = None if t.all_ready_s is None else t.all_ready_s - t.engine_own_max_s
-        t.overhead_unshared_s = _diff(t.overhead_s, t.shared_cpu_s)
+        _floor(t, launch, cpus, len(marks), max(launched) if launched else None)
+        # Never below the CPU the busiest node script spent before its engine: on a cluster too, not every
+        # engine is launched before that work is done (taking off what the others did can overshoot by the
+        # waits of that node which their work filled here).
+        least = max(cpu.values(), default=0.0)
+        t.overhead_unshared_s = _at_least(_diff(t.overhead_s, t.shared_cpu_s), least)
+        scripts_shared = None if t.script_floor_s is None else max(0.0, t.script_floor_s - least)
+        t.overhead_unshared_scripts_s = _at_least(_diff(t.overhead_s, scripts_shared), least)
         t.host_busy = busy_share(cpu_samples or [], start, max(ready_at))
     lead = marks.get(LEADER, [])
     t.ready_barrier_s = _diff(first(lead, f"released {READY}"), max(ready_at) if ready_at else None)
@@ -228,6 +261,23 @@ def timings(
     outcomes = [m for p in run_dir.glob(f"{statefiles.FOLDER}/*/{statefiles.OUTCOME}") if (m := _mtime(p))]
     t.nodes_done_to_end_s = _diff(job_end, max(outcomes) if outcomes else None)
     return t
+
+
+def _at_least(value: float | None, least: float) -> float | None:
+    return None if value is None else max(value, least)
+
+
+def _floor(t: Timings, launch: LaunchCpu | None, cpus: int, count: int, last_launch: float | None) -> None:
+    """cpu_floor_s and shared_cpu_s from LAUNCH (missing without it, or without every node in it)."""
+    if launch is None or last_launch is None or len(launch.ticks) < count:
+        t.missing.append("every node's CPU at the last engine's launch")
+        return
+    seconds = {node: ticks / CLOCK_TICKS for node, ticks in launch.ticks.items()}
+    others = sorted(v for n, v in seconds.items() if n != LEADER)
+    t.launch_cpu_s = others[len(others) // 2] if others else None
+    t.launch_read_late_s = max(0.0, launch.read_at - last_launch)
+    t.cpu_floor_s = max(0.0, sum(seconds.values()) / cpus - t.launch_read_late_s)
+    t.shared_cpu_s = max(0.0, t.cpu_floor_s - max(seconds.values()))
 
 
 def leader_timeline(run_dir: Path) -> list[tuple[float, str]]:

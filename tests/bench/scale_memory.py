@@ -1,9 +1,11 @@
-"""Memory per simulated node for `make bench-scale`: every process of one node (its slurmd, the job's
-slurmstepd, node script, simulated engine and tools), found in /proc and summed (RSS, and PSS: shared pages
-split between their users, so the sum over nodes is what the host really holds)."""
+"""Every process of each simulated node for `make bench-scale` (its slurmd, the job's slurmstepd, node
+script, simulated engine and tools), found in /proc: memory per node, summed (RSS, and PSS: shared pages
+split between their users, so the sum over nodes is what the host really holds), and the CPU a node's job
+processes had used at one moment (job_cpu)."""
 
 from __future__ import annotations
 
+import os
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -58,7 +60,53 @@ def memory_of(rollup: bytes) -> tuple[int, int]:
 
 
 def _stat_ppid(stat: bytes) -> int:
-    return int(stat.rsplit(b")", 1)[1].split()[1])
+    return stat_fields(stat)[0]
+
+
+def stat_fields(stat: bytes) -> tuple[int, int]:
+    """(ppid, CPU ticks) from /proc/<pid>/stat; the CPU is utime + stime + cutime + cstime: the process's
+    own and that of the children it has waited for (a reaped child's CPU stays counted, in its parent)."""
+    fields = stat.rsplit(b")", 1)[1].split()
+    return int(fields[1]), sum(int(f) for f in fields[11:15])
+
+
+def read_stats(proc: Path = PROC) -> dict[int, tuple[int, int]]:
+    """Every live process's (ppid, CPU ticks); one small file each, nothing else read: quick enough to be
+    a snapshot on a host whose CPUs are saturated (a process that ends while read is left out)."""
+    out = {}
+    for name in os.listdir(proc):
+        if name.isdigit():
+            try:
+                out[int(name)] = stat_fields((proc / name / "stat").read_bytes())
+            except (OSError, ValueError, IndexError):
+                continue
+    return out
+
+
+def job_cpu(stats: dict[int, tuple[int, int]], engine_pids: dict[str, int]) -> dict[str, int]:
+    """CPU ticks per node of its job's processes: every process under the slurmstepd that runs the node
+    script which started ENGINE_PIDS[node] (the engine's service wrapper: node script -> its parent). Not
+    the node's slurmd, which ran before the job and serves every job. A node whose chain is not in STATS
+    (a process gone) is left out."""
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    out = {}
+    for node, engine in engine_pids.items():
+        script = stats.get(engine, (0, 0))[0]
+        stepd = stats.get(script, (0, 0))[0]
+        if stepd <= 1 or stepd not in stats:
+            continue
+        total, todo, seen = 0, [stepd], set()
+        while todo:
+            pid = todo.pop()
+            if pid in seen:
+                continue
+            seen.add(pid)
+            total += stats[pid][1]
+            todo.extend(children.get(pid, ()))
+        out[node] = total
+    return out
 
 
 def sample(cluster_dir: str, job_id: str) -> list[Proc]:

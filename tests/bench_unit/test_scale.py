@@ -67,7 +67,8 @@ def _job(tmp_path):
 
 
 def test_timings_of_a_job_from_its_marks(tmp_path):
-    t = scale_measure.timings(_job(tmp_path), 2, job_end=T0 + 32, cpus=2)
+    launch = scale_measure.LaunchCpu({"sim1": 40, "sim2": 30}, read_at=T0 + 3.1)  # 0.1 s after sim2's engine
+    t = scale_measure.timings(_job(tmp_path), 2, job_end=T0 + 32, cpus=2, launch=launch)
     assert t.missing == []
     expect = {
         "launch_skew_s": 0.4,
@@ -89,9 +90,13 @@ def test_timings_of_a_job_from_its_marks(tmp_path):
         "nodes_done_to_end_s": 2.0,
         "node_cpu_s": 0.25,  # sim2 entered its engine step at 2.5 s: 25 ticks
         "leader_cpu_s": 0.26,
-        "cpu_floor_s": 0.255,  # (0.25 + 0.26) / 2 CPUs
+        "script_floor_s": 0.255,  # (0.25 + 0.26) / 2 CPUs
+        "launch_cpu_s": 0.3,  # sim2's processes when the last engine was launched
+        "launch_read_late_s": 0.1,
+        "cpu_floor_s": 0.25,  # (0.4 + 0.3) / 2 CPUs, less what 0.1 s of the host's time can have added
         "shared_cpu_s": 0.0,  # two nodes on two CPUs: no node waited for a CPU
         "overhead_unshared_s": 3.0,
+        "overhead_unshared_scripts_s": 3.0,
     }
     got = t.as_dict()
     assert {k: round(got[k], 3) for k in expect} == expect
@@ -211,9 +216,61 @@ def test_the_overhead_without_sharing_takes_off_only_the_least_that_sharing_cost
         )
         marks = tmp_path / statefiles.FOLDER / f"sim{i + 1}" / statefiles.MARKS
         marks.write_text(marks.read_text().replace(" 100 step", " 100 step"))  # 10 s x 10 ticks = 1 s of CPU
-    t = scale_measure.timings(tmp_path, 4, job_end=None, cpus=2)
+    launch = scale_measure.LaunchCpu({f"sim{i + 1}": 100 for i in range(4)}, read_at=T0 + 10.0)
+    t = scale_measure.timings(tmp_path, 4, job_end=None, cpus=2, launch=launch)
     assert (t.node_cpu_s, t.cpu_floor_s, t.shared_cpu_s) == (1.0, 2.0, 1.0)
     assert (t.overhead_s, t.overhead_unshared_s) == (10.0, 9.0)
+    # read 0.5 s late: up to 0.5 s of the host's CPUs may be in the sum, so the floor is 0.5 s lower
+    late = scale_measure.LaunchCpu(launch.ticks, read_at=T0 + 10.5)
+    t = scale_measure.timings(tmp_path, 4, job_end=None, cpus=2, launch=late)
+    assert (t.launch_read_late_s, t.cpu_floor_s, t.shared_cpu_s, t.overhead_unshared_s) == (
+        0.5,
+        1.5,
+        0.5,
+        9.5,
+    )
+    # more taken off than the overhead leaves: never below the busiest node script's own CPU (1 s here)
+    heavy = scale_measure.LaunchCpu({f"sim{i + 1}": 400 for i in range(4)}, read_at=T0 + 10.0)
+    t = scale_measure.timings(tmp_path, 4, job_end=None, cpus=1, launch=heavy)
+    assert (t.cpu_floor_s, t.shared_cpu_s, t.overhead_unshared_s) == (16.0, 12.0, 1.0)
+    assert t.overhead_unshared_scripts_s == 7.0  # the scripts alone: 4 s on 1 CPU, 3 s of it shared
+    # without every node's CPU at the launch, nothing is taken off: the overhead without sharing is unknown
+    partial = scale_measure.LaunchCpu({"sim1": 100}, read_at=T0 + 10.0)
+    for missing in (None, partial):
+        t = scale_measure.timings(tmp_path, 4, job_end=None, cpus=2, launch=missing)
+        assert (t.cpu_floor_s, t.overhead_unshared_s) == (None, None)
+        assert t.missing == ["every node's CPU at the last engine's launch"]
+
+
+def test_a_nodes_cpu_is_every_process_under_its_job_step(tmp_path):
+    """/proc/<pid>/stat read for ppid and utime+stime+cutime+cstime (a command name may hold ') '); a node's
+    CPU is the tree under the slurmstepd whose node script started its engine; its slurmd is not in it."""
+    stat = b"42 (odd) name) S 7 42 42 0 -1 4194560 1 2 3 4 10 20 30 40 20 0 1 0 99 1 2\n"
+    assert scale_memory.stat_fields(stat) == (7, 100)
+    proc = tmp_path / "proc"
+    rows = {  # pid: (ppid, ticks)
+        1: (0, 5),
+        10: (1, 50),  # slurmd of sim1: not the job's
+        11: (1, 3),  # slurmstepd of sim1's job step (daemonized)
+        12: (11, 40),  # sim1's node script
+        13: (12, 7),  # its engine's service wrapper (the pid file's)
+        14: (13, 25),  # the engine
+        15: (12, 4),  # a log watcher
+        21: (1, 2),  # sim2's slurmstepd
+        22: (21, 30),
+        23: (22, 1),
+    }
+    for pid, (ppid, ticks) in rows.items():
+        (proc / str(pid)).mkdir(parents=True)
+        (proc / str(pid) / "stat").write_bytes(
+            f"{pid} (x) S {ppid} 0 0 0 0 0 0 0 0 0 {ticks} 0 0 0 0".encode()
+        )
+    (proc / "self").mkdir()  # not a pid
+    (proc / "99").mkdir()  # ended while listed: no stat
+    stats = scale_memory.read_stats(proc)
+    assert stats == rows
+    assert scale_memory.job_cpu(stats, {"sim1": 13, "sim2": 23}) == {"sim1": 3 + 40 + 7 + 25 + 4, "sim2": 33}
+    assert scale_memory.job_cpu(stats, {"sim3": 77}) == {}  # its engine gone: no guess
 
 
 def test_host_busy_is_the_cpu_share_between_the_samples_around_the_start_phase(tmp_path):
@@ -238,7 +295,11 @@ def test_repeated_runs_show_the_median_one_and_their_spread():
         return {
             "job_id": job,
             "ok": ok,
-            "timings": {"overhead_unshared_s": unshared, "overhead_s": unshared + 5},
+            "timings": {
+                "overhead_unshared_s": unshared,
+                "overhead_unshared_scripts_s": unshared + 1,
+                "overhead_s": unshared + 5,
+            },
         }
 
     repeats = [run("1", 2.0), run("2", 9.0, ok=False), run("3", 1.0), run("4", 3.0)]
@@ -248,5 +309,6 @@ def test_repeated_runs_show_the_median_one_and_their_spread():
         [{"nodes": 4, "repeats": repeats}, {"nodes": 8, "repeats": [run("6", 1.0)]}]
     )
     assert lines == [
-        "overhead at 4 nodes over 3 runs: without sharing 2.00 [1.00-3.00], as measured 7.00 [6.00-8.00] s"
+        "overhead at 4 nodes over 3 runs: without sharing 2.00 [1.00-3.00], taking off the node scripts' CPU "
+        "only 3.00 [2.00-4.00], as measured 7.00 [6.00-8.00] s"
     ]
