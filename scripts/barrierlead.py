@@ -13,7 +13,6 @@ import contextlib
 import selectors
 import socket
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import safejson
@@ -28,24 +27,23 @@ SEND_TIMEOUT_S = 5.0  # to an authenticated rank
 NOTES_SHOWN = 10  # rejected or closed peers named one by one; after that only counted
 
 
-@dataclass
 class Pending:
     """A connection that has not proved it belongs to the job yet."""
 
-    addr: str
-    nonce: str
-    since: float
-    buffer: bytearray = field(default_factory=bytearray)
+    __slots__ = ("addr", "nonce", "since", "buffer")
+
+    def __init__(self, addr: str, nonce: str, since: float) -> None:
+        self.addr, self.nonce, self.since = addr, nonce, since
+        self.buffer = bytearray()
 
 
-@dataclass
 class Member:
     """A rank whose hello was sealed with the job's secret."""
 
-    sock: socket.socket
-    addr: str
-    session: Session
-    hello: dict[str, Any]
+    __slots__ = ("sock", "addr", "session", "hello")
+
+    def __init__(self, sock: socket.socket, addr: str, session: Session, hello: dict[str, Any]) -> None:
+        self.sock, self.addr, self.session, self.hello = sock, addr, session, hello
 
 
 def addr_text(peer: Any) -> str:

@@ -27,8 +27,7 @@ import os
 import re
 import secrets
 import stat
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from safejson import open_regular
 
@@ -89,8 +88,7 @@ def _compact(body: Any) -> bytes:
     return json.dumps(body, separators=(",", ":"), allow_nan=False).encode()
 
 
-@dataclass(frozen=True)
-class Session:
+class Session(NamedTuple):
     """One connection's key and nonces: what every line on it is sealed with."""
 
     key: bytes

@@ -21,7 +21,7 @@ import re
 import signal
 import string
 import sys
-from dataclasses import dataclass
+from typing import NamedTuple
 
 REGISTRY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "causes.json")
 MAX_REGISTRY_BYTES = 1 << 20
@@ -39,8 +39,7 @@ class CausesError(Exception):
     """The registry cannot be used; one line naming the entry."""
 
 
-@dataclass(frozen=True)
-class Signature:
+class Signature(NamedTuple):
     text: re.Pattern[str] | None
     code: re.Pattern[str] | None
     step: re.Pattern[str] | None
@@ -48,8 +47,7 @@ class Signature:
     detail: str | None
 
 
-@dataclass(frozen=True)
-class Cause:
+class Cause(NamedTuple):
     id: str
     title: str
     blame: str
@@ -57,8 +55,7 @@ class Cause:
     examples: tuple[dict[str, str], ...]
 
 
-@dataclass(frozen=True)
-class Classified:
+class Classified(NamedTuple):
     id: str
     blame: str
     detail: str

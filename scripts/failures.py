@@ -17,8 +17,7 @@ import argparse
 import os
 import re
 import sys
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, NamedTuple, NoReturn
 
 if TYPE_CHECKING:  # mypy reads the node tools as nodes run them (make check): files, siblings by name
     import causes
@@ -191,8 +190,7 @@ def service_report(
 # ---------------------------------------------------------------- the catalog
 
 
-@dataclass(frozen=True)
-class FailureClass:
+class FailureClass(NamedTuple):
     """One way a job fails and what it prints: `FAILED <step> on <node>: <message>` (one of PRINTS),
     with SERVICE the tail of that service's log and a classified `cause: <CAUSE>` line, then the verdict
     `job failed: first failure on <node> in step '<step>' (exit code <EXIT_CODE>)`."""

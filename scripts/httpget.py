@@ -11,8 +11,7 @@ import socket
 import time
 import urllib.parse
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from failures import one_line
 
@@ -26,8 +25,7 @@ class FetchError(Exception):
     """Why a request got no usable answer; one line."""
 
 
-@dataclass(frozen=True)
-class Response:
+class Response(NamedTuple):
     status: int
     body: bytes
 

@@ -16,7 +16,7 @@ import re
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import failures
 import safejson
@@ -38,8 +38,7 @@ class WatchError(Exception):
     """A plan or a log the watcher cannot use; one line."""
 
 
-@dataclass(frozen=True)
-class Signature:
+class Signature(NamedTuple):
     issue: str
     title: str
     fix: str

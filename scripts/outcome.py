@@ -24,7 +24,7 @@ import math
 import os
 import re
 import sys
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import causes
 import statefiles
@@ -32,8 +32,7 @@ from failures import line, one_line
 from safejson import loads, read_regular
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(NamedTuple):
     node: str
     rc: int
     kind: str  # failure | signal (ended by others)
@@ -49,8 +48,7 @@ ROUTER_LOOKBACK_S = 60.0  # a router line older than this before the symptom is 
 MAX_ROUTER_LOG_BYTES = 8 << 20  # read from the end: the lines that matter are the last ones
 
 
-@dataclass(frozen=True)
-class RouterSaw:
+class RouterSaw(NamedTuple):
     """The router's "<role> <url> unhealthy: <problem>" line, its time on the router's node, and the node
     whose address the URL names."""
 

@@ -179,21 +179,32 @@ _node_on_err() {
 # teardown has finished (its grace period, e.g. LMCache's, then theirs: the waits add up). The signal
 # goes to the whole job step (our own processes too: the failing script ignores TERM by now). Without
 # SLURM's client commands (a container image without them) srun's way is the only one, as before.
+# scancel runs in the background while this node tears down (slurmctld answers in a second or more when
+# the cluster is busy); _node_told_others waits for its answer before the node's outcome is written.
+_NODE_TELL_PID=''
+_NODE_TELL_DEADLINE=0
 _node_tell_others() {
   [[ $_NODE_RC != 0 && ${_NODE_FAILED_KIND:-failure} != signal ]] || return 0
   [[ -n ${SLURM_JOB_ID:-} && -n ${SLURM_STEP_ID:-} ]] || return 0
   [[ -d ${STATE_DIR:-} ]] && command -v scancel > /dev/null 2>&1 || return 0
-  local step="$SLURM_JOB_ID.$SLURM_STEP_ID" out="$STATE_DIR/$STATE_SCANCEL_OUT" pid deadline
+  local out="$STATE_DIR/$STATE_SCANCEL_OUT"
   rm -f -- "$out.rc"
-  # In the background and polled: the TERM it brings reaches this very step, and a `timeout` wrapper
-  # would die of it (this shell and its children ignore TERM by now); bounded, if slurmctld is slow.
-  { scancel --signal=TERM "$step" > "$out" 2>&1; echo "$?" > "$out.rc"; } &
-  pid=$!
+  # Polled, not waited for: the TERM it brings reaches this very step, and a `timeout` wrapper would die
+  # of it (this shell and its children ignore TERM by now); bounded, if slurmctld is slow.
+  { scancel --signal=TERM "$SLURM_JOB_ID.$SLURM_STEP_ID" > "$out" 2>&1; echo "$?" > "$out.rc"; } &
+  _NODE_TELL_PID=$!
   _node_clock
-  deadline=$((_NODE_NOW + 5000000))
+  _NODE_TELL_DEADLINE=$((_NODE_NOW + 5000000))
+}
+
+# The answer of _node_tell_others' scancel (at most 5 s after it started), said on the node's output.
+_node_told_others() {
+  local pid=$_NODE_TELL_PID out="$STATE_DIR/$STATE_SCANCEL_OUT"
+  [[ -n $pid ]] || return 0
+  _NODE_TELL_PID=
   while _node_alive "$pid"; do
     _node_clock
-    if ((_NODE_NOW >= deadline)); then
+    if ((_NODE_NOW >= _NODE_TELL_DEADLINE)); then
       pkill -KILL -P "$pid" 2> /dev/null || :  # scancel itself
       kill -s KILL "$pid" 2> /dev/null || :
       printf 'teardown on %s: scancel did not answer within 5 s; srun will stop the other nodes\n' \
@@ -207,7 +218,7 @@ _node_tell_others() {
       "$(tr '\n' ' ' < "$out" 2> /dev/null)" >&2
     return 0
   fi
-  _node_info "told the other nodes to stop (scancel --signal=TERM $step)"
+  _node_info "told the other nodes to stop (scancel --signal=TERM $SLURM_JOB_ID.$SLURM_STEP_ID)"
 }
 
 _node_on_signal() {
@@ -240,6 +251,7 @@ _node_on_exit() {
   : "${_NODE_RC:=$1}"
   _node_tell_others
   _node_teardown
+  _node_told_others
   if [[ -d ${STATE_DIR:-} ]]; then
     _node_write_outcome
   fi

@@ -10,25 +10,36 @@ from pathlib import Path
 FAST = 6.0
 
 
-def fake_scancel(tmp_path: Path, code: int = 0) -> tuple[dict[str, str], Path]:
-    """A `scancel` first on PATH that records its arguments; the environment of a task of job step 77.0."""
+def fake_scancel(tmp_path: Path, code: int = 0, then: str = "") -> tuple[dict[str, str], Path]:
+    """A `scancel` first on PATH that records its arguments (then runs THEN, shell); the environment of a
+    task of job step 77.0."""
     bin_dir, calls = tmp_path / "bin", tmp_path / "scancel.calls"
     bin_dir.mkdir(exist_ok=True)
     scancel = bin_dir / "scancel"
-    scancel.write_text(f'#!/bin/sh\necho "$*" >> "{calls}"\nexit {code}\n')
+    scancel.write_text(f'#!/bin/sh\necho "$*" >> "{calls}"\n{then}\nexit {code}\n')
     scancel.chmod(0o755)
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "77", "SLURM_STEP_ID": "0"}
     return env, calls
 
 
 def test_a_failing_node_tells_the_other_nodes_before_its_teardown(node, tmp_path, assert_no_leftovers):
-    env, calls = fake_scancel(tmp_path)
-    run = node.run('step bench\nrun_cmd "$PYTHON" -c "import sys; sys.exit(3)"\n', env=env)
-    assert run.rc == 3, run.text
-    assert calls.read_text() == "--signal=TERM 77.0\n"
-    assert run.out.index("told the other nodes to stop (scancel --signal=TERM 77.0)") < run.out.index(
-        "teardown: done"
+    """scancel goes out first, and the node tears down while slurmctld answers: here scancel answers only
+    once the node's service is gone (after 5 s the node would give up on it and say so)."""
+    then = (
+        f'i=0; while pgrep -f "{node.marker}" > /dev/null && [ $i -lt 100 ]; do\n'
+        "  sleep 0.05; i=$((i + 1))\ndone\n"
+        f'[ $i -lt 100 ] && echo "answered after the teardown" >> "{tmp_path}/scancel.calls"'
     )
+    env, calls = fake_scancel(tmp_path, then=then)
+    run = node.run(
+        "step serve\nsvc keeper --no-server\nuntil [[ -s $LOG_DIR/keeper.log ]]; do sleep 0.05; done\n"
+        'step bench\nrun_cmd "$PYTHON" -c "import sys; sys.exit(3)"\n',
+        env=env,
+    )
+    assert run.rc == 3, run.text
+    assert calls.read_text() == "--signal=TERM 77.0\nanswered after the teardown\n"
+    assert "told the other nodes to stop (scancel --signal=TERM 77.0)" in run.out
+    assert "did not answer" not in run.err and run.elapsed < FAST
     assert_no_leftovers()
 
 

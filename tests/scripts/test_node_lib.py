@@ -177,6 +177,23 @@ fail "benchmark result missing"
     assert_no_leftovers()
 
 
+def test_a_service_process_outliving_its_session_leader_is_still_stopped(node, assert_no_leftovers):
+    """Teardown waits for a service's whole session, not only its leader: here the service's shell dies of
+    the TERM and its child, ignoring TERM, lives on in the session until the SIGKILL after the grace."""
+    run = node.run("""
+step keep
+start_service keeper bash -c '"$PYTHON" "$STUB" --marker "$MARKER" --no-server --ignore-term \\
+  > "$WORK/keeper.out" & wait'
+until [[ -s $WORK/keeper.out ]]; do sleep 0.05; done
+fail "stop here"
+""")
+    assert run.rc == 1, run.text
+    assert "FAILED keep on sim0: stop here" in run.err
+    assert "still running after 1 s, sending SIGKILL: keeper" in run.err
+    assert 1.0 <= run.elapsed < FAST
+    assert_no_leftovers()
+
+
 @pytest.mark.parametrize("command", ["bash -c 'exit 7'", "run_cmd bash -c 'exit 7'"])
 def test_err_trap_names_step_command_and_line(node, command, assert_no_leftovers):
     run = node.run(f"step configure\n{command}\necho unreachable\n")

@@ -547,6 +547,38 @@ def test_each_command_is_built_from_its_own_module_alone() -> None:
         sys.path.remove(str(Path(SYNC).parent))
 
 
+HEAVY_IMPORTS = {"dataclasses", "inspect", "ast", "dis"}
+
+
+def _imported(*argv: str) -> set[str]:
+    """The modules a node tool's run imports (python -X importtime lists each on stderr)."""
+    done = subprocess.run([PYTHON, "-X", "importtime", *argv], cwd=SCRIPTS, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [line.split("|") for line in done.stderr.splitlines() if line.startswith("import time:")]
+    return {row[-1].strip() for row in rows if len(row) == 3}
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["sync.py", "addr", "--help"],
+        ["sync.py", "ports-free", "--help"],
+        ["sync.py", "barrier", "--help"],
+        ["sync.py", "wait-http", "--help"],
+        ["logwatch.py", "--help"],
+        ["outcome.py", "--help"],
+    ],
+    ids=lambda argv: " ".join(argv[:2]),
+)
+def test_the_tools_every_node_starts_import_no_dataclasses(argv: list[str]) -> None:
+    """Every node starts these before its engine or at its end: `dataclasses` imports `inspect`, `ast` and
+    `dis`, a third of such a call's CPU, paid on every node of a wide job and in turns by 32 simulated nodes
+    on one host. The node tools' records are NamedTuples instead."""
+    imported = _imported(*argv)
+    assert "argparse" in imported  # the listing works
+    assert not imported & HEAVY_IMPORTS
+
+
 def test_sync_help_and_an_unknown_command_name_every_command() -> None:
     out = subprocess.run([PYTHON, SYNC, "no-such"], capture_output=True, text=True, check=False)
     assert out.returncode == 2 and "addr" in out.stderr and "flush-caches" in out.stderr
