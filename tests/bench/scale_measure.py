@@ -92,7 +92,7 @@ def _diff(a: float | None, b: float | None) -> float | None:
 
 @dataclass(frozen=True)
 class LaunchCpu:
-    """CPU ticks per node of the job's processes (tests/bench/scale_memory.job_cpu_by_node) read once every
+    """CPU ticks per node of the job's processes (tests/bench/scale_memory.job_cpu) read once every
     engine had been launched, and READ_AT: when that /proc read ended."""
 
     ticks: dict[str, int]
