@@ -110,15 +110,11 @@ _node_await_groups() {
 # fails every node tears down at once (on one host of 32 simulated nodes, one listing per group and poll
 # on each node kept the CPUs busy for seconds).
 _node_any_group_alive() {
-  local sid listed pid
+  local sid
   for sid in "${_NODE_GROUPS[@]}"; do
     ! _node_alive "$sid" || return 0
   done
-  listed=$(IFS=,; pgrep -s "${_NODE_GROUPS[*]}") || return 1
-  for pid in $listed; do
-    ! _node_alive "$pid" || return 0
-  done
-  return 1
+  _node_session_pids "$(IFS=,; printf '%s' "${_NODE_GROUPS[*]}")"
 }
 
 _node_live_labels() {
@@ -135,7 +131,8 @@ _node_group_alive() {
   _node_alive "$1" || _node_session_pids "$1"
 }
 
-# _node_session_pids SID — status 0 when SID's session has live (non-zombie) processes, in _NODE_PIDS.
+# _node_session_pids SID[,SID...] — status 0 when those sessions have live (non-zombie) processes, in
+# _NODE_PIDS.
 _node_session_pids() {
   local pid listed
   _NODE_PIDS=()

@@ -24,7 +24,7 @@ import sys
 import textwrap
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,9 +56,8 @@ OUT = ROOT / "out" / "bench"
 CRASH_AFTER = 2  # requests the last decode finishes before it crashes: inside the benchmark at every N
 JOB_TIMEOUT_S = 900.0  # a job still running this long after it started is cancelled (and reported)
 CPU_EVERY_S = 0.25  # the host's CPU times: fine enough to bound a start phase of a few seconds
-LAUNCH_POLL_S = 0.05  # looking for the last engine's pid file: what LaunchCpu counts late, at most
+LAUNCH_POLL_S = 0.05  # looking for the last engine's pid file: what the snapshot counts late, at most
 LAUNCH_RT_PRIORITY = 1  # the CPU snapshot's thread, ahead of the nodes' processes (SCHED_FIFO, as root)
-LAUNCH_NICE = -10  # else this
 SAMPLE_EVERY_S = 2.0  # memory samples while the benchmark runs: steady state, every engine serving
 CLUSTER_UP_S = 180.0  # 32 slurmds registering on two busy cores
 
@@ -136,7 +135,7 @@ class Sampler(threading.Thread):
                 self.samples.append(memory.sample(cluster_dir, self.job_id))
 
 
-class LaunchCpu(threading.Thread):
+class LaunchReader(threading.Thread):
     """The CPU every node's job processes had used when the last engine was launched (its pid file, written
     as start_service starts it): the end of the start work the job's own steps do, on every node at once on
     a cluster, here in turns on this host's CPUs. One /proc read, once every engine's pid file is there."""
@@ -146,29 +145,24 @@ class LaunchCpu(threading.Thread):
         self.count = count
         self.pid_files = f"{statefiles.FOLDER}/*/{measure.ENGINE}{statefiles.PID_SUFFIX}"
         self.run_dir = run_dir
-        self.ticks: dict[str, int] | None = None
-        self.read_at: float | None = None  # when the /proc read ended: what it counted ran before this
+        self.snapshot: measure.LaunchCpu | None = None
         self.done = threading.Event()
 
     def run(self) -> None:
-        # Ahead of the nodes' processes (as root), so that the last pid file is seen and /proc read at once:
-        # real-time (at nice -10 the read still came a second late behind 32 nodes' starting engines); a
-        # glob every LAUNCH_POLL_S costs this host about 1% of a CPU.
+        # Real-time (as root), ahead of the nodes' processes, so that the last pid file is seen and /proc
+        # read at once (at nice -10 the read still came a second late behind 32 nodes' starting engines);
+        # a glob every LAUNCH_POLL_S costs this host about 1% of a CPU.
         try:
             os.sched_setscheduler(
                 threading.get_native_id(), os.SCHED_FIFO, os.sched_param(LAUNCH_RT_PRIORITY)
             )
         except OSError:
-            try:
-                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), LAUNCH_NICE)
-            except OSError:
-                pass  # launch_read_late_s says how late the read was, and the floor takes that off
+            pass  # launch_read_late_s says how late the read was, and the floor takes that off
         while len(engines := self.engines()) < self.count:
             if self.done.wait(LAUNCH_POLL_S):
                 return
         stats = memory.read_stats()
-        self.read_at = time.time()
-        self.ticks = memory.job_cpu(stats, engines)
+        self.snapshot = measure.LaunchCpu(memory.job_cpu(stats, engines), time.time())
 
     def engines(self) -> dict[str, int]:
         """The engine pid of every node whose pid file is written whole (start_service writes it after the
@@ -212,7 +206,7 @@ def run_clean(recipe: Recipe, out: Path) -> dict:
     record.job_id, record.run_dir = job.job_id, str(job.run_dir)
     count = recipe.rendered.plan.slurm.nodes
     sampler, cpu = Sampler(Path(job.run_dir), job.job_id), HostCpu()
-    launch = LaunchCpu(Path(job.run_dir), count)
+    launch = LaunchReader(Path(job.run_dir), count)
     for thread in (sampler, cpu, launch):
         thread.start()
     try:
@@ -238,11 +232,11 @@ def run_clean(recipe: Recipe, out: Path) -> dict:
             record.end_at,
             os.cpu_count() or 1,
             cpu.samples,
-            measure.LaunchCpu(launch.ticks, launch.read_at) if launch.ticks is not None else None,
+            launch.snapshot,
         ).as_dict(),
         "leader_timeline": measure.leader_timeline(run_dir),
         # what the CPU floor is made of: every node's job processes at the last engine's launch, in ticks
-        "launch_cpu": {"ticks": launch.ticks, "read_at": launch.read_at},
+        "launch_cpu": asdict(launch.snapshot) if launch.snapshot else None,
         "memory_samples": len(sampler.samples),
         "memory": memory.summary(mem, measure.LEADER),
         "memory_per_node": [vars(n) for n in mem],

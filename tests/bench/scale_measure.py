@@ -200,8 +200,7 @@ def timings(
     (epoch, busy ticks, total ticks); LAUNCH: the nodes' CPU when the last engine was launched."""
     t = Timings(nodes)
     cpu = cpu_before_engine(run_dir)
-    others = sorted(v for n, v in cpu.items() if n != LEADER)
-    t.node_cpu_s = others[len(others) // 2] if others else None
+    t.node_cpu_s = _median_node(cpu)
     t.leader_cpu_s = cpu.get(LEADER)
     t.script_floor_s = sum(cpu.values()) / cpus if cpu else None
     marks = node_marks(run_dir)
@@ -263,6 +262,12 @@ def timings(
     return t
 
 
+def _median_node(by_node: dict[str, float]) -> float | None:
+    """The median (the upper one of an even count) over the nodes other than the leader."""
+    others = sorted(v for n, v in by_node.items() if n != LEADER)
+    return others[len(others) // 2] if others else None
+
+
 def _at_least(value: float | None, least: float) -> float | None:
     return None if value is None else max(value, least)
 
@@ -273,8 +278,7 @@ def _floor(t: Timings, launch: LaunchCpu | None, cpus: int, count: int, last_lau
         t.missing.append("every node's CPU at the last engine's launch")
         return
     seconds = {node: ticks / CLOCK_TICKS for node, ticks in launch.ticks.items()}
-    others = sorted(v for n, v in seconds.items() if n != LEADER)
-    t.launch_cpu_s = others[len(others) // 2] if others else None
+    t.launch_cpu_s = _median_node(seconds)
     t.launch_read_late_s = max(0.0, launch.read_at - last_launch)
     t.cpu_floor_s = max(0.0, sum(seconds.values()) / cpus - t.launch_read_late_s)
     t.shared_cpu_s = max(0.0, t.cpu_floor_s - max(seconds.values()))

@@ -59,10 +59,6 @@ def memory_of(rollup: bytes) -> tuple[int, int]:
     return found.get("Rss", 0), found.get("Pss", 0)
 
 
-def _stat_ppid(stat: bytes) -> int:
-    return stat_fields(stat)[0]
-
-
 def stat_fields(stat: bytes) -> tuple[int, int]:
     """(ppid, CPU ticks) from /proc/<pid>/stat; the CPU is utime + stime + cutime + cstime: the process's
     own and that of the children it has waited for (a reaped child's CPU stays counted, in its parent)."""
@@ -126,7 +122,7 @@ def sample(cluster_dir: str, job_id: str) -> list[Proc]:
             if node is None and not stepd:
                 continue
             memory = memory_of((entry / "smaps_rollup").read_bytes())
-            seen[int(entry.name)] = (_stat_ppid((entry / "stat").read_bytes()), cmdline, node, memory)
+            seen[int(entry.name)] = (stat_fields((entry / "stat").read_bytes())[0], cmdline, node, memory)
         except (OSError, ValueError, IndexError):
             continue
     out = []
