@@ -89,7 +89,7 @@ parity: $(STAMP)
 	@$(PY) -m recipes.parity $(CONFIG) $(if $(VARIANT),--variant $(VARIANT)) \
 		$(if $(INFERENCEX),--inferencex $(INFERENCEX)) $(if $(CONFIGS),--configs $(CONFIGS))
 
-submit: $(STAMP)
+submit: $(STAMP) .venv-bench/.installed
 	@$(PY) -m recipes.submit $(CONFIG) $(if $(VARIANT),--variant $(VARIANT)) $(if $(DRY_RUN),--dry-run) \
 		$(if $(OUT),--out $(OUT)) $(if $(SOAK),--soak $(SOAK)) $(if $(RESUME),--resume "$$RESUME") \
 		$(if $(CONFIGS),--configs $(CONFIGS))
@@ -158,7 +158,7 @@ endif
 
 # Every engine command line of every config (or of the rendered plan.json files under DIR) judged by the real
 # engine its image carries (configs/engine-builds.yaml): one process per engine, 1-3 minutes the first time.
-check-engines: $(STAMP) $(ENGINE_TOOLS:%=.venv-%/.installed)
+check-engines: $(STAMP) $(ENGINE_TOOLS:%=.venv-%/.installed) .venv-bench/.installed
 	@$(PY) -m recipes.engines $(if $(CONFIG),--config $(CONFIG)) $(if $(DIR),--dir $(DIR)) \
 		$(if $(CONFIGS),--configs $(CONFIGS))
 

@@ -3,7 +3,7 @@ result gate's thresholds. Lengths, tokenizer and traces come from the runner's l
 
 from __future__ import annotations
 
-from .plan import Benchmark, Ports
+from .plan import Benchmark, ClientScenario, Ports, Staged
 from .target import NODE_ADDR, Target, Unsupported
 from .words import Ref, argv, word
 
@@ -18,7 +18,8 @@ def entry_url(t: Target, ports: Ports):
 
 
 def concurrencies(t: Target) -> tuple:
-    return expand_concurrencies(t.point.space)
+    """The concurrencies this allocation runs: its one point's, or every one of the search-space point."""
+    return (t.concurrency,) if t.concurrency is not None else expand_concurrencies(t.point.space)
 
 
 def expand_concurrencies(space) -> tuple:
@@ -63,9 +64,16 @@ def check_soak_fits(seconds: int, time_limit: str) -> None:
         )
 
 
+def point_seconds(t: Target) -> int:
+    """How long one concurrency is measured: an agentic point's replay duration, else the runner's."""
+    if t.point.scenario == "agentic-coding":
+        return t.launch.benchmark.agentic_replay.seconds
+    return t.launch.benchmark.seconds
+
+
 def sweep(t: Target, ports: Ports, model: str) -> tuple:
     """One benchmark per concurrency; `model`: the name the engines serve the model under."""
-    seconds = t.launch.benchmark.seconds
+    seconds = point_seconds(t)
     workload = _workload_args(t, t.scenario_params.get("isl"))
     return tuple(_benchmark(t, ports, model, f"conc{c}", c, seconds, workload) for c in concurrencies(t))
 
@@ -96,7 +104,7 @@ def _benchmark(
         # AIPerf 0.13.0 offline reads every tokenizer name as a Hub repo id and refuses a local folder
         # (HFValidationError); its tokenizer is always a local folder here, which it reads without the Hub.
         # Datasets stay offline (HF_DATASETS_OFFLINE).
-        *("env", "-u", "HF_HUB_OFFLINE", "-u", "TRANSFORMERS_OFFLINE"),
+        *("env", "-u", "HF_HUB_OFFLINE", "-u", "TRANSFORMERS_OFFLINE", *client_env(t)),
         "aiperf",
         "profile",
         "--url",
@@ -133,14 +141,25 @@ def _benchmark(
         word(Ref("RESULTS_DIR"), f"/{name}"),
         *workload,
     ]
+    # InferenceX's <result>_conc<C>.json: a one-point allocation's variant already ends in _conc<C>
+    result = f"{t.key}_{t.variant}.json" if t.concurrency == c and name == f"conc{c}" else f"{t.key}_{t.variant}_{name}.json"
     return Benchmark(
         concurrency=c,
-        result=f"{t.key}_{t.variant}_{name}.json",
+        result=result,
         argv=argv(*args),
         max_error_rate=MAX_ERROR_RATE,
         min_duration=seconds // 2,
         name=name,
+        gate=argv(*_gate(t)),
     )
+
+
+def _gate(t: Target) -> list:
+    """The result gate's check of the client's scenario lock (agentic runs)."""
+    if t.point.scenario != "agentic-coding":
+        return []
+    verdict = "valid" if submission_valid(t) else "invalid"
+    return ["--scenario", t.launch.benchmark.agentic_replay.scenario, "--submission", verdict]
 
 
 def tokenizer_path(t: Target):
@@ -191,13 +210,27 @@ def _workload_args(t: Target, isl: int | None) -> list:
 
 
 SCENARIO_MIN_S = 900  # AIPerf's inferencex-agentx-mvp lock: shorter runs need --unsafe-override
+# Where the client reads the staged corpus: a folder of the run holding only a link to the staged dataset
+# (make submit writes it), so the site's cache stays read-only and exactly the hashed copy is read.
+DATASETS_CACHE = "datasets-cache"
+
+
+def client_env(t: Target) -> list:
+    """NAME=value words the client's line sets: where the staged corpus is read from, and the configure
+    timeouts of the agentic replay (the client's own are shorter than loading a real corpus takes)."""
+    if t.point.scenario != "agentic-coding":
+        return []
+    seconds = t.launch.benchmark.agentic_replay.configure_seconds
+    return [
+        word("HF_DATASETS_CACHE=", Ref("RUN_DIR"), f"/{DATASETS_CACHE}"),
+        f"AIPERF_DATASET_CONFIGURATION_TIMEOUT={seconds}",
+        f"AIPERF_SERVICE_PROFILE_CONFIGURE_TIMEOUT={seconds}",
+    ]
 
 
 def _agentic_replay(t: Target) -> list:
     """The launch profile's agentic replay (InferenceX's scenario, warm-up and trajectory starts)."""
     replay = t.launch.benchmark.agentic_replay
-    if replay is None:
-        return []
     low, high = replay.trajectory_start
     args = [
         "--scenario",
@@ -210,8 +243,6 @@ def _agentic_replay(t: Target) -> list:
         replay.warmup_seconds,
         "--warmup-grace-period",
         replay.warmup_grace_seconds,
-        "--trace-idle-gap-cap-seconds",
-        replay.idle_gap_cap_seconds,
         "--stats-interval",
         30,  # AIPerf's rolling TTFT/ITL/throughput in the job log
         "--num-dataset-entries",
@@ -222,27 +253,36 @@ def _agentic_replay(t: Target) -> list:
     context = t.settings(t.roles[0])["MAX_MODEL_LEN"]
     if context is not None:  # traces longer than the engines' context would only fail
         args += ["--max-context-length", context]
-    if t.launch.benchmark.seconds < SCENARIO_MIN_S:
+    if not submission_valid(t):
         args.append("--unsafe-override")  # the run is then marked as no valid submission
     return args
 
 
-def _traces(t: Target) -> tuple:
-    """The agentic trace set, staged before the job (nothing is fetched on a compute node): (its path as the
-    nodes see it, 'run' when shipped with the run or 'site' when in the site's trace cache, AIPerf's
-    dataset type)."""
+def submission_valid(t: Target) -> bool:
+    """Whether the client's scenario can stamp this run a valid submission: its full duration, no
+    override. The local runners' short runs cannot (and their corpus is made up anyway)."""
+    return t.launch.benchmark.agentic_replay.seconds >= SCENARIO_MIN_S
+
+
+def expected_violations(t: Target) -> tuple:
+    """The scenario lock's violations a run knowingly carries (downgraded by --unsafe-override): the
+    client check refuses any other, and so does the result gate."""
+    return () if submission_valid(t) else ("--benchmark-duration",)
+
+
+def trace_set(t: Target) -> str:
+    """AIPerf's --public-dataset name of the corpus: the config's WEKA_LOADER_OVERRIDE, else the runner's
+    choice for the model's context."""
     bench = t.launch.benchmark
-    if bench.agentic_input:
-        return bench.agentic_input, "run", "multi_turn"
-    trace_set = t.settings(t.roles[0])["WEKA_LOADER_OVERRIDE"] or _default_trace_set(t)
-    if trace_set is None or bench.trace_cache is None:
+    chosen = t.settings(t.roles[0])["WEKA_LOADER_OVERRIDE"] or _default_trace_set(t)
+    if chosen is None or bench.hf_cache is None:
         raise Unsupported(
-            f"agentic-coding on runner {t.runner_label} needs a staged trace set: the config's "
-            "WEKA_LOADER_OVERRIDE=<set> (or the runner's benchmark.default-trace-sets) and the runner's "
-            "benchmark.trace-cache in configs/launch.yaml (nothing is fetched on a compute node)",
+            f"agentic-coding on runner {t.runner_label} needs a staged corpus: the config's "
+            "WEKA_LOADER_OVERRIDE=<AIPerf public dataset> (or the runner's benchmark.default-trace-sets) and "
+            "the runner's benchmark.hf-cache in configs/launch.yaml (nothing is fetched on a compute node)",
             at=t.point.path,
         )
-    return f"{bench.trace_cache}/{trace_set}", "site", "weka_trace"
+    return chosen
 
 
 def _default_trace_set(t: Target) -> str | None:
@@ -252,16 +292,29 @@ def _default_trace_set(t: Target) -> str | None:
 
 
 def _trace_source(t: Target) -> list:
-    path, where, kind = _traces(t)
-    return ["--input-file", _shipped(path) if where == "run" else path, "--custom-dataset-type", kind]
+    return ["--public-dataset", trace_set(t)]
 
 
 def staged_inputs(t: Target) -> tuple:
-    """(name, path as the nodes see it, where submit hashes it) of what the benchmark reads that is not
-    rendered: a shipped tokenizer and the trace set. Where: 'run' (the run's recipe folder) or 'site'."""
+    """What the benchmark reads that is not rendered: a tokenizer shipped with the run, and the agentic
+    corpus, staged into the site's hf-cache under AIPerf's public dataset name."""
     shipped = t.launch.benchmark.tokenizer
-    out = [("tokenizer", shipped, "run")] if shipped else []
+    out = [Staged("tokenizer", "shipped", shipped)] if shipped else []
     if t.point.scenario == "agentic-coding":
-        path, where, _ = _traces(t)
-        out.append(("traces", path, where))
+        hf_cache = t.launch.benchmark.hf_cache
+        out.append(Staged("traces", "hf-dataset", hf_cache or "", trace_set(t)))
     return tuple(out)
+
+
+def client_scenario(t: Target) -> ClientScenario | None:
+    """The scenario lock the client runs under, with the outcome the job expects of it."""
+    replay = t.launch.benchmark.agentic_replay
+    if t.point.scenario != "agentic-coding":
+        return None
+    return ClientScenario(
+        name=replay.scenario,
+        corpus=t.launch.benchmark.corpus,
+        dataset=trace_set(t),
+        submission=submission_valid(t),
+        allowed_violations=expected_violations(t),
+    )

@@ -18,9 +18,10 @@ from schemas.images import engine_version, spelled_for
 from schemas.pins import pinned_version, requirements
 from schemas.routers import PD_PROXY
 
-from . import atom, nodesetup, sglang, vllm
+from . import atom, budget, nodesetup, sglang, vllm
 from .benchmark import (
     check_soak_fits,
+    client_scenario,
     concurrencies,
     entry_url,
     input_checks,
@@ -96,9 +97,12 @@ def build_plan(t: Target, *, timeouts: Timeouts | None = None, soak_seconds: int
     variant = t.variant if soak_seconds is None else f"{t.variant}_soak"
     served = engine.served_model(t)
     benchmarks = sweep(t, ports, served) if soak_seconds is None else soak(t, ports, soak_seconds, served)
-    if engine.flushes_caches(t):  # each concurrency measured cold, as the known-working launch measures it
+    flushes = engine.flushes_caches(t)
+    if flushes:  # each concurrency measured cold, as the known-working launch measures it
         flush = _cache_flush(nodes, ports, timeouts)
         benchmarks = tuple(dataclasses.replace(b, before=flush) for b in benchmarks)
+    phases = len(benchmarks) if soak_seconds is not None else 0
+    budget.check(t, budget.worst_case(t, timeouts, points=len(benchmarks), flushes=flushes, soak_phases=phases))
     return Plan(
         config_key=t.key,
         variant=variant,
@@ -145,6 +149,7 @@ def build_plan(t: Target, *, timeouts: Timeouts | None = None, soak_seconds: int
         host_check=_host_check(profile, len(nodes)),
         nic_check=profile.nic_check is not None,
         staged=staged_inputs(t),
+        client_scenario=client_scenario(t),
         input_checks=input_checks(t),
         launch=_launch(container, len(nodes), t.engine),
         cleanup=_cleanup(container, len(nodes)),
@@ -294,6 +299,38 @@ def _engine_env(t: Target, engine, ports: Ports) -> dict:
     return env
 
 
+def _lmcache_pinned(t: Target) -> Pinned:
+    """The prefill nodes' LMCache: the pinned version, where it comes from, and (real engines) the connector
+    module vLLM will load, imported at preflight. An image comes with it only where configs/engine-builds.yaml
+    says so, with its source; otherwise a site wheel built for the image, or render refuses."""
+    want, image = t.lmcache_version, t.entry.image
+    imports = (vllm.LMCACHE_CONNECTOR_MODULE,) if t.launch.engine_build != "simulator" and t.engine == "vllm" else ()
+    at = (*t.point.path, "kv-offload-backend")
+    if t.launch.engine_build != "image":
+        return Pinned("lmcache", "lmcache", want, imports, f"the runner's {t.launch.engine_build} environment")
+    wheel = t.launch.node_setup.site_wheels.get("lmcache") if t.launch.node_setup else None
+    if wheel is not None:
+        return Pinned("lmcache", "lmcache", want, imports, f"site wheel {wheel.source} sha256:{wheel.sha256}")
+    carried = t.build.component("lmcache", image) if t.build else None
+    fix = (
+        f"or give runner {t.runner_label} an LMCache wheel built for this image (configs/launch.yaml "
+        "node-setup.site-wheels.lmcache: source, sha256)"
+    )
+    if carried is None:
+        raise Unsupported(
+            f"lmcache {want}: image {image} carries no LMCache that configs/engine-builds.yaml knows of; "
+            f"record it there with its source if it does, {fix}",
+            at=at,
+        )
+    if carried.version is not None and carried.version != want:
+        raise Unsupported(
+            f"lmcache {want}: image {image} carries lmcache {carried.version} ({carried.how}); pin "
+            f"kv-offload-backend.version {carried.version}, {fix}",
+            at=at,
+        )
+    return Pinned("lmcache", "lmcache", want, imports, f"in the image: {carried.how} ({carried.source[0]})")
+
+
 def _node_setup(t: Target, setup) -> NodeSetup | None:
     """The runner's node-setup (configs/launch.yaml): each tool set with its lock for the image's Python and
     platform, installed on rank 0; a site wheel of a library this job's engines import, on its nodes."""
@@ -397,11 +434,7 @@ def _roles(t: Target, engine, ports: Ports, timeouts: Timeouts, signatures: tupl
         services = engine.services(t, role, ports, timeouts)
         if signatures:  # started before the engine, so that start-up is watched too
             services.insert(-1, _log_watch(services, timeouts.poll_interval))
-        pinned = (
-            (Pinned("lmcache", "lmcache", t.lmcache_version),)
-            if (role == "prefill" and t.uses_lmcache)
-            else ()
-        )
+        pinned = (_lmcache_pinned(t),) if (role == "prefill" and t.uses_lmcache) else ()
         commands = _commands(*(s.argv for s in services))
         out.append(Role(role, tuple(services), commands=commands, pinned=pinned, listens=_listens(*services)))
     return tuple(out)
@@ -492,9 +525,9 @@ def _host_check(p, n: int) -> tuple:
 
 
 def _site_inputs(t: Target) -> tuple:
-    """The site's trace cache, when a staged input is there: mounted read-only into the containers."""
-    used = any(where == "site" for _, _, where in staged_inputs(t))
-    return (t.launch.benchmark.trace_cache,) if used else ()
+    """The site's Hugging Face cache, when the corpus is staged there: mounted read-only into the containers
+    (the client reads it through the run's own datasets-cache folder, which the run folder's mount holds)."""
+    return tuple(dict.fromkeys(s.path for s in staged_inputs(t) if s.kind == "hf-dataset"))
 
 
 def _container_options(t: Target) -> tuple:

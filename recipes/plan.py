@@ -102,6 +102,8 @@ class Pinned:
     command: str
     dist: str
     version: str
+    imports: tuple[str, ...] = ()  # modules its command's Python must import (a compiled part that loads)
+    source: str = ""  # where it comes from (the dry run and the recipe page say it)
 
 
 @dataclass(frozen=True)
@@ -149,6 +151,31 @@ class Benchmark:
     name: str = ""  # conc<C> in a sweep, soak<NNN> in a soak: its step, artifact and metrics folder
     # run first, in the same step: the engines' caches emptied (agentic SGLang)
     before: Argv = _argv(default=())
+    # results.py check's words besides the thresholds: the client's scenario lock and its expected verdict
+    gate: Argv = _argv(default=())
+
+
+@dataclass(frozen=True)
+class Staged:
+    """An input the job reads that is not rendered, staged by `make submit` (recipes/staging.py), hashed into
+    lock.json and checked against it on rank 0 at preflight: nothing is fetched on a compute node."""
+
+    name: str  # its key in lock.json's inputs
+    kind: str  # shipped: path under the run's recipe folder | hf-dataset: AIPerf's public dataset `source`
+    path: str  # shipped: relative path; hf-dataset: the site's Hugging Face cache it is staged into
+    source: str = ""  # hf-dataset: the --public-dataset name the client reads it by
+
+
+@dataclass(frozen=True)
+class ClientScenario:
+    """The benchmark client's scenario lock, as the job expects its outcome (scripts/results.py checks each
+    result against it; make check-engines runs the client's own resolution against it)."""
+
+    name: str  # AIPerf --scenario
+    corpus: str  # pinned | made-up (a local stand-in under the pinned name: never a submission)
+    dataset: str  # the --public-dataset it replays
+    submission: bool  # whether the run can be stamped a valid submission (full duration, no override)
+    allowed_violations: tuple[str, ...] = ()  # lock violations --unsafe-override downgrades, knowingly
 
 
 @dataclass(frozen=True)
@@ -229,8 +256,10 @@ class Plan:
     # {issue, title, regex, fix} the node-side watcher fails the job on
     log_signatures: tuple[dict[str, str], ...] = ()
     nic_check: bool = False  # the host check includes the runner's NICs (its nic-check)
-    # (name, path, run|site): inputs make submit hashes into lock.json (traces, tokenizer)
-    staged: tuple[tuple[str, str, str], ...] = ()
+    # inputs make submit stages and hashes into lock.json (the corpus, a shipped tokenizer)
+    staged: tuple[Staged, ...] = ()
+    # the client's scenario lock and what its outcome must be (agentic runs); None: no scenario
+    client_scenario: ClientScenario | None = None
     # argv each: rank 0's preflight of the staged inputs and the client's tokenizer
     input_checks: tuple[Argv, ...] = ()
 

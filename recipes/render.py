@@ -6,6 +6,7 @@ Exit 0 rendered, 1 findings (invalid or unknown config, or a config this rendere
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from dataclasses import dataclass
@@ -118,13 +119,31 @@ def load(key: str | None, configs: list[Path] | None = None) -> Loaded:
 
 def render_config(key: str, loaded: Loaded, *, soak_seconds: int | None = None) -> list[Rendered]:
     out = []
-    for target in loaded.targets(key):
+    targets = loaded.targets(key)
+    if soak_seconds is not None:
+        targets = soak_targets(targets)
+    for target in targets:
         try:
             out.append(render_plan(build_plan(target, soak_seconds=soak_seconds)))
         except Unsupported as exc:
             # lint (recipes/verdict.py) judged this very build; only an option of this command (a soak
             # longer than the runner's time-limit) is new here
             raise RenderError([Finding("render", 0, exc.at or (key, target.variant), str(exc))]) from None
+    return out
+
+
+def soak_targets(targets: list) -> list:
+    """A soak watches one allocation for hours under every concurrency of a point: the point's one-allocation
+    targets (agentic) folded back into one, named as the point."""
+    out, seen = [], set()
+    for t in targets:
+        if t.concurrency is None:
+            out.append(t)
+            continue
+        base = t.variant.removesuffix(f"_conc{t.concurrency}")
+        if base not in seen:
+            seen.add(base)
+            out.append(dataclasses.replace(t, variant=base, concurrency=None))
     return out
 
 
@@ -182,7 +201,8 @@ def describe(plan: Plan) -> str:
         seconds = sum(2 * b.min_duration for b in plan.benchmarks)
         phases = len(plan.benchmarks)
         return f"{plan.slurm.nodes} nodes, soak: {phases} phases, {seconds} s, concurrencies {concs}"
-    return f"{plan.slurm.nodes} nodes, {len(plan.benchmarks)} concurrencies: {concs}"
+    n = len(plan.benchmarks)
+    return f"{plan.slurm.nodes} nodes, {n} {'concurrency' if n == 1 else 'concurrencies'}: {concs}"
 
 
 def add_configs_option(p: argparse.ArgumentParser) -> None:

@@ -25,9 +25,7 @@ from pathlib import Path
 from schemas.findings import Finding
 from schemas.images import parse_image
 from schemas.pins import pinned_version
-from scripts import inputs
-
-from . import nodes, nodesetup, resume
+from . import nodes, nodesetup, resume, staging
 from .render import (
     ROOT_DIR,
     Rendered,
@@ -106,26 +104,12 @@ def snapshot(rendered: Rendered, run_dir: Path) -> None:
     if not compileall.compile_dir(recipe / "scripts", quiet=1, workers=1):
         raise SubmitError(f"{recipe}: a shipped Python file does not compile (above)")
     setup = node_setup(rendered, recipe)
-    staged = stage(rendered, recipe)
+    try:
+        staged = staging.stage(rendered.plan, recipe, run_dir)
+    except (staging.StagingError, subprocess.TimeoutExpired) as exc:
+        raise SubmitError(str(exc)) from None
     locked = lock(rendered, setup, staged)
     (run_dir / "lock.json").write_text(json.dumps(locked, indent=2, sort_keys=True) + "\n")
-
-
-def stage(rendered: Rendered, recipe: Path) -> dict:
-    """What the benchmark reads besides the rendered files, hashed file by file into lock.json: the trace set
-    and tokenizer shipped into the run folder, or the set in the site's trace cache (which must be readable
-    here: a shared file system). The first node checks them all against the lock at preflight."""
-    out = {}
-    for name, path, where in rendered.plan.staged:
-        found = recipe / path if where == "run" else Path(path)
-        try:
-            out[name] = {"path": path, "where": where, **inputs.digest(found)}
-        except (inputs.InputError, OSError) as exc:
-            raise SubmitError(
-                f"staged input {name}: {exc} (nothing is fetched on a compute node: stage it first; "
-                "docs/guides/running-on-a-cluster.md, Stage the agentic traces)"
-            ) from None
-    return out
 
 
 def node_setup(rendered: Rendered, recipe: Path) -> dict | None:
@@ -322,7 +306,7 @@ def main(argv=None) -> int:
         print(shlex.join(sbatch_command(rendered, run_dir, run_id, exclusion.nodes)))
         for text in exclusion.lines():
             print(f"# {text}")
-        for text in dry_run_setup(rendered):
+        for text in dry_run_setup(rendered) + staging.dry_run_lines(rendered.plan):
             print(text)
         try:
             resumed = resume_of(rendered, args.resume, None) if args.resume else None

@@ -51,6 +51,9 @@ class Target:
     launch: LaunchProfile
     issues: tuple = ()  # the known-issue registry lint checked the entry against
     models: Models | None = None  # the models file lint checked the entry against (None: the repository's)
+    # the one concurrency of an allocation that runs a single point (agentic: every point starts cold, on
+    # fresh engines and empty caches, as InferenceX runs them); None: every concurrency of the point
+    concurrency: int | None = None
 
     @property
     def engine(self) -> reg.EngineName:

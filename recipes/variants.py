@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from schemas.entries import points, splits_experts
 
+from .benchmark import expand_concurrencies
 from .target import Target
+
+# Scenarios whose every concurrency runs in an allocation of its own: an agentic point measured after another
+# one would start with its prefix cache and LMCache L1 warm (InferenceX's matrix: one job per agentic point).
+ONE_POINT_PER_ALLOCATION = ("agentic-coding",)
 
 
 def _size(tokens: int) -> str:
@@ -64,5 +71,10 @@ def targets(key: str, entry, *, runners, launch, issues: tuple, models=None) -> 
         seen[name] = seen.get(name, 0) + 1
         if seen[name] > 1:
             name = f"{name}_{seen[name]}"
-        out.append(Target(key, name, entry, pt, params, runner, hardware, profile, tuple(issues), models))
+        t = Target(key, name, entry, pt, params, runner, hardware, profile, tuple(issues), models)
+        if pt.scenario not in ONE_POINT_PER_ALLOCATION:
+            out.append(t)
+            continue
+        concs = expand_concurrencies(pt.space)
+        out += [dataclasses.replace(t, variant=f"{name}_conc{c}", concurrency=c) for c in concs]
     return out

@@ -9,6 +9,7 @@ from schemas.kv_path import LMCACHE_MP, kv_connectors
 from schemas.launch import Role
 
 from . import nodesetup
+from .benchmark import concurrencies
 from .plan import Ports, Service, Timeouts
 from .target import LOCAL_ADDR, NODE_ADDR, Target, Unsupported
 from .words import Ref, argv, json_word, word
@@ -302,10 +303,12 @@ def _vllm_service(t: Target, role: Role, ports: Ports, timeouts: Timeouts) -> Se
     for flag, name in (
         ("--max-model-len", "MAX_MODEL_LEN"),
         ("--max-num-batched-tokens", "MAX_NUM_BATCHED_TOKENS"),
-        ("--max-num-seqs", "MAX_NUM_SEQS"),
     ):
         if s[name] is not None:
             args += [flag, s[name]]
+    seqs = s["MAX_NUM_SEQS"] or (max(concurrencies(t)) if t.recipe.max_seqs_from_concurrency else None)
+    if seqs is not None:
+        args += ["--max-num-seqs", seqs]
     if role in reg.ROLES:
         args += ["--kv-transfer-config", json_word(_kv_transfer_config(t, role, s, ports))]
     args += t.launch.engine_args.get(role, [])  # what this runner's hardware needs, after the recipe's
@@ -315,6 +318,11 @@ def _vllm_service(t: Target, role: Role, ports: Ports, timeouts: Timeouts) -> Se
         ready_url=word("http://", NODE_ADDR, f":{ports.engine}/health"),
         ready_timeout=timeouts.engine_ready,
     )
+
+
+# The module vLLM loads LMCache's connector from (its kv_connector_module_path): the prefill preflight imports
+# it with the engine's Python, so an LMCache whose compiled part does not load fails there, named.
+LMCACHE_CONNECTOR_MODULE = "lmcache.integration.vllm.lmcache_mp_connector"
 
 
 def _connector_module_path(t: Target) -> list:
@@ -349,7 +357,7 @@ def _kv_transfer_config(t: Target, role: str, s: dict, ports: Ports) -> dict:
     lmcache = {
         "kv_connector": "LMCacheMPConnector",
         "kv_role": "kv_both",
-        "kv_connector_module_path": "lmcache.integration.vllm.lmcache_mp_connector",
+        "kv_connector_module_path": LMCACHE_CONNECTOR_MODULE,
         "kv_connector_extra_config": {
             "lmcache.mp.host": word("tcp://", LOCAL_ADDR),
             "lmcache.mp.port": ports.lmcache,

@@ -71,6 +71,24 @@ class Parser(Model):
         return self
 
 
+class Component(Model):
+    """A component an image of the build carries besides the engine (LMCache, Mooncake, amd-quark), with the
+    public source of the fact: render takes a recipe's component from the image only when it is here."""
+
+    name: Annotated[str, shape(r"[a-z0-9][a-z0-9._-]*", "a distribution name", max_length=64, allowed="lowercase ASCII, digits and '._-', as in lmcache")] = Field(
+        description="The Python distribution, as `pip show` names it (lmcache)."
+    )
+    version: Version | None = Field(
+        None, description="The exact version the build installs; absent: a range resolved at build time."
+    )
+    images: list[ImageGlob] = Field(
+        default_factory=list,
+        description="The build's images that carry it (globs); empty: every image of the build.",
+    )
+    how: Text = Field(description="How it gets into the image (a build argument, a requirements pin).")
+    source: list[Url] = Field(min_length=1, description="Where that is stated: files at a release or commit.")
+
+
 class EngineBuild(Model):
     """One engine build: what it is, the images that carry it, what judges its command lines."""
 
@@ -98,7 +116,22 @@ class EngineBuild(Model):
         description="Folders of the image its engines' shared libraries must load from first (prepended to "
         "the image's LD_LIBRARY_PATH in every engine's environment).",
     )
+    carries: list[Component] = Field(
+        default_factory=list,
+        description="Components its images carry that recipes rely on; one a recipe needs and no image lists "
+        "must come from a site wheel (launch.yaml node-setup.site-wheels), or render refuses.",
+    )
     notes: list[Text] = Field(default_factory=list, description="What a user of this build must know.")
+
+    def component(self, name: str, image: str) -> Component | None:
+        """The component NAME as IMAGE of this build carries it; None when it does not."""
+        spelled = _spelled(image)
+        for c in self.carries:
+            if c.name == name and (
+                not c.images or any(fnmatch.fnmatchcase(spelled, _spelled_glob(g)) for g in c.images)
+            ):
+                return c
+        return None
 
     @model_validator(mode="after")
     def _judged_by_what_it_is(self) -> Self:

@@ -186,12 +186,20 @@ class Ports(Model):
 class AgenticReplay(Model):
     """AIPerf's agentic replay as InferenceX's published agentic runs use it (its benchmark library's replay
     command, PR #1924's head): the scenario lock, the cache warm-up before profiling, where each trajectory
-    starts, how many traces load. Results compare with InferenceX's only with these values."""
+    starts, how many traces load. Results compare with InferenceX's only with these values. The pinned
+    AIPerf's scenario lock forbids a per-trajectory idle-gap cap (--trace-idle-gap-cap-seconds): it has none
+    here."""
 
     scenario: Literal["inferencex-agentx-mvp"] = Field(
         "inferencex-agentx-mvp",
-        description="AIPerf --scenario: locks the benchmark's invariants (cache bust, idle-gap cap, "
-        "streaming, ignore_eos; at least 900 s).",
+        description="AIPerf --scenario: locks the benchmark's invariants (a pinned public corpus, cache bust, "
+        "no timeline compression, streaming, ignore_eos; at least 900 s, else the run is marked no valid "
+        "submission).",
+    )
+    seconds: WaitSeconds = Field(
+        3600,
+        description="AIPerf --benchmark-duration of an agentic point (InferenceX's matrix: 3600). Below 900 "
+        "the scenario lock refuses it without --unsafe-override, which marks the run no valid submission.",
     )
     warmup_seconds: WaitSeconds = Field(
         600,
@@ -203,10 +211,11 @@ class AgenticReplay(Model):
         description="AIPerf --warmup-grace-period: how long long-context warm-up requests may take to drain "
         "before profiling starts (a maximum, not a wait).",
     )
-    idle_gap_cap_seconds: WaitSeconds = Field(
-        300,
-        description="AIPerf --trace-idle-gap-cap-seconds: the longest idle time a trajectory's recorded "
-        "delays keep (InferenceX's per-trajectory cap).",
+    configure_seconds: WaitSeconds = Field(
+        1800,
+        description="AIPERF_DATASET_CONFIGURATION_TIMEOUT and AIPERF_SERVICE_PROFILE_CONFIGURE_TIMEOUT: how "
+        "long AIPerf may take to load and reconstruct the corpus before it sends anything (its defaults, 300 "
+        "and 600 s, are shorter than the Weka corpus takes on a busy node; InferenceX sets both to 1800).",
     )
     trajectory_start: list[Annotated[float, Field(ge=0, le=1)]] = Field(
         [0.25, 0.75],
@@ -235,14 +244,16 @@ class TraceSetChoice(Model):
     min_context: Annotated[int, bounded(0, 2**24)] = Field(
         description="The model's context (max-positions) reaches this."
     )
-    set: Ident = Field(description="The trace set's folder under trace-cache.")
+    set: Ident = Field(description="AIPerf's --public-dataset name of the set (one its scenario accepts).")
 
 
 class Benchmark(Model):
     """How the benchmark client runs here."""
 
     seconds: WaitSeconds = Field(
-        600, description=f"AIPerf --benchmark-duration per concurrency (and per soak phase). {_WAIT}"
+        600,
+        description="AIPerf --benchmark-duration per fixed-seq-len concurrency and per soak phase (an agentic "
+        f"point's is agentic-replay.seconds). {_WAIT}",
     )
     tokenizer: RelPath | None = Field(
         None,
@@ -250,22 +261,24 @@ class Benchmark(Model):
         "own "
         "folder (AIPerf's builtin tokenizer downloads even offline).",
     )
-    agentic_input: RelPath | None = Field(
-        None,
-        description="Multi-turn trace file under the run's recipe folder for agentic scenarios (shipped, see "
-        "ship; hashed into lock.json and checked at preflight like a trace-cache set); none: the set the "
-        "config names (WEKA_LOADER_OVERRIDE) from trace-cache.",
-    )
     prompt_corpus: Literal["random"] | None = Field(
         None, description="AIPerf --prompt-corpus for fixed-seq-len prompts (random: for word tokenizers)."
     )
-    trace_cache: AbsPath | None = Field(
+    hf_cache: AbsPath | None = Field(
         None,
-        description="agentic scenarios: the site's folder of staged trace sets, one sub-folder per set named "
-        "as the config's WEKA_LOADER_OVERRIDE, each holding one JSON file per trace (AIPerf's weka_trace "
-        "format). Nothing is fetched on a compute node: `make submit` hashes the set into lock.json (the "
-        "folder must be readable where you submit: a shared file system), the containers mount it read-only, "
-        "and the first node checks every file against the lock at preflight.",
+        description="agentic scenarios: the site's Hugging Face cache (as HF_HOME) on a file system the submit "
+        "host and the nodes share. The corpus is AIPerf's pinned --public-dataset (the set the config names in "
+        "WEKA_LOADER_OVERRIDE, or default-trace-sets'); `make submit` stages it here once, with the datasets "
+        "library AIPerf itself loads it with, checks that it loads offline, and hashes it into lock.json; the "
+        "containers mount this folder read-only, the client reads it offline, and the first node checks every "
+        "file against the lock at preflight. Nothing is fetched on a compute node.",
+    )
+    corpus: Literal["pinned", "made-up"] = Field(
+        "pinned",
+        description="What hf-cache holds under the pinned set's name: the published corpus (staged from the "
+        "Hub where you submit), or a small corpus made on this machine in the same layout (`python -m "
+        "sim.corpus`, the local runners): its runs are labelled 'made-up corpus, not a submission' whatever "
+        "the scenario stamps, and nothing is downloaded for it.",
     )
     default_trace_sets: list[TraceSetChoice] = Field(
         default_factory=list,
@@ -273,11 +286,12 @@ class Benchmark(Model):
         "the model's context reaches (InferenceX picks the full corpus for 1M-token models, a 256k-capped "
         "one otherwise); empty: a config must name its set.",
     )
-    agentic_replay: AgenticReplay | None = Field(
-        None,
+    agentic_replay: AgenticReplay = Field(
+        default_factory=AgenticReplay,
         description="agentic scenarios: AIPerf's agentic replay with InferenceX's scenario, warm-up and "
-        "trajectory settings (results then compare with InferenceX's); none: a plain multi-turn replay (the "
-        "local runners' short traces).",
+        "trajectory settings (results then compare with InferenceX's). Every runner replays under the same "
+        "scenario lock; a runner with a shorter warm-up or duration (the local ones) gets --unsafe-override "
+        "for the duration alone, and its results are marked no valid submission.",
     )
     grace_seconds: WaitSeconds | None = Field(
         None,
@@ -779,13 +793,23 @@ class LaunchProfile(Model):
 
     @model_validator(mode="after")
     def _benchmark_files_are_shipped(self) -> Self:
-        for name in ("tokenizer", "agentic_input"):
-            path = getattr(self.benchmark, name)
-            if path is not None and path.split("/")[0] not in self.ship:
-                raise ValueError(
-                    f"benchmark.{name.replace('_', '-')} {path!r} is not under a shipped folder "
-                    f"(ship: {', '.join(self.ship) or 'nothing'})"
-                )
+        path = self.benchmark.tokenizer
+        if path is not None and path.split("/")[0] not in self.ship:
+            raise ValueError(
+                f"benchmark.tokenizer {path!r} is not under a shipped folder (ship: {', '.join(self.ship) or 'nothing'})"
+            )
+        return self
+
+
+    @model_validator(mode="after")
+    def _made_up_corpus_only_locally(self) -> Self:
+        """A made-up corpus is a local runner's stand-in: on a cluster whose engines are an image's, results
+        must come from the pinned corpus."""
+        if self.benchmark.corpus == "made-up" and self.engine_build == "image":
+            raise ValueError(
+                "benchmark.corpus made-up is a local runner's stand-in (engine-build simulator or cpu); a "
+                "runner of real engines replays the pinned corpus (corpus: pinned)"
+            )
         return self
 
 

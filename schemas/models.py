@@ -220,6 +220,11 @@ class EngineRecipe(Model):
     decode_settings: list[SettingText] = Field(
         default_factory=list, description="Setting defaults on decode's engine only (over `settings`)."
     )
+    max_seqs_from_concurrency: bool = Field(
+        False,
+        description="vLLM: both roles' --max-num-seqs is the allocation's largest concurrency unless "
+        "MAX_NUM_SEQS sets it, as the known-working launch sets it (a batch cap at the load it measures).",
+    )
     dp_attention: DpAttentionArgs | None = Field(
         None,
         description="A worker running data-parallel attention (dp-attn: true); without it none is rendered.",
@@ -371,7 +376,7 @@ def engine_recipe(
                 else:
                     dp[name] += getattr(block.dp_attention, name)
         merged["mtp_draft_model"] = block.mtp_draft_model or merged.get("mtp_draft_model")
-        for whole in ("mori", "hicache_sizing", "mtp_acceptance"):  # stated whole, the vendor's over `any`'s
+        for whole in ("mori", "hicache_sizing", "mtp_acceptance", "max_seqs_from_concurrency"):  # stated whole
             if whole in block.model_fields_set:
                 merged[whole] = getattr(block, whole)
         merged["env"].update(block.env)

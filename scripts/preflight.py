@@ -16,6 +16,7 @@ from nodeargs import positive_float
 from safejson import open_regular
 
 VERSION_PROBE = "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))"
+IMPORT_PROBE = "import importlib, sys\nfor name in sys.argv[1:]: importlib.import_module(name)"
 
 
 class VersionError(Exception):
@@ -84,10 +85,36 @@ def cmd_dist_version(args: argparse.Namespace) -> int:
                 ),
                 EXIT_VERSION,
             )
+        _imports(python, args)
     except VersionError as err:
         die(f"dist-version {args.command}: {err}", EXIT_VERSION)
-    print(f"{args.command}: {args.dist} {found} ({python})")
+    imported = f"; imports {', '.join(args.imports)}" if args.imports else ""
+    print(f"{args.command}: {args.dist} {found} ({python}){imported}")
     return 0
+
+
+def _imports(python: str, args: argparse.Namespace) -> None:
+    """Each module of args.imports imports with the command's own Python; the first failure is named with
+    the last line of its error (an ImportError of a compiled part, a missing dependency)."""
+    if not args.imports:
+        return
+    try:
+        probe = subprocess.run(
+            [python, "-c", IMPORT_PROBE, *args.imports],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=args.timeout,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise VersionError(f"{python}: importing {', '.join(args.imports)}: {one_line(err)}") from None
+    if probe.returncode != 0:
+        said = [ln for ln in probe.stderr.splitlines() if ln.strip()]
+        raise VersionError(
+            f"{args.dist} {args.expect} is installed but {python} cannot import {', '.join(args.imports)}: "
+            f"{one_line(said[-1] if said else f'exit {probe.returncode}', 300)}"
+        )
 
 
 def add_parser(sub: Any) -> None:
@@ -95,5 +122,13 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--command", required=True, help="console script on PATH, e.g. lmcache")
     p.add_argument("--dist", required=True, help="distribution name, e.g. lmcache")
     p.add_argument("--expect", required=True, help="the exact version the recipe pins")
+    p.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="a module the command's Python must import (repeatable)",
+    )
     p.add_argument("--timeout", type=positive_float, default=120.0, help="seconds the version probe may take")
     p.set_defaults(func=cmd_dist_version)

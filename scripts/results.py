@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 import safejson
+from bounds import METRICS_S
 from failures import EXIT_INVALID_RESULT as EXIT_INVALID
 from failures import line, one_line
 from httpget import FetchError, at_once, fetch, split_url
@@ -132,6 +133,37 @@ def problems(doc: Any, *, max_error_rate: float, min_duration: float = 0.0) -> l
     return found
 
 
+def scenario_problems(doc: Any, scenario: str, submission: str) -> list[str]:
+    """Why the result did not come out of the scenario lock the plan asked for: the client ran without it,
+    or its verdict on the submission is not the one expected (valid: a full-length run on the pinned corpus;
+    invalid: a local run, --unsafe-override). Empty when it did."""
+    meta = doc.get("metadata") if isinstance(doc, dict) else None
+    meta = meta if isinstance(meta, dict) else {}
+    found = []
+    if meta.get("scenario") != scenario:
+        found.append(f"the client did not run under scenario {scenario} (metadata.scenario {_shown(meta.get('scenario'))})")
+    valid = meta.get("submission_valid")
+    if submission == "valid" and valid is not True:
+        found.append(f"the client marked it no valid submission ({_reasons(meta)})")
+    if submission == "invalid" and valid is not False:
+        found.append(f"the client marked a run with --unsafe-override valid ({_shown(valid)})")
+    return found
+
+
+def scenario_line(doc: dict) -> str:
+    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    valid = meta.get("submission_valid")
+    text = f"scenario {one_line(str(meta.get('scenario')), 60)}: submission_valid={str(valid).lower()}"
+    return text + (f" ({_reasons(meta)})" if valid is False else "")
+
+
+def _reasons(meta: dict) -> str:
+    reasons = meta.get("submission_invalid_reasons")
+    if isinstance(reasons, list) and reasons:
+        return one_line(", ".join(str(r) for r in reasons), 200)
+    return "no reason given"
+
+
 def error_kinds(summary: Any, most: int = ERROR_KINDS) -> str:
     """AIPerf's error_summary as 'COUNT x [HTTP CODE] TYPE: MESSAGE' for its MOST frequent kinds, the
     others counted: why the requests failed, said where the failure is. Entries of another shape are
@@ -165,12 +197,15 @@ def check(args: argparse.Namespace) -> int:
         print(f"result {args.file}: unreadable ({one_line(err)})", file=sys.stderr)
         return EXIT_INVALID
     found = problems(doc, max_error_rate=args.max_error_rate, min_duration=args.min_duration)
+    if args.scenario and not found:
+        found = scenario_problems(doc, args.scenario, args.submission)
     if found:
         print(line("result-invalid", file=args.file, problems="; ".join(found)), file=sys.stderr)
         return EXIT_INVALID
     read = _Reader(doc)
     requests, tokens = read.avg("request_count"), read.avg("total_output_tokens")
-    print(f"result {args.file}: {requests:g} requests, {tokens:g} output tokens")
+    scenario = f"; {scenario_line(doc)}" if args.scenario else ""
+    print(f"result {args.file}: {requests:g} requests, {tokens:g} output tokens{scenario}")
     return 0
 
 
@@ -240,10 +275,19 @@ def main(argv: list[str] | None = None) -> int:
     gate.add_argument(
         "--min-duration", type=_seconds, default=0.0, help="seconds; half the requested duration"
     )
+    gate.add_argument("--scenario", help="the client's scenario lock the result must come from")
+    gate.add_argument(
+        "--submission",
+        choices=("valid", "invalid"),
+        default="valid",
+        help="with --scenario: the client's verdict the plan expects (invalid: a run with --unsafe-override)",
+    )
     gate.set_defaults(func=check)
     snap = sub.add_parser("scrape", help="save Prometheus metrics of each NAME=URL to <out>/NAME.prom")
     snap.add_argument("--out", required=True)
-    snap.add_argument("--timeout", type=positive_float, default=10.0, help="seconds per endpoint, all of it")
+    snap.add_argument(
+        "--timeout", type=positive_float, default=METRICS_S, help="seconds for every endpoint, all of it"
+    )
     snap.add_argument("endpoints", nargs="+", type=_name_url, metavar="NAME=URL")
     snap.set_defaults(func=scrape)
     args = p.parse_args(argv)

@@ -46,6 +46,7 @@ PYTHON_MODULES = {
     "sglang_router.launch_router": (".venv-sglang-router/bin/python", False),
 }
 REPORT_PYTHON = ".venv-report/bin/python"
+BENCH_PYTHON = ".venv-bench/bin/python"  # the client: AIPerf and the datasets library (sim/corpus.py)
 ENDED = {
     "COMPLETED",
     "FAILED",
@@ -321,6 +322,19 @@ def real_weights(plan, engine_venv: str) -> None:
     print(f"model {plan.model}: {folder.path} ({how}), linked at {folder.link}", flush=True)
 
 
+def made_up_corpus(plan) -> None:
+    """The local runners' agentic corpus, made once under the pinned name in their hf-cache (sim/corpus.py,
+    in the client's virtualenv: AIPerf names the dataset, the datasets library lays it out)."""
+    for s in plan.staged:
+        if s.kind != "hf-dataset" or plan.client_scenario is None or plan.client_scenario.corpus != "made-up":
+            continue
+        argv = [str(ROOT / BENCH_PYTHON), "-m", "sim.corpus", "--hf-cache", s.path, "--name", s.source]
+        done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise DemoError(f"making the local corpus failed: {done.stderr.strip()[-2000:]}")
+        print(done.stdout.strip(), flush=True)
+
+
 def run(
     config: str,
     variant: str | None,
@@ -346,6 +360,7 @@ def run(
         simulated_host(rendered.plan)
     else:
         real_weights(rendered.plan, engine_venv)
+    made_up_corpus(rendered.plan)
     job = submit(rendered, out, env=env, resume_from=resume_from)
     for text in job.resumed.lines() if job.resumed else []:
         print(text, flush=True)

@@ -1,7 +1,9 @@
 """`python -m recipes.engines [--config KEY] [--dir DIR]` (`make check-engines`): judge every engine command
 line of every config's variants (rendered now, or the plan.json files under DIR) with the real engine
-its image carries. One line per command line, `<config>/<variant>/<role>: ok|REJECTED: <engine's words>`,
-then `engines: <N> command lines checked, <M> rejected`. Exit 0 all accepted, 1 otherwise.
+its image carries, and every benchmark-client line with the client's own configuration resolution (AIPerf:
+its flags, dataset detection, scenario lock). One line per command line, `<config>/<variant>/<role>:
+ok|REJECTED: <engine's words>`, then `engines: <N> command lines checked, <M> rejected` and `clients: ...`.
+Exit 0 all accepted, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -10,12 +12,14 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 from recipes.render import RenderError, add_configs_option, load, render_config
 from schemas.engine_builds import BUILDS_FILE, check_engine_builds
 from schemas.yamlio import YamlSyntaxError, load_file
 
+from . import clients
 from .judge import DEFAULT_CACHE, ROOT, ToolMissing, Verdict, judge, tools_of
 from .lines import PlanError, engine_lines
 
@@ -120,7 +124,24 @@ def run(args: argparse.Namespace) -> int:
     for v in verdicts:
         print(verdict_line(v))
     print(summary(verdicts))
-    return 1 if any(not v.ok for v in verdicts) else 0
+    client_verdicts = judge_clients(plans, args.cache)
+    for c in client_verdicts:
+        print(clients.verdict_line(c))
+    print(clients.summary(client_verdicts))
+    return 1 if any(not v.ok for v in [*verdicts, *client_verdicts]) else 0
+
+
+def judge_clients(plans: list[dict], cache: Path) -> list[clients.ClientVerdict]:
+    """Every plan's benchmark-client lines, through the client's own resolution."""
+    with tempfile.TemporaryDirectory(prefix="clients-") as tmp:
+        try:
+            lines = [line for plan in plans for line in clients.client_lines(plan, cache / "stubs", Path(tmp))]
+        except PlanError as exc:
+            raise Refused(f"check-engines: {exc}") from None
+        try:
+            return clients.judge_clients(lines, cache)
+        except (ToolMissing, RuntimeError) as exc:
+            raise Refused(f"check-engines: {exc}") from None
 
 
 def main(argv=None) -> int:

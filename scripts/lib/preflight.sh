@@ -10,13 +10,17 @@ require_commands() {
   ((${#missing[@]} == 0)) || fail "$(_node_word not-on-path "${missing[*]}" "$PATH")"
 }
 
-# require_version COMMAND DIST VERSION — the package behind COMMAND is exactly the pinned version
-# (an image may lack a component, or carry another build of it).
+# require_version COMMAND DIST VERSION [MODULE...] — the package behind COMMAND is exactly the pinned version
+# (an image may lack a component, or carry another build of it), and its Python imports each MODULE (a
+# compiled part that does not load fails here, not when the engine loads it after its weights).
 require_version() {
-  (($# == 3)) || fail "usage: require_version COMMAND DIST VERSION"
-  local rc=0
+  (($# >= 3)) || fail "usage: require_version COMMAND DIST VERSION [MODULE...]"
+  local rc=0 imports=() module
+  for module in "${@:4}"; do
+    imports+=(--import "$module")
+  done
   _node_capture dist-version "${PYTHON:-python3}" "$SCRIPTS_DIR/sync.py" dist-version --command "$1" \
-    --dist "$2" --expect "$3" || rc=$?
+    --dist "$2" --expect "$3" "${imports[@]}" || rc=$?
   ((rc == 0)) || fail "$_NODE_OUT"
   _node_info "$_NODE_OUT"
 }

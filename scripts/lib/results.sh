@@ -1,14 +1,15 @@
 # shellcheck shell=bash
 # Results: what a step produced must exist, and be a measurement, before the job calls it done.
 
-# collect_result SRC DST MAX_ERROR_RATE MIN_DURATION — DST gets SRC (atomically) once scripts/results.py
-# finds it a valid measurement; otherwise the step fails saying why. Results already collected stay.
+# collect_result SRC DST MAX_ERROR_RATE MIN_DURATION [GATE ARGS...] — DST gets SRC (atomically) once
+# scripts/results.py finds it a valid measurement (and, with --scenario, one of the client's scenario lock
+# with the verdict the plan expects); otherwise the step fails saying why. Results already collected stay.
 collect_result() {
-  (($# == 4)) || fail "usage: collect_result SRC DST MAX_ERROR_RATE MIN_DURATION"
+  (($# >= 4)) || fail "usage: collect_result SRC DST MAX_ERROR_RATE MIN_DURATION [GATE ARGS...]"
   [[ -s $1 ]] || fail "$(_node_word result-missing "$1")"
   local out rc=0
   out=$("${PYTHON:-python3}" "$SCRIPTS_DIR/results.py" check "$1" --max-error-rate "$3" \
-    --min-duration "$4" 2>&1) || rc=$?
+    --min-duration "$4" "${@:5}" 2>&1) || rc=$?
   if ((rc != 0)); then
     _node_failing
     _node_say "$out"

@@ -1,0 +1,141 @@
+"""What a job reads that is not rendered, staged by `make submit` before sbatch and recorded in lock.json:
+a tokenizer shipped with the run, and the agentic corpus (AIPerf's pinned public dataset, in the site's
+Hugging Face cache). Each entry is hashed file by file; rank 0 checks them all against the lock at preflight
+(scripts/inputs.py), so nothing is fetched on a compute node and a changed or half-copied input fails there,
+named, instead of hours later.
+
+The corpus is staged by the client's own code, in its virtualenv (recipes/engines/probes/aiperf_dataset.py):
+AIPerf's plugin table names the Hugging Face dataset, the `datasets` library fills the cache (a download only
+on this host, for a runner that replays the published corpus) and must then load it offline, as the nodes
+will. The run gets a datasets-cache folder of its own holding one link, to the exact prepared version that
+was hashed: the client reads through it (HF_DATASETS_CACHE), the site's cache stays read-only, and a newer
+version staged later for another run is never picked up by this one.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from scripts import inputs
+
+from .benchmark import DATASETS_CACHE
+from .plan import Plan, Staged
+
+ROOT = Path(__file__).resolve().parents[1]
+CLIENT_PYTHON = ROOT / ".venv-bench" / "bin" / "python"  # make tools builds it (pyproject.toml extra bench)
+DATASET_PROBE = ROOT / "recipes" / "engines" / "probes" / "aiperf_dataset.py"
+MADE_UP_MARKER = "made-up-corpus.txt"  # what sim/corpus.py leaves in a corpus it made
+STAGE_TIMEOUT_S = 6 * 3600  # a download of a large corpus over a slow link; this only bounds a hang
+
+
+class StagingError(Exception):
+    """An input that cannot be staged; the message says which and what to do."""
+
+
+def stage(plan: Plan, recipe: Path, run_dir: Path, say: Callable[[str], None] | None = None) -> dict:
+    """Every staged input of the plan, as lock.json's `inputs` records it."""
+    say = say or (lambda text: print(text, file=sys.stderr, flush=True))
+    corpus = plan.client_scenario.corpus if plan.client_scenario else "pinned"
+    out = {}
+    for s in plan.staged:
+        if s.kind == "shipped":
+            out[s.name] = {"kind": "shipped", "path": s.path, **_digest(s, recipe / s.path)}
+        elif s.kind == "hf-dataset":
+            out[s.name] = stage_dataset(s, corpus, run_dir, say)
+        else:
+            raise StagingError(f"staged input {s.name}: unknown kind {s.kind!r}")
+    return out
+
+
+def stage_dataset(s: Staged, corpus: str, run_dir: Path, say: Callable[[str], None]) -> dict:
+    """The public dataset S names in the site's cache (downloaded first for a pinned corpus), checked to
+    load offline, hashed, and linked from the run's own datasets-cache folder."""
+    cache = Path(s.path)
+    found = client_dataset(s.source, cache, download=corpus == "pinned", say=say)
+    folder = Path(found["folder"])
+    made_up = (folder / MADE_UP_MARKER).is_file()
+    if made_up != (corpus == "made-up"):
+        what = "a corpus made up by sim/corpus.py" if made_up else f"the published {found['hf_dataset']}"
+        raise StagingError(
+            f"staged input {s.name}: {cache} holds {what} under {s.source!r}, but the runner's benchmark.corpus "
+            f"is {corpus!r}: a made-up corpus is for local runners only, and a local runner's results must say "
+            "they are no submission (remove the folder, or fix benchmark.corpus in configs/launch.yaml)"
+        )
+    link = run_dir / DATASETS_CACHE / folder.relative_to(cache / "datasets")
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(folder, target_is_directory=True)
+    return {
+        "kind": "hf-dataset",
+        "path": str(folder),
+        "dataset": s.source,
+        "hf_dataset": found["hf_dataset"],
+        "split": found["split"],
+        "rows": found["rows"],
+        "corpus": "made-up" if made_up else "published",
+        "staged_with": f"aiperf {found['aiperf']}",
+        **_digest(s, folder),
+    }
+
+
+def client_dataset(name: str, cache: Path, *, download: bool, say: Callable[[str], None]) -> dict:
+    """The client's answer for NAME in CACHE: {name, hf_dataset, split, folder, rows, aiperf}."""
+    if not CLIENT_PYTHON.is_file():
+        raise StagingError(
+            f"the corpus is staged with the benchmark client's own code, and {CLIENT_PYTHON.parent.parent.name} "
+            "is missing: run `make tools` (make submit builds it itself)"
+        )
+    if not cache.is_dir():
+        raise StagingError(
+            f"{cache} (the runner's benchmark.hf-cache) is not a folder here: make submit stages the corpus "
+            "into it, so it must be on a file system this host and the nodes share"
+            + ("" if download else "; the local runners' made-up corpus: `.venv-bench/bin/python -m sim.corpus`")
+        )
+    say(f"staging: corpus {name} in {cache}" + (" (downloading it if absent: minutes)" if download else ""))
+    argv = [str(CLIENT_PYTHON), "-E", "-s", str(DATASET_PROBE), name, str(cache)]
+    done = subprocess.run(
+        [*argv, *(["--download"] if download else [])],
+        capture_output=True,
+        text=True,
+        timeout=STAGE_TIMEOUT_S,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    if done.returncode != 0:
+        said = done.stderr.strip().splitlines()
+        why = next((ln for ln in reversed(said) if ln.startswith("aiperf_dataset: ")), said[-1] if said else "")
+        hint = "" if download else " (the local runners' made-up corpus: `.venv-bench/bin/python -m sim.corpus`)"
+        raise StagingError(f"staged input: corpus {name}: {why.removeprefix('aiperf_dataset: ')}{hint}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _digest(s: Staged, path: Path) -> dict:
+    try:
+        return inputs.digest(path)
+    except (inputs.InputError, OSError) as exc:
+        raise StagingError(
+            f"staged input {s.name}: {exc} (nothing is fetched on a compute node: stage it first)"
+        ) from None
+
+
+def dry_run_lines(plan: Plan) -> list[str]:
+    """What make submit would stage, for --dry-run: without touching the cache or the network."""
+    out = []
+    corpus = plan.client_scenario.corpus if plan.client_scenario else "pinned"
+    for s in plan.staged:
+        if s.kind == "shipped":
+            out.append(f"# staged {s.name}: recipe/{s.path}, shipped with the run and hashed into lock.json")
+            continue
+        how = (
+            "the corpus made on this machine under that name (python -m sim.corpus; never a submission)"
+            if corpus == "made-up"
+            else "downloaded on this host by the client's datasets library if absent"
+        )
+        out.append(
+            f"# staged {s.name}: AIPerf --public-dataset {s.source} in {s.path} ({how}), checked to load "
+            "offline, hashed into lock.json, read by the nodes read-only and offline"
+        )
+    return out
