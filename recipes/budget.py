@@ -66,18 +66,18 @@ def _one_benchmark(t: Target, soak: bool) -> int:
     return AIPERF_CONFIGURE_S + point_seconds(t) + grace + int(METRICS_S)
 
 
-def check(t: Target, items: tuple) -> None:
+def check(t: Target, items: tuple, *, soak: bool = False) -> None:
     """Unsupported, with the sum and its parts, when the worst case outlasts the runner's time limit."""
     limit = seconds_of(t.launch.time_limit)
     total = sum(i.total for i in items)
     if total <= limit:
         return
     parts = ", ".join(str(i) for i in items)
+    fewer = "a shorter soak (fewer phases)" if soak else "fewer concurrencies (each is measured in this allocation)"
     raise Unsupported(
         f"the job's worst case is {_hms(total)} ({total} s: {parts}), over runner {t.runner_label}'s time-limit "
-        f"{t.launch.time_limit} ({limit} s): SLURM would end it mid-measurement without a verdict. Give the "
-        "point fewer concurrencies (each is measured in this allocation), shorten the waits or durations in "
-        "configs/launch.yaml, or raise the runner's time-limit",
+        f"{t.launch.time_limit} ({limit} s): SLURM would end it mid-measurement without a verdict. Ask for "
+        f"{fewer}, shorten the waits or durations in configs/launch.yaml, or raise the runner's time-limit",
         at=t.point.path,
     )
 

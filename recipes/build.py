@@ -102,7 +102,8 @@ def build_plan(t: Target, *, timeouts: Timeouts | None = None, soak_seconds: int
         flush = _cache_flush(nodes, ports, timeouts)
         benchmarks = tuple(dataclasses.replace(b, before=flush) for b in benchmarks)
     phases = len(benchmarks) if soak_seconds is not None else 0
-    budget.check(t, budget.worst_case(t, timeouts, points=len(benchmarks), flushes=flushes, soak_phases=phases))
+    items = budget.worst_case(t, timeouts, points=len(benchmarks), flushes=flushes, soak_phases=phases)
+    budget.check(t, items, soak=soak_seconds is not None)
     return Plan(
         config_key=t.key,
         variant=variant,

@@ -215,15 +215,19 @@ REPEATED = ("--device", "--ulimit", "--cap-add", "--security-opt", "-v", "--grou
 # ---- InferenceX's side -----------------------------------------------------------------------------------
 
 
-def theirs(launch: dict, inferencex: Path, entry_file: Path, key: str, point_path: tuple = ()) -> dict:
+def theirs(
+    launch: dict, inferencex: Path, entry_file: Path, key: str, point_path: tuple = (), job_conc: int = 0
+) -> dict:
     """category -> role -> {item: value}: the models file and master entry read as data, the bash facts as
-    recorded. point_path: where the compared variant's search-space item sits in the entry (its key first)."""
+    recorded. point_path: where the compared variant's search-space item sits in the entry (its key first);
+    job_conc: the largest concurrency of the compared allocation (`${JOB_CONC}` in a recorded fact: what
+    InferenceX's launch derives from the job's concurrencies)."""
     if launch.get("engine") == "sglang":
-        return _theirs_sglang(launch, inferencex, entry_file, key, point_path)
+        return _theirs_sglang(launch, inferencex, entry_file, key, point_path, job_conc)
     if launch.get("engine") == "atom":
-        return _theirs_atom(launch, inferencex, entry_file, key, point_path)
+        return _theirs_atom(launch, inferencex, entry_file, key, point_path, job_conc)
     side = _empty_side()
-    entry = _entry_settings(entry_file, launch.get("entry-key") or key)
+    entry = {**_entry_settings(entry_file, launch.get("entry-key") or key), "JOB_CONC": str(job_conc)}
     models = _read_yaml(inferencex / _field(launch, "models"))
     name = _field(_entry(entry_file, launch.get("entry-key") or key), "model", entry_file).split("/")[-1]
     if name not in models:
@@ -509,8 +513,10 @@ def _without(words: list[str], flag: str) -> list[str]:
     return out
 
 
-def _their_run(path: Path, key: str, point_path: tuple) -> tuple[dict, Run]:
-    """InferenceX's entry and the search-space item at point_path (the compared variant's), as data."""
+def _their_run(path: Path, key: str, point_path: tuple, job_conc: int = 0) -> tuple[dict, Run]:
+    """InferenceX's entry and the search-space item at point_path (the compared variant's), as data. An agentic
+    item's largest concurrency is the job's (job_conc): InferenceX's matrix runs every agentic point in a job of
+    its own (utils/matrix_logic/generate_sweep_configs.py), as ours does."""
     entry = _entry(path, key)
     item: object = entry
     for i, step in enumerate(point_path[1:]):
@@ -536,7 +542,9 @@ def _their_run(path: Path, key: str, point_path: tuple) -> tuple[dict, Run]:
     run = Run(
         prefill=worker("prefill"),
         decode=worker("decode"),
-        max_conc=max(_integer(c, "conc-list", path) for c in concs),
+        max_conc=job_conc
+        if job_conc and point_path[2:3] == ("agentic-coding",)
+        else max(_integer(c, "conc-list", path) for c in concs),
         mtp=_integer(_number(settings.get("DECODE_MTP_SIZE") or "0"), "DECODE_MTP_SIZE", path),
         agentic=point_path[2:3] == ("agentic-coding",),
         hicache=item.get("kv-offloading") == "dram"
@@ -575,9 +583,11 @@ def _model_block(launch: dict, inferencex: Path, run: Run, variants: bool = True
     return f"{models_file} {chosen}", models[chosen]
 
 
-def _theirs_sglang(launch: dict, inferencex: Path, entry_file: Path, key: str, point_path: tuple) -> dict:
+def _theirs_sglang(
+    launch: dict, inferencex: Path, entry_file: Path, key: str, point_path: tuple, job_conc: int = 0
+) -> dict:
     side = _empty_side()
-    entry, run = _their_run(entry_file, launch.get("entry-key") or key, point_path)
+    entry, run = _their_run(entry_file, launch.get("entry-key") or key, point_path, job_conc)
     where, block = _model_block(launch, inferencex, run)
     name = run.names["MODEL_NAME"]
     shape = {
@@ -654,9 +664,11 @@ def _atom_env(block: dict, w: Worker) -> dict:
     return dict(pair.split("=", 1) for pair in pairs if "=" in pair)
 
 
-def _theirs_atom(launch: dict, inferencex: Path, entry_file: Path, key: str, point_path: tuple) -> dict:
+def _theirs_atom(
+    launch: dict, inferencex: Path, entry_file: Path, key: str, point_path: tuple, job_conc: int = 0
+) -> dict:
     side = _empty_side()
-    _, run = _their_run(entry_file, launch.get("entry-key") or key, point_path)
+    _, run = _their_run(entry_file, launch.get("entry-key") or key, point_path, job_conc)
     _, block = _model_block(launch, inferencex, run, variants=False)
     names = {**run.names, "MAX_CONC": str(run.max_conc)}
     conditions = {"model": run.names["MODEL_NAME"], "agentic": run.agentic, "mtp": run.mtp > 0}
@@ -788,7 +800,8 @@ def compare(key: str, variant: str | None, inferencex: Path, configs: Path | Non
     reviewed = _read_yaml(REVIEWED_FILE).get("differences", [])
     out = []
     for target, plan in plans:
-        found = differences(ours(plan), theirs(launch, inferencex, entry_file, key, target.point.path))
+        job_conc = max(b.concurrency for b in plan.benchmarks)
+        found = differences(ours(plan), theirs(launch, inferencex, entry_file, key, target.point.path, job_conc))
         out.append(Comparison(plan, *explain(found, reviewed, key, plan.variant)))
     return out
 

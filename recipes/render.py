@@ -121,7 +121,7 @@ def render_config(key: str, loaded: Loaded, *, soak_seconds: int | None = None) 
     out = []
     targets = loaded.targets(key)
     if soak_seconds is not None:
-        targets = soak_targets(targets)
+        targets = whole_points(targets)
     for target in targets:
         try:
             out.append(render_plan(build_plan(target, soak_seconds=soak_seconds)))
@@ -132,9 +132,9 @@ def render_config(key: str, loaded: Loaded, *, soak_seconds: int | None = None) 
     return out
 
 
-def soak_targets(targets: list) -> list:
-    """A soak watches one allocation for hours under every concurrency of a point: the point's one-allocation
-    targets (agentic) folded back into one, named as the point."""
+def whole_points(targets: list) -> list:
+    """The one-allocation targets of a point (agentic: one per concurrency) folded back into one, named as the
+    point: a soak watches one allocation for hours under every concurrency of its point."""
     out, seen = [], set()
     for t in targets:
         if t.concurrency is None:

@@ -65,7 +65,8 @@ def stage_dataset(s: Staged, corpus: str, run_dir: Path, say: Callable[[str], No
             f"is {corpus!r}: a made-up corpus is for local runners only, and a local runner's results must say "
             "they are no submission (remove the folder, or fix benchmark.corpus in configs/launch.yaml)"
         )
-    link = run_dir / DATASETS_CACHE / folder.relative_to(cache / "datasets")
+    # <org>___<name>/<config>/<version>/<commit>: the layout the datasets library's offline read globs
+    link = run_dir / DATASETS_CACHE / Path(*folder.parts[-4:])
     link.parent.mkdir(parents=True, exist_ok=True)
     link.symlink_to(folder, target_is_directory=True)
     return {

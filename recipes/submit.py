@@ -164,12 +164,11 @@ def dry_run_setup(rendered: Rendered) -> list[str]:
         out += [f"#     {p.name}=={p.version} sha256:{' sha256:'.join(p.hashes)}" for p in pins]
     named = {s.name for s in setup.sets}
     for role in plan.roles:
-        out += [
-            f"# {p.dist} {p.version}: from the image (no site wheel for it; preflight checks the version on "
-            f"{role.name} nodes)"
-            for p in role.pinned
-            if p.dist not in named
-        ]
+        for p in role.pinned:
+            if p.dist in named:
+                continue
+            imports = f", and that it imports {', '.join(p.imports)}" if p.imports else ""
+            out.append(f"# {p.dist} {p.version} on {role.name} nodes: {p.source} (preflight checks the version{imports})")
     return out
 
 

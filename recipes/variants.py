@@ -1,4 +1,4 @@
-"""Search-space points of a config -> named variants (e.g. agentic_p1x8_d1x8), one launch each."""
+"""Search-space points of a config -> named variants (e.g. agentic_p1x8_d1x8_conc8), one launch each."""
 
 from __future__ import annotations
 

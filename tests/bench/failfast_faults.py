@@ -29,7 +29,7 @@ from scripts.failures import fill as text
 
 # The demo job most faults run on (vLLM) and the SGLang + MoRI job MoRI's faults run on: both 2P1D, the
 # whole local cluster.
-CONFIG, VARIANT = "local-sim-vllm-disagg-agentic", "agentic_p2x8_d1x8"
+CONFIG, VARIANT = "local-sim-vllm-disagg-agentic", "agentic_p2x8_d1x8_conc4"
 MORI_CONFIG, MORI_VARIANT = "local-sim-sglang-mori-disagg", "fsl1k64_p2x8_d1x8"
 LEADER, PREFILL2, DECODE = "sim1", "sim2", "sim3"  # ranks 0 (prefill + router + benchmark), 1, 2
 ADDR = {"sim1": "127.0.0.11", "sim2": "127.0.0.12", "sim3": "127.0.0.13"}

@@ -11,7 +11,7 @@ from recipes.engines import lines as ln
 from recipes.engines.stubs import hf_config, stub_folder
 from recipes.models import facts, shipped
 
-KIMI = ("kimik2.5-fp4-mi355x-vllm-disagg-agentic", "agentic_p1x8_d1x8")
+KIMI = ("kimik2.5-fp4-mi355x-vllm-disagg-agentic", "agentic_p1x8_d1x8_conc8")
 LOCAL_SGLANG = ("local-sim-sglang-disagg", "fsl1k64_p2x8_d1x8")
 
 

@@ -25,7 +25,7 @@ from .conftest import ROOT, need_tools
 
 pytestmark = pytest.mark.tools  # needs a tool virtualenv (`make tools`): not run by make test-unit
 
-KIMI = ("kimik2.5-fp4-mi355x-vllm-disagg-agentic", "agentic_p1x8_d1x8")
+KIMI = ("kimik2.5-fp4-mi355x-vllm-disagg-agentic", "agentic_p1x8_d1x8_conc8")
 UPSTREAM = ("minicpm-sala-bf16-h200-sglang-upstream", "fsl8k1k_tp1")
 PARITY = ROOT / "sim" / "parity"
 

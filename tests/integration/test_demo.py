@@ -16,7 +16,7 @@ import pytest
 from .conftest import metric, run_demo
 
 CONFIG = "local-sim-vllm-disagg-agentic"
-VARIANTS = ["agentic_p2x8_d1x8", "agentic_p2x8_d1x8_vllm-router"]
+VARIANTS = ["agentic_p2x8_d1x8_conc4", "agentic_p2x8_d1x8_vllm-router_conc4"]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

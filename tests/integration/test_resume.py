@@ -19,7 +19,7 @@ from sim.demo import cancel, job_env, job_state, node_steps, simulated_host
 from .conftest import nothing_left, run_demo
 
 CONFIG = "local-sim-vllm-disagg-agentic"
-VARIANT = "agentic_p2x8_d1x8"
+VARIANT = "agentic_p2x8_d1x8_conc4"
 FIRST, SECOND = (f"{CONFIG}_{VARIANT}_conc{c}.json" for c in (2, 4))
 FIRST_DONE_S = 300  # submission to the first concurrency done: start-up (~15 s here), one 10 s benchmark
 

@@ -62,3 +62,26 @@ def kv_config(plan, role: str, values: dict) -> dict:
     words = [w[0] if len(w) == 1 else w for w in vllm.argv]
     raw = bash_word(vllm.argv[words.index("--kv-transfer-config") + 1])
     return json.loads(substitute(raw, values).strip("'"))
+
+
+@pytest.fixture(autouse=True)
+def made_up_corpus_client(monkeypatch, tmp_path_factory):
+    """The client's own staging of the corpus (recipes/staging.py: AIPerf and the datasets library, in
+    .venv-bench) replaced by its answer for a made-up corpus in a temporary cache: these tests snapshot runs
+    without the client's virtualenv (make test-unit builds none). tests/engines/test_staging.py runs the real
+    one."""
+    from recipes import staging
+
+    root = tmp_path_factory.getbasetemp() / "hf-cache"
+
+    def client(name: str, cache, *, download: bool, say) -> dict:
+        kind = "published" if download else "made-up"  # a runner that downloads replays the pinned corpus
+        folder = root / kind / "datasets" / f"semianalysisai___{name}" / "default" / "0.0.0" / ("0" * 40)
+        folder.mkdir(parents=True, exist_ok=True)
+        if not download:
+            (folder / staging.MADE_UP_MARKER).write_text("made up by a test\n")
+        (folder / f"{name}-train.arrow").write_bytes(b"rows")
+        return {"name": name, "hf_dataset": f"semianalysisai/{name}", "split": "train", "folder": str(folder),
+                "rows": 1, "aiperf": "0.13.0"}  # fmt: skip
+
+    monkeypatch.setattr(staging, "client_dataset", client)

@@ -19,7 +19,7 @@ def _words(argv) -> list[str]:
 
 
 def test_hicache_runs_on_prefill_only_sized_by_ratio_for_deepseek_v4(inferencex_rendered):
-    side = parity.ours(inferencex_rendered["agentic_p1x8_d1x8_mtp"].plan)
+    side = parity.ours(inferencex_rendered["agentic_p1x8_d1x8_mtp_conc64"].plan)
     prefill, decode = side["engine-args"]["prefill"], side["engine-args"]["decode"]
     assert prefill["--enable-hierarchical-cache"] is True and prefill["--hicache-ratio"] == "5.0"
     assert (prefill["--hicache-mem-layout"], prefill["--hicache-io-backend"]) == (
@@ -31,12 +31,12 @@ def test_hicache_runs_on_prefill_only_sized_by_ratio_for_deepseek_v4(inferencex_
     # the model's agentic recipe (InferenceX's AgentX block), not its fixed-length one
     assert prefill["--context-length"] == decode["--context-length"] == "1048576"
     assert prefill["--chunked-prefill-size"] == "8192" and prefill["--disable-cuda-graph"] is True
-    env = inferencex_rendered["agentic_p1x8_d1x8_mtp"].files["env.sh"]
+    env = inferencex_rendered["agentic_p1x8_d1x8_mtp_conc64"].files["env.sh"]
     assert "HiCache on prefill: host pool = HICACHE_RATIO 5.0 x the GPU KV" in env
 
 
 def test_agentic_mtp_simulates_the_golden_acceptance_on_decode_and_says_so(inferencex_rendered):
-    r = inferencex_rendered["agentic_p1xdep8_d1xdep8_mtp"]
+    r = inferencex_rendered["agentic_p1xdep8_d1xdep8_mtp_conc192"]
     env = parity.ours(r.plan)["engine-env"]
     assert env["decode"]["SGLANG_SIMULATE_ACC_LEN"] == "2.49"  # DECODE_MTP_SIZE=3
     assert env["decode"]["SGLANG_SIMULATE_ACC_METHOD"] == "match-expected"
@@ -49,15 +49,16 @@ def test_agentic_mtp_simulates_the_golden_acceptance_on_decode_and_says_so(infer
 
 
 def test_the_router_and_client_run_as_inferencex_s_agentic_launch(inferencex_rendered):
-    plan = inferencex_rendered["agentic_p1x8_d1x8_mtp"].plan
+    plan = inferencex_rendered["agentic_p1x8_d1x8_mtp_conc64"].plan
     router = parity.flag_map(_words(plan.router.argv))
     assert router["--policy"] == "random" and router["--dp-aware"] is True
     assert router["--disable-circuit-breaker"] is True and router["--health-failure-threshold"] == "100"
     client = parity.flag_map(_words(plan.benchmarks[0].argv))
     # no WEKA_LOADER_OVERRIDE: the runner's default set for a 1M-token model
-    assert client["--input-file"] == "/models/agentic-traces/semianalysis_cc_traces_weka_062126"
-    assert client["--trace-idle-gap-cap-seconds"] == "300" and client["--warmup-grace-period"] == "1800"
-    env = inferencex_rendered["agentic_p1x8_d1x8_mtp"].files["env.sh"]
+    assert client["--public-dataset"] == "semianalysis_cc_traces_weka_062126"
+    # the pinned client's scenario lock forbids the per-trajectory idle cap InferenceX's own AIPerf takes
+    assert "--trace-idle-gap-cap-seconds" not in client and client["--warmup-grace-period"] == "1800"
+    env = inferencex_rendered["agentic_p1x8_d1x8_mtp_conc64"].files["env.sh"]
     assert (
         "# CLIENT_IMAGE=lmsysorg/sglang-rocm:v0.5.15.post1-rocm720-mi35x-20260719 (prefill): not used;" in env
     )
@@ -86,7 +87,7 @@ def _with_agentic_recipe(loaded, **changes):
 def test_hicache_sized_from_the_dram_budget_for_a_model_that_takes_a_size(inferencex_loaded):
     """The prefill server's DRAM budget (the runner's DRAM x 0.80 x 8/8 GPUs) over its 8 ranks on the node."""
     sized = _with_agentic_recipe(inferencex_loaded, hicache_sizing="size")
-    r = next(x for x in render.render_config(KEY, sized) if x.plan.variant == "agentic_p1x8_d1x8_mtp")
+    r = next(x for x in render.render_config(KEY, sized) if x.plan.variant == "agentic_p1x8_d1x8_mtp_conc64")
     prefill = parity.ours(r.plan)["engine-args"]["prefill"]
     budget = r.plan.dram_budget
     assert prefill["--hicache-size"] == str(budget.budget_gb // 8) and "--hicache-ratio" not in prefill

@@ -64,7 +64,10 @@ class Cluster:
         self.root = root / marker  # every process's command line carries the marker
         base = f"127.{random.randint(100, 250)}.{random.randint(1, 250)}"
         self.addrs = {node: f"{base}.{i + 1}" for i, node in enumerate(NODES)}
-        target = configs.targets(LOCAL)[0]
+        # both concurrencies of the point in one job (as a fixed-seq-len point runs them): how the node script
+        # runs, gates and keeps several benchmarks
+        first = configs.targets(LOCAL)[0]
+        target = dataclasses.replace(first, concurrency=None, variant=first.variant.removesuffix("_conc2"))
         teardown = target.launch.teardown.model_copy(update=FAST_TEARDOWN)
         target = dataclasses.replace(target, launch=target.launch.model_copy(update={"teardown": teardown}))
         if launch:  # past validation on purpose: quoting must hold even for what lint would refuse

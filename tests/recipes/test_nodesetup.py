@@ -143,7 +143,7 @@ def test_a_lock_line_without_a_hash_is_refused(tmp_path):
 
 
 def test_the_dry_run_lists_every_wheel_with_its_hashes(capsys, tmp_path):
-    assert submit.main([MI355X, "--dry-run", "--out", str(tmp_path)]) == 0
+    assert submit.main([MI355X, "--variant", SEED_POINT, "--dry-run", "--out", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert shlex.split(lines[0])[3] == "sbatch"
     assert lines[1] == "# node setup (python 3.12, manylinux_2_28_x86_64), from the run's wheelhouse:"
@@ -189,7 +189,8 @@ def test_the_run_holds_the_lock_and_the_lock_file_names_every_wheel(configs, tmp
 
 # ---------------------------------------------------------------- a site's wheel (LMCache for ROCm)
 
-SITE = "/shared/wheels/lmcache-0.5.5.dev104+rocm7.2-cp312-cp312-linux_x86_64.whl"
+SITE = "/shared/wheels/lmcache-0.5.3-cp312-cp312-linux_x86_64.whl"
+SEED_POINT = "agentic_p1x8_d1x8_conc8"
 
 
 def with_site_wheel(configs, source: str = SITE):
@@ -208,7 +209,7 @@ def test_a_site_lmcache_wheel_goes_onto_the_prefill_nodes_python_path(configs, t
     assert (lmcache.where, lmcache.layer, lmcache.version, lmcache.source) == (
         "prefill",
         True,
-        "0.5.5.dev104+rocm7.2",
+        "0.5.3",
         SITE,
     )
     script = render_plan(plan).files["server_vllm.sh"]
@@ -224,17 +225,43 @@ def test_a_site_lmcache_wheel_goes_onto_the_prefill_nodes_python_path(configs, t
 
 
 def test_a_site_wheel_of_another_version_than_the_config_s_is_refused(configs):
-    other = SITE.replace("0.5.5.dev104+rocm7.2", "0.5.6")
-    with pytest.raises(Unsupported, match=r"is lmcache 0\.5\.6 .*; the config pins lmcache 0\.5\.5\.dev104"):
+    other = SITE.replace("0.5.3", "0.5.6")
+    with pytest.raises(Unsupported, match=r"is lmcache 0\.5\.6 .*; the config pins lmcache 0\.5\.3"):
         build_plan(with_site_wheel(configs, other))
 
 
-def test_without_a_site_wheel_the_dry_run_says_lmcache_comes_from_the_image(capsys, tmp_path):
-    assert submit.main([MI355X, "--dry-run", "--out", str(tmp_path)]) == 0
-    assert (
-        "# lmcache 0.5.5.dev104+rocm7.2: from the image (no site wheel for it; preflight checks the "
-        "version on prefill nodes)" in capsys.readouterr().out
+def test_without_a_site_wheel_the_dry_run_says_where_the_images_lmcache_comes_from(capsys, tmp_path):
+    """Never "from the image" on faith: the build's record in configs/engine-builds.yaml, with its source."""
+    assert submit.main([MI355X, "--variant", SEED_POINT, "--dry-run", "--out", str(tmp_path)]) == 0
+    said = [x for x in capsys.readouterr().out.splitlines() if x.startswith("# lmcache ")]
+    assert said == [
+        "# lmcache 0.5.3 on prefill nodes: in the image: the release pipeline builds the ROCm images with "
+        "INSTALL_LMCACHE=true: LMCache v0.5.3 from source (commit 140819c9d57a975dbc5678a6459a218e544cb58b) with "
+        "HIP for gfx942 and gfx950, checked with `import lmcache, lmcache.c_ops` "
+        "(https://github.com/vllm-project/vllm/blob/v0.33.0/.buildkite/release-pipeline.yaml) (preflight checks "
+        "the version, and that it imports lmcache.integration.vllm.lmcache_mp_connector)"
+    ]
+
+
+def with_lmcache(configs, version: str, image: str | None = None):
+    """The seed's first point pinning another LMCache, on another image."""
+    target = configs.targets(MI355X)[0]
+    space = target.point.space.model_copy(
+        update={"kv_offload_backend": target.point.space.kv_offload_backend.model_copy(update={"version": version})}
     )
+    entry = target.entry.model_copy(update={"image": image}) if image else target.entry
+    return dataclasses.replace(target, entry=entry, point=dataclasses.replace(target.point, space=space))
+
+
+def test_an_lmcache_the_image_does_not_carry_is_refused_naming_the_fix(configs):
+    """The seed once pinned an LMCache from an image that carries another one: every prefill would have failed
+    preflight after the allocation started. Render (so lint) refuses it, and an image with none."""
+    with pytest.raises(Unsupported, match=r"lmcache 0\.5\.5\.dev104\+rocm7\.2: image vllm/vllm-openai-rocm:v0\.33\.0 "
+                       r"carries lmcache 0\.5\.3 .* pin kv-offload-backend.version 0\.5\.3, or give runner "
+                       r"cluster:mi355x-amds an LMCache wheel built for this image"):  # fmt: skip
+        build_plan(with_lmcache(configs, "0.5.5.dev104+rocm7.2"))
+    with pytest.raises(Unsupported, match="image lmsysorg/sglang:v0.5.23 carries no LMCache"):
+        build_plan(with_lmcache(configs, "0.5.3", image="lmsysorg/sglang:v0.5.23"))
 
 
 def test_a_site_wheel_is_taken_only_with_its_hash(tmp_path):

@@ -258,7 +258,7 @@ REFUSALS = [
         ),
         16,
         "scenarios.agentic-coding[0].search-space[0]",
-        "needs a staged trace set",
+        "needs a staged corpus",
         id="agentic-without-trace-set",
     ),
     pytest.param(
@@ -319,12 +319,12 @@ def test_lint_resolves_settings_as_render_does_the_models_defaults_included(tmp_
         .replace(
             '      - spec-decoding: "none"\n',
             '      - spec-decoding: "none"\n        kv-offloading: dram\n'
-            '        kv-offload-backend: { name: lmcache, version: "0.5.6" }\n',
+            '        kv-offload-backend: { name: lmcache, version: "0.5.3" }\n',
         )
         .replace('[ "MC_PROTOCOL=rdma" ]', '[ "MC_PROTOCOL=rdma", "WEKA_LOADER_OVERRIDE=traces" ]', 1)
     )
     runners = RUNNERS.replace("{ gpus-per-node: 8 }", "{ gpus-per-node: 8, available-cpu-dram-mib: 1000000 }")
-    launch = LAUNCH + "    benchmark: { trace-cache: /data/traces }\n"
+    launch = LAUNCH + "    benchmark: { hf-cache: /data/hf-cache }\n"
     findings, _ = lint_files(tmp_path, master, runners=runners, launch=launch)
     assert [f.message.split(": ")[0] for f in findings] == [
         "prefix caching is off on the engine that offloads to LMCache"

@@ -11,9 +11,9 @@ from .conftest import kv_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
-SEED = ("kimik2.5-fp4-mi355x-vllm-disagg-agentic", "agentic_p1x8_d1x8")
+SEED = ("kimik2.5-fp4-mi355x-vllm-disagg-agentic", "agentic_p1x8_d1x8_conc8")
 XPYD = ("kimik2.5-fp4-mi355x-vllm-disagg", "fsl8k1k_p2x8_d2x8")
-LOCAL = ("local-sim-vllm-disagg-agentic", "agentic_p2x8_d1x8")
+LOCAL = ("local-sim-vllm-disagg-agentic", "agentic_p2x8_d1x8_conc4")
 SGLANG_PD = ("local-sim-sglang-disagg", "fsl1k64_p2x8_d1x8")
 SGLANG_ONE = ("local-sim-sglang", "fsl1k64_tp8")
 MINICPM = ("minicpm-sala-bf16-h200-sglang", "fsl8k1k_tp1")
@@ -27,25 +27,29 @@ def flat(argv) -> list[str]:
 def test_variants_of_every_shipped_config(rendered):
     assert set(rendered) == {
         SEED,
+        ("kimik2.5-fp4-mi355x-vllm-disagg-agentic", "agentic_p1x8_d1x8_conc16"),
+        ("kimik2.5-fp4-mi355x-vllm-disagg-agentic", "agentic_p1x8_d1x8_conc32"),
         XPYD,
         ("kimik2.5-fp4-mi355x-vllm-disagg", "fsl8k1k_p1x8_d2x8"),
+        ("local-sim-vllm-disagg-agentic", "agentic_p2x8_d1x8_conc2"),
         LOCAL,
-        ("local-sim-vllm-disagg-agentic", "agentic_p2x8_d1x8_vllm-router"),
+        ("local-sim-vllm-disagg-agentic", "agentic_p2x8_d1x8_vllm-router_conc4"),
         SGLANG_PD,
         ("local-sim-sglang-mori-disagg", "fsl1k64_p2x8_d1x8"),
         SGLANG_ONE,
         MINICPM,
         ("minicpm-sala-bf16-h200-sglang-upstream", "fsl8k1k_tp1"),
-        ("local-cpu-vllm-disagg-agentic", "agentic_p1x1_d1x1"),
-        ("local-cpu-vllm-disagg-agentic", "agentic_p1x1_d1x1_vllm-router"),
-        ("local-container-vllm-disagg-agentic", "agentic_p2x8_d1x8"),
+        ("local-cpu-vllm-disagg-agentic", "agentic_p1x1_d1x1_conc1"),
+        ("local-cpu-vllm-disagg-agentic", "agentic_p1x1_d1x1_conc2"),
+        ("local-cpu-vllm-disagg-agentic", "agentic_p1x1_d1x1_vllm-router_conc2"),
+        ("local-container-vllm-disagg-agentic", "agentic_p2x8_d1x8_conc4"),
     }
 
 
 def test_a_local_container_runner_runs_its_own_image_with_the_hosts_tools_mounted(rendered):
     """No GPU flags for gpu-vendor none; the runner's image, not the config's (only recorded); the host
     folders its mounts name, read-only."""
-    plan = rendered[("local-container-vllm-disagg-agentic", "agentic_p2x8_d1x8")].plan
+    plan = rendered[("local-container-vllm-disagg-agentic", "agentic_p2x8_d1x8_conc4")].plan
     args = " ".join(flat(plan.launch))
     assert "--device" not in args and "--gpus" not in args
     assert " localhost/disagg-recipes-node:bookworm bash ${RECIPE_DIR}/server_vllm.sh" in args
@@ -150,12 +154,46 @@ def test_pd_proxy_router_waits_for_the_expected_backend_counts(rendered):
     assert router.ready_expect == ("prefill.healthy=2", "decode.healthy=1")
 
 
-def test_one_benchmark_per_concurrency_with_inferencex_result_names(rendered):
-    benches = rendered[SEED].plan.benchmarks
-    assert [b.concurrency for b in benches] == [8, 16, 32]
-    assert benches[0].result == "kimik2.5-fp4-mi355x-vllm-disagg-agentic_agentic_p1x8_d1x8_conc8.json"
-    args = flat(benches[0].argv)
-    assert "--session-header" in args and "--public-dataset" not in args  # nothing fetched on a node
+def test_one_allocation_per_agentic_point_with_inferencex_result_names(rendered):
+    """Every agentic point starts cold, on fresh engines, as InferenceX's matrix runs it: one variant (one
+    allocation) per concurrency, its result named <result>_conc<C>.json."""
+    seed = sorted(v for k, v in rendered if k == SEED[0])
+    assert seed == ["agentic_p1x8_d1x8_conc16", "agentic_p1x8_d1x8_conc32", "agentic_p1x8_d1x8_conc8"]
+    for conc in (8, 16, 32):
+        (bench,) = rendered[(SEED[0], f"agentic_p1x8_d1x8_conc{conc}")].plan.benchmarks
+        assert bench.concurrency == conc
+        assert bench.result == f"kimik2.5-fp4-mi355x-vllm-disagg-agentic_agentic_p1x8_d1x8_conc{conc}.json"
+    fixed = rendered[XPYD].plan.benchmarks  # fixed-seq-len: every concurrency of a point in one allocation
+    assert [b.concurrency for b in fixed] == [64, 128, 256]
+
+
+def test_the_agentic_client_line_is_the_scenario_locks(rendered):
+    """AIPerf 0.13.0's inferencex-agentx-mvp lock: a pinned --public-dataset (read offline from the staged
+    cache), no per-trajectory idle-gap cap, the configure timeouts InferenceX sets; InferenceX's duration."""
+    (bench,) = rendered[SEED].plan.benchmarks
+    args = flat(bench.argv)
+    assert args[args.index("--public-dataset") + 1] == "semianalysis_cc_traces_weka_with_subagents_060826_256k"
+    assert "--input-file" not in args and "--trace-idle-gap-cap-seconds" not in args
+    assert "--unsafe-override" not in args and args[args.index("--benchmark-duration") + 1] == "3600"
+    assert {"AIPERF_DATASET_CONFIGURATION_TIMEOUT=1800", "AIPERF_SERVICE_PROFILE_CONFIGURE_TIMEOUT=1800",
+            "HF_DATASETS_CACHE=${RUN_DIR}/datasets-cache"} <= set(args[: args.index("aiperf")])  # fmt: skip
+    scenario = rendered[SEED].plan.client_scenario
+    assert (scenario.name, scenario.submission, scenario.allowed_violations) == ("inferencex-agentx-mvp", True, ())
+    assert flat(bench.gate) == ["--scenario", "inferencex-agentx-mvp", "--submission", "valid"]
+    local = rendered[LOCAL].plan
+    (local_bench,) = local.benchmarks
+    assert "--unsafe-override" in flat(local_bench.argv)  # 10 s: below the lock's 900 s floor, knowingly
+    assert local.client_scenario.allowed_violations == ("--benchmark-duration",)
+    assert local.client_scenario.corpus == "made-up" and not local.client_scenario.submission
+
+
+def test_the_engines_batch_at_the_allocations_concurrency(rendered):
+    """InferenceX PR #1924's launch sets both engines' --max-num-seqs to the job's concurrency."""
+    for conc in (8, 32):
+        plan = rendered[(SEED[0], f"agentic_p1x8_d1x8_conc{conc}")].plan
+        for role in plan.roles:
+            args = flat(role.services[-1].argv)
+            assert args[args.index("--max-num-seqs") + 1] == str(conc), role.name
 
 
 @pytest.mark.parametrize(
@@ -292,8 +330,8 @@ def test_soak_cycles_concurrency_and_prompt_length_and_must_fit_the_time_limit(c
     from recipes.build import Unsupported, build_plan, parse_duration
 
     target = configs.targets(MINICPM[0])[0]
-    plan = build_plan(target, soak_seconds=parse_duration("2h"))
-    assert plan.mode == "soak" and plan.variant == "fsl8k1k_tp1_soak" and len(plan.benchmarks) == 12
+    plan = build_plan(target, soak_seconds=parse_duration("90m"))
+    assert plan.mode == "soak" and plan.variant == "fsl8k1k_tp1_soak" and len(plan.benchmarks) == 9
     shapes = []
     for b in plan.benchmarks:
         args = flat(b.argv)
@@ -303,13 +341,16 @@ def test_soak_cycles_concurrency_and_prompt_length_and_must_fit_the_time_limit(c
     assert [b.name for b in plan.benchmarks][:2] == ["soak001", "soak002"]
     with pytest.raises(Unsupported, match="does not fit the runner's time-limit 04:00:00"):
         build_plan(target, soak_seconds=parse_duration("04:00:00"))
+    # every phase at its bounds (the client's configuration, its grace, the counters saved) must fit too
+    with pytest.raises(Unsupported, match=r"worst case is 04:23:55 .* soak phase 12 x 940 s"):
+        build_plan(target, soak_seconds=parse_duration("2h"))
     for bad in ("", "2x", "0", "-5m"):
         with pytest.raises(ValueError):
             parse_duration(bad)
 
 
-CPU = ("local-cpu-vllm-disagg-agentic", "agentic_p1x1_d1x1")
-CPU_ROUTER = ("local-cpu-vllm-disagg-agentic", "agentic_p1x1_d1x1_vllm-router")
+CPU = ("local-cpu-vllm-disagg-agentic", "agentic_p1x1_d1x1_conc2")
+CPU_ROUTER = ("local-cpu-vllm-disagg-agentic", "agentic_p1x1_d1x1_vllm-router_conc2")
 
 
 def test_cpu_runner_loads_every_mooncake_connector_from_its_shipped_module(rendered):
@@ -368,7 +409,7 @@ def test_what_each_node_checks_free_is_read_off_its_services_command_lines(rende
         "decode": ["vllm=${NODE_ADDR}:8000"],
     }
     assert flat(plan.leader_listens) == ["router=${NODE_ADDR}:30000"]
-    router = rendered[("local-sim-vllm-disagg-agentic", "agentic_p2x8_d1x8_vllm-router")].plan
+    router = rendered[("local-sim-vllm-disagg-agentic", "agentic_p2x8_d1x8_vllm-router_conc4")].plan
     assert flat(router.leader_listens) == ["router=${NODE_ADDR}:30000", "router=${NODE_ADDR}:29000"]
 
 

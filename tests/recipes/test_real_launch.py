@@ -46,42 +46,44 @@ def _services(plan, name, role=None):
     ]
 
 
-def test_the_seed_client_loads_kimis_tokenizer_code_and_reads_the_staged_trace_set(rendered):
+def test_the_seed_client_loads_kimis_tokenizer_code_and_reads_the_staged_corpus(rendered):
     plan = rendered[SEED].plan
     for bench in plan.benchmarks:
         args = flat(bench.argv)
         assert "--tokenizer-trust-remote-code" in args  # Kimi's tokenizer is code (InferenceX #1369)
-        assert "--public-dataset" not in args
-        at = args.index("--input-file")
-        assert args[at : at + 4] == [
-            "--input-file",
-            "/models/agentic-traces/semianalysis_cc_traces_weka_with_subagents_060826_256k",
-            "--custom-dataset-type",
-            "weka_trace",
-        ]
+        # the pinned corpus the scenario lock accepts, read offline from the run's own datasets cache
+        at = args.index("--public-dataset")
+        assert args[at : at + 2] == ["--public-dataset", "semianalysis_cc_traces_weka_with_subagents_060826_256k"]
+        assert "--input-file" not in args and "--custom-dataset-type" not in args
         # InferenceX's agentic replay, so results compare with its dashboard
-        assert args[args.index("--benchmark-duration") + 1] == "1800"
+        assert args[args.index("--benchmark-duration") + 1] == "3600"
         assert args[args.index("--agentic-cache-warmup-duration") + 1] == "600"
         assert args[args.index("--scenario") + 1] == "inferencex-agentx-mvp"
         assert "--unsafe-override" not in args
-    assert {name: (path, where) for name, path, where in plan.staged}["traces"] == (
-        "/models/agentic-traces/semianalysis_cc_traces_weka_with_subagents_060826_256k",
-        "site",
+    traces = {s.name: s for s in plan.staged}["traces"]
+    assert (traces.kind, traces.path, traces.source) == (
+        "hf-dataset",
+        "/models/hf-cache",
+        "semianalysis_cc_traces_weka_with_subagents_060826_256k",
     )
-    # AIPerf reads its tokenizer folder without the Hub's offline switch (which makes it refuse a local path)
-    assert flat(plan.benchmarks[0].argv)[:6] == [
+    assert plan.container.read_only == ("/models/hf-cache",)
+    # AIPerf reads its tokenizer folder without the Hub's offline switch (which makes it refuse a local path);
+    # the datasets library stays offline (env.sh's HF_DATASETS_OFFLINE) and reads the run's datasets cache
+    assert flat(plan.benchmarks[0].argv)[:9] == [
         "env",
         "-u",
         "HF_HUB_OFFLINE",
         "-u",
         "TRANSFORMERS_OFFLINE",
+        "HF_DATASETS_CACHE=${RUN_DIR}/datasets-cache",
+        "AIPERF_DATASET_CONFIGURATION_TIMEOUT=1800",
+        "AIPERF_SERVICE_PROFILE_CONFIGURE_TIMEOUT=1800",
         "aiperf",
     ]
     checks = [" ".join(flat(c)) for c in plan.input_checks]
     assert checks[0].endswith("inputs.py verify --lock ${RUN_DIR}/lock.json --recipe-dir ${RECIPE_DIR}")
     assert "inputs.py tokenizer /models/amd/Kimi-K2.5-MXFP4 --remote-code" in checks[1]
-    # the trace cache is mounted read-only into the containers
-    assert "-v /models/agentic-traces:/models/agentic-traces:ro" in " ".join(flat(plan.launch))
+    assert "-v /models/hf-cache:/models/hf-cache:ro" in " ".join(flat(plan.launch))  # read-only in the containers
 
 
 def test_a_model_whose_folder_holds_code_gets_trust_remote_code_in_every_consumer(rendered):
@@ -104,7 +106,7 @@ def test_every_node_runs_with_the_hub_offline(rendered):
 
 def test_an_agentic_run_with_no_staged_trace_set_is_refused_at_render(configs):
     t = _target(configs, SEED, launch={"benchmark": configs.launch.profiles["cluster:mi355x-amds"].benchmark})
-    bench = t.launch.benchmark.model_copy(update={"trace_cache": None})
+    bench = t.launch.benchmark.model_copy(update={"hf_cache": None})
     t = dataclasses.replace(t, launch=t.launch.model_copy(update={"benchmark": bench}))
     with pytest.raises(Unsupported, match="nothing is fetched on a compute node"):
         build_plan(t)
@@ -163,7 +165,7 @@ REACHES = {
     "MAX_NUM_SEQS": ("7", "vllm", "--max-num-seqs 7"),
     "ENABLE_PREFIX_CACHING": ("0", "vllm", "--no-enable-prefix-caching"),
     "GPU_MEMORY_UTILIZATION": ("0.85", "vllm", "--gpu-memory-utilization 0.85"),
-    "WEKA_LOADER_OVERRIDE": ("other_set", "client", "/models/agentic-traces/other_set"),
+    "WEKA_LOADER_OVERRIDE": ("other_set", "client", "--public-dataset other_set"),
     "LMCACHE_L1_INIT_SIZE_GB": ("21", "env.sh", "LMCACHE_L1_INIT_SIZE_GB=21"),
     "LMCACHE_L1_READ_TTL_SECONDS": ("3601", "env.sh", "LMCACHE_L1_READ_TTL_SECONDS=3601"),
     "LMCACHE_CHUNK_SIZE": ("512", "env.sh", "LMCACHE_CHUNK_SIZE=512"),

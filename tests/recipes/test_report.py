@@ -14,8 +14,19 @@ from scripts import statefiles
 from tests.recipes.golden import GOLDEN
 
 ROOT = Path(__file__).resolve().parents[2]
-PLAN = GOLDEN / "local-sim-vllm-disagg-agentic" / "agentic_p2x8_d1x8" / "plan.json"
+PLAN = GOLDEN / "local-sim-vllm-disagg-agentic" / "agentic_p2x8_d1x8_conc4" / "plan.json"
 KEY_VARIANT = "local-sim-vllm-disagg-agentic_agentic_p2x8_d1x8"
+
+
+def two_point_plan() -> dict:
+    """The golden plan with two benchmarks (conc2, conc4) in one job, as a fixed-seq-len point runs them: the
+    report's rows per concurrency and its counter deltas between them."""
+    plan = json.loads(PLAN.read_text())
+    (bench,) = plan["benchmarks"]
+    plan["benchmarks"] = [
+        {**bench, "concurrency": c, "name": f"conc{c}", "result": f"{KEY_VARIANT}_conc{c}.json"} for c in (2, 4)
+    ]
+    return plan
 
 
 def aiperf(requests: float, tok_s: float, itl_p50: float) -> dict:
@@ -50,7 +61,7 @@ def snapshot(folder: Path, prefix: tuple, l2: tuple, kv: float) -> None:
 def run_dir(tmp_path: Path) -> Path:
     run = tmp_path / "20261121-000000-abcdef"
     (run / "recipe").mkdir(parents=True)
-    shutil.copy(PLAN, run / "recipe" / "plan.json")
+    (run / "recipe" / "plan.json").write_text(json.dumps(two_point_plan()))
     results = run / "results"
     results.mkdir()
     (results / f"{KEY_VARIANT}_conc2.json").write_text(json.dumps(aiperf(100, 480.0, 2.5)))

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from recipes import report, submit
-from recipes.render import render_config
+from recipes.build import build_plan
+from recipes.render import render_config, render_plan, whole_points
 from tests.recipes.test_report import KEY_VARIANT, aiperf, snapshot
 
 LOCAL = "local-sim-vllm-disagg-agentic"
@@ -18,7 +19,9 @@ CONC2, CONC4 = f"{KEY_VARIANT}_conc2.json", f"{KEY_VARIANT}_conc4.json"
 
 @pytest.fixture
 def rendered(configs):
-    return render_config(LOCAL, configs)[0]
+    """The agentic point's two concurrencies in one allocation (agentic points run one per allocation; a
+    fixed-seq-len point runs all of its own in one, and can be resumed): what resume reuses and reruns."""
+    return render_plan(build_plan(whole_points(configs.targets(LOCAL))[0]))
 
 
 @pytest.fixture
@@ -121,20 +124,16 @@ def test_a_run_whose_job_still_runs_is_not_resumed(rendered, earlier, slurm):
 
 
 def test_a_soak_is_rerun_whole(configs, tmp_path, slurm):
-    soak = render_config(LOCAL, configs, soak_seconds=60)[0]
+    soak = render_config(LOCAL, configs, soak_seconds=20)[0]
     run_dir = submit.submit(soak, tmp_path, env=slurm).run_dir
     with pytest.raises(submit.SubmitError, match="is a soak run: its phases are one load, rerun it whole"):
         submit.submit(soak, tmp_path, env=slurm, resume_from=run_dir)
 
 
-def test_dry_run_says_what_a_resume_would_reuse_and_run(earlier, slurm, capsys, monkeypatch):
+def test_dry_run_says_what_a_resume_would_reuse_and_run(rendered, earlier, slurm, monkeypatch):
     monkeypatch.setenv("PATH", slurm["PATH"])
-    out = earlier.parents[3]
-    argv = [LOCAL, "--variant", "agentic_p2x8_d1x8", "--dry-run", "--out", str(out), "--resume", str(earlier)]
-    assert submit.main(argv) == 0
-    assert f"# resuming {earlier}\n#   reused: conc2 (measured by run {earlier.name})\n#   runs: conc4\n" in (
-        capsys.readouterr().out
-    )
+    lines = submit.resume_of(rendered, earlier, None).lines()  # what --dry-run prints, each after '# '
+    assert lines == [f"resuming {earlier}", f"  reused: conc2 (measured by run {earlier.name})", "  runs: conc4"]
 
 
 def test_the_summary_marks_reused_points_and_never_takes_a_delta_across_two_jobs(rendered, earlier, slurm):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from recipes import nodesetup, submit
+from recipes import nodesetup, staging, submit
 from recipes.render import render_config
 
 LOCAL = "local-sim-vllm-disagg-agentic"
@@ -46,11 +46,15 @@ def test_run_ids_are_unique_so_job_names_never_collide():
 
 
 def test_dry_run_prints_the_exact_command_and_submits_nothing(capsys, tmp_path):
-    assert submit.main([LOCAL, "--variant", "agentic_p2x8_d1x8", "--dry-run", "--out", str(tmp_path)]) == 0
-    argv = shlex.split(capsys.readouterr().out)
+    assert submit.main([LOCAL, "--variant", "agentic_p2x8_d1x8_conc4", "--dry-run", "--out", str(tmp_path)]) == 0
+    command, *notes = capsys.readouterr().out.splitlines()
+    argv = shlex.split(command)
+    assert all(n.startswith("# ") for n in notes)
+    assert any("AIPerf --public-dataset semianalysis_cc_traces_weka_062126_256k" in n and "never a submission" in n
+               for n in notes), notes  # fmt: skip
     assert argv[0] == "env" and argv[1].startswith("RUN_DIR=") and argv[2].startswith("RECIPE_DIR=")
     assert argv[3:5] == ["sbatch", "--parsable"]
-    assert argv[5].startswith(f"--job-name={LOCAL}_agentic_p2x8_d1x8-")
+    assert argv[5].startswith(f"--job-name={LOCAL}_agentic_p2x8_d1x8_conc4-")
     assert argv[-1].endswith("/recipe/job.sbatch")
     assert not (tmp_path / "runs").exists()
 
@@ -130,15 +134,15 @@ def test_submit_copies_only_what_the_plan_ships(configs, tmp_path, fake_sbatch, 
     )
     setup = {"setup", "wheelhouse"}
     staged = {"sha256": "0" * 64, "files": {}, "bytes": 0}  # the site's trace set: test_staging below
-    monkeypatch.setattr(submit.inputs, "digest", lambda path: staged)
+    monkeypatch.setattr(staging.inputs, "digest", lambda path: staged)
     keys = (LOCAL, "kimik2.5-fp4-mi355x-vllm-disagg-agentic", "kimik2.5-fp4-mi355x-vllm-disagg")
     rendered_configs = {
         (r.plan.config_key, r.plan.variant): r for k in keys for r in render_config(k, configs)
     }
     for key, variant, expected in (
-        (LOCAL, "agentic_p2x8_d1x8", {"scripts", "proxy", "traces"}),
-        (LOCAL, "agentic_p2x8_d1x8_vllm-router", {"scripts", "traces"}),
-        ("kimik2.5-fp4-mi355x-vllm-disagg-agentic", "agentic_p1x8_d1x8", {"scripts", "proxy", *setup}),
+        (LOCAL, "agentic_p2x8_d1x8_conc4", {"scripts", "proxy", "traces"}),
+        (LOCAL, "agentic_p2x8_d1x8_vllm-router_conc4", {"scripts", "traces"}),
+        ("kimik2.5-fp4-mi355x-vllm-disagg-agentic", "agentic_p1x8_d1x8_conc8", {"scripts", "proxy", *setup}),
         ("kimik2.5-fp4-mi355x-vllm-disagg", "fsl8k1k_p2x8_d2x8", {"scripts", *setup}),
     ):
         r = rendered_configs[(key, variant)]
@@ -147,35 +151,54 @@ def test_submit_copies_only_what_the_plan_ships(configs, tmp_path, fake_sbatch, 
         assert {p.name for p in recipe.iterdir() if p.is_dir()} == expected, (key, variant)
 
 
-def test_staging_hashes_the_sites_trace_set_into_the_lock_or_stops_naming_it(
+def test_staging_hashes_the_corpus_into_the_lock_and_links_it_for_the_run_or_stops_naming_it(
     configs, tmp_path, fake_sbatch, monkeypatch
 ):
-    """Nothing is fetched on a compute node: the set the config names must be in the runner's trace cache
-    when the job is submitted; lock.json records every file's SHA-256, which rank 0 checks at preflight."""
-    import dataclasses
-
-    from recipes.build import build_plan
-    from recipes.render import render_plan
-
+    """Nothing is fetched on a compute node: the client's own staging puts the pinned public dataset in the
+    site's cache at submission (tests/recipes/conftest.py stands in for it here; tests/engines/test_staging.py
+    runs the real one); lock.json records every file's SHA-256, which rank 0 checks at preflight, and the run's
+    datasets-cache folder links exactly that version. A corpus the client cannot have stops the submission."""
     env, _ = fake_sbatch
     # The wheels are tests/recipes/test_nodesetup.py's (a real download: ~90 s even from pip's cache).
     monkeypatch.setattr(
         nodesetup, "wheelhouse", lambda lock, python, platform, dest, **kw: dest.mkdir(exist_ok=True) or []
     )
-    key = "kimik2.5-fp4-mi355x-vllm-disagg-agentic"
-    missing = render_config(key, configs)[0]
-    with pytest.raises(submit.SubmitError, match="staged input traces: .* does not exist .*stage it first"):
-        submit.submit(missing, tmp_path / "missing", env=env)
-    assert not (tmp_path / "missing").exists() or not any((tmp_path / "missing").rglob("lock.json"))
+    seed = render_config("kimik2.5-fp4-mi355x-vllm-disagg-agentic", configs)[0]
+    run_dir = submit.submit(seed, tmp_path / "staged", env=env).run_dir
+    traces = json.loads((run_dir / "lock.json").read_text())["inputs"]["traces"]
+    name = "semianalysis_cc_traces_weka_with_subagents_060826_256k"
+    assert (traces["kind"], traces["dataset"], traces["corpus"]) == ("hf-dataset", name, "published")
+    assert set(traces["files"]) == {f"{name}-train.arrow"} and len(traces["sha256"]) == 64
+    link = run_dir / "datasets-cache" / Path(*Path(traces["path"]).parts[-4:])
+    assert link.is_symlink() and link.resolve() == Path(traces["path"]).resolve()
 
-    cache = tmp_path / "cache"
-    trace_set = cache / "semianalysis_cc_traces_weka_with_subagents_060826_256k"
-    trace_set.mkdir(parents=True)
-    (trace_set / "t1.json").write_text("{}")
-    t = configs.targets(key)[0]
-    bench = t.launch.benchmark.model_copy(update={"trace_cache": str(cache)})
-    t = dataclasses.replace(t, launch=t.launch.model_copy(update={"benchmark": bench}))
-    run_dir = submit.submit(render_plan(build_plan(t)), tmp_path / "staged", env=env).run_dir
-    lock = json.loads((run_dir / "lock.json").read_text())
-    assert lock["inputs"]["traces"]["path"] == str(trace_set) and lock["inputs"]["traces"]["where"] == "site"
-    assert set(lock["inputs"]["traces"]["files"]) == {"t1.json"}
+    def unavailable(name, cache, *, download, say):
+        raise staging.StagingError(f"staged input: corpus {name}: ConnectionError: no route to the Hub")
+
+    monkeypatch.setattr(staging, "client_dataset", unavailable)
+    with pytest.raises(submit.SubmitError, match="corpus semianalysis_cc_traces_weka_.*: ConnectionError"):
+        submit.submit(seed, tmp_path / "missing", env=env)
+    assert not any((tmp_path / "missing").rglob("lock.json"))  # no run folder without its inputs
+
+
+def test_a_made_up_corpus_is_refused_where_the_runner_replays_the_pinned_one(configs, tmp_path, fake_sbatch, monkeypatch):
+    """sim/corpus.py's stand-in under the pinned name in a real runner's cache would pass for the published
+    corpus: refused, and so is the published one on a runner that labels its runs made up."""
+    env, _ = fake_sbatch
+    monkeypatch.setattr(
+        nodesetup, "wheelhouse", lambda lock, python, platform, dest, **kw: dest.mkdir(exist_ok=True) or []
+    )
+    folder = tmp_path / "hf" / "datasets" / "semianalysisai___x" / "default" / "0.0.0" / ("1" * 40)
+    folder.mkdir(parents=True)
+    (folder / "x-train.arrow").write_bytes(b"rows")
+    (folder / staging.MADE_UP_MARKER).write_text("made up\n")
+    found = {"name": "x", "hf_dataset": "semianalysisai/x", "split": "train", "folder": str(folder), "rows": 1,
+             "aiperf": "0.13.0"}  # fmt: skip
+    monkeypatch.setattr(staging, "client_dataset", lambda *a, **kw: found)
+    seed = render_config("kimik2.5-fp4-mi355x-vllm-disagg-agentic", configs)[0]
+    with pytest.raises(submit.SubmitError, match="holds a corpus made up by sim/corpus.py .* benchmark.corpus is 'pinned'"):
+        submit.submit(seed, tmp_path / "out", env=env)
+    (folder / staging.MADE_UP_MARKER).unlink()
+    local = render_config(LOCAL, configs)[0]
+    with pytest.raises(submit.SubmitError, match="holds the published semianalysisai/x .* benchmark.corpus is 'made-up'"):
+        submit.submit(local, tmp_path / "out", env=env)

@@ -28,7 +28,7 @@ LOCAL = {
     "data-plane-interface": None,
     "loopback": True,
     "ship": {"traces": "sim/traces"},
-    "benchmark": {"tokenizer": "traces/tokenizer", "agentic-input": "traces/agentic-sim.jsonl"},
+    "benchmark": {"tokenizer": "traces/tokenizer", "hf-cache": "/tmp/hf", "corpus": "made-up"},
     "node-setup": None,
 }
 
@@ -61,6 +61,9 @@ REJECT = [
                  id="port-shared-with-bootstrap"),
     pytest.param(profile(LOCAL, ship={"traces": "../outside"}), "ship", id="ship-outside"),
     pytest.param(profile(LOCAL, ship={}), "not under a shipped folder", id="tokenizer-not-shipped"),
+    pytest.param(profile(REAL, benchmark={"corpus": "made-up"}), "local runner's stand-in", id="made-up-corpus-real"),
+    pytest.param(profile(REAL, benchmark={"agentic-replay": {"idle-gap-cap-seconds": 300}}), "idle-gap-cap",
+                 id="idle-gap-cap-forbidden-by-the-lock"),
     pytest.param(profile(REAL, engine_env={"vllm": {"bad-name": "1"}}), "engine-env", id="env-name"),
     pytest.param(profile(REAL, engine_env={"vllm": {"X": "a\nb"}}), "engine-env", id="env-newline"),
     pytest.param(profile(REAL, engine_env={"trtllm": {"X": "1"}}), "engine-env", id="env-unknown-engine"),

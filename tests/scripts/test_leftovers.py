@@ -14,7 +14,7 @@ import pytest
 
 from tests.scripts.conftest import hostcheck, stub_squeue, sync
 
-RUN = "/shared/out/runs/kimi/agentic_p1x8_d1x8/20261124-101010-abcdef"
+RUN = "/shared/out/runs/kimi/agentic_p1x8_d1x8_conc8/20261124-101010-abcdef"
 
 
 def process(proc: Path, pid: int, comm: str, **env: str) -> None:

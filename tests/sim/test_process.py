@@ -15,7 +15,7 @@ from sim.metrics import total
 from .conftest import GOLDEN, free_port, make_model, sim_env
 from .test_cli import golden_commands
 
-LOCAL_SIM = GOLDEN / "local-sim-vllm-disagg-agentic" / "agentic_p2x8_d1x8" / "server_vllm.sh"
+LOCAL_SIM = GOLDEN / "local-sim-vllm-disagg-agentic" / "agentic_p2x8_d1x8_conc4" / "server_vllm.sh"
 MESSAGES = [{"role": "user", "content": " ".join(f"t{i}" for i in range(100))}]
 
 

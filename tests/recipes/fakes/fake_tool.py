@@ -114,6 +114,13 @@ def aiperf(args: list[str]) -> None:
         "is_complete": not cancelled,
         "concurrency": int(flag(args, "--concurrency")),
     }
+    if "--scenario" in args and how != "no-scenario":  # AIPerf 0.13.0 stamps its scenario lock's verdict
+        unsafe = "--unsafe-override" in args
+        record["metadata"] = {
+            "scenario": flag(args, "--scenario"),
+            "submission_valid": not unsafe,
+            **({"submission_invalid_reasons": ["unsafe_override"]} if unsafe else {}),
+        }
     (out / "profile_export_aiperf.json").write_text(json.dumps(record))
 
 

@@ -257,6 +257,6 @@ if [[ $RANK == 0 ]]; then
 fi
 
 step "finish barrier"
-barrier finish "$RANK" 3 "$LEADER_ADDR:29500" 1200 \
+barrier finish "$RANK" 3 "$LEADER_ADDR:29500" 1800 \
   --nodes "$NODE_NAMES" --secret-file "$RUN_DIR/job.secret"
 step "teardown"
