@@ -142,7 +142,11 @@ def _benchmark(
         *workload,
     ]
     # InferenceX's <result>_conc<C>.json: a one-point allocation's variant already ends in _conc<C>
-    result = f"{t.key}_{t.variant}.json" if t.concurrency == c and name == f"conc{c}" else f"{t.key}_{t.variant}_{name}.json"
+    result = (
+        f"{t.key}_{t.variant}.json"
+        if t.concurrency == c and name == f"conc{c}"
+        else f"{t.key}_{t.variant}_{name}.json"
+    )
     return Benchmark(
         concurrency=c,
         result=result,

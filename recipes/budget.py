@@ -47,10 +47,17 @@ def worst_case(t: Target, timeouts: Timeouts, *, points: int, flushes: bool, soa
         items.append(Item("router ready", timeouts.router_ready))
     items.append(Item("smoke request and proofs", int(SMOKE_ANSWER_S + 2 * METRICS_S)))
     runs = soak_phases or points
-    items.append(Item("benchmark" if not soak_phases else "soak phase", _one_benchmark(t, soak_phases > 0), runs))
+    items.append(
+        Item("benchmark" if not soak_phases else "soak phase", _one_benchmark(t, soak_phases > 0), runs)
+    )
     if flushes:
         items.append(Item("cache flush", timeouts.cache_flush, runs))
-    items.append(Item("teardown", p.teardown.grace + (p.teardown.container_stop if p.container_runtime == "docker" else 0)))
+    items.append(
+        Item(
+            "teardown",
+            p.teardown.grace + (p.teardown.container_stop if p.container_runtime == "docker" else 0),
+        )
+    )
     return tuple(items)
 
 
@@ -62,7 +69,14 @@ def _one_benchmark(t: Target, soak: bool) -> int:
     if t.point.scenario == "agentic-coding":
         replay = bench.agentic_replay
         seconds = bench.seconds if soak else replay.seconds
-        return replay.configure_seconds + replay.warmup_seconds + replay.warmup_grace_seconds + seconds + grace + int(METRICS_S)
+        return (
+            replay.configure_seconds
+            + replay.warmup_seconds
+            + replay.warmup_grace_seconds
+            + seconds
+            + grace
+            + int(METRICS_S)
+        )
     return AIPERF_CONFIGURE_S + point_seconds(t) + grace + int(METRICS_S)
 
 
@@ -73,11 +87,16 @@ def check(t: Target, items: tuple, *, soak: bool = False) -> None:
     if total <= limit:
         return
     parts = ", ".join(str(i) for i in items)
-    fewer = "a shorter soak (fewer phases)" if soak else "fewer concurrencies (each is measured in this allocation)"
+    fewer = (
+        "a shorter soak (fewer phases)"
+        if soak
+        else "fewer concurrencies (each is measured in this allocation)"
+    )
     raise Unsupported(
-        f"the job's worst case is {_hms(total)} ({total} s: {parts}), over runner {t.runner_label}'s time-limit "
-        f"{t.launch.time_limit} ({limit} s): SLURM would end it mid-measurement without a verdict. Ask for "
-        f"{fewer}, shorten the waits or durations in configs/launch.yaml, or raise the runner's time-limit",
+        f"the job's worst case is {_hms(total)} ({total} s: {parts}), over runner {t.runner_label}'s "
+        f"time-limit {t.launch.time_limit} ({limit} s): SLURM would end it mid-measurement without a "
+        f"verdict. Ask for {fewer}, shorten the waits or durations in configs/launch.yaml, or raise the "
+        "runner's time-limit",
         at=t.point.path,
     )
 

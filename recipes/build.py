@@ -305,10 +305,16 @@ def _lmcache_pinned(t: Target) -> Pinned:
     module vLLM will load, imported at preflight. An image comes with it only where configs/engine-builds.yaml
     says so, with its source; otherwise a site wheel built for the image, or render refuses."""
     want, image = t.lmcache_version, t.entry.image
-    imports = (vllm.LMCACHE_CONNECTOR_MODULE,) if t.launch.engine_build != "simulator" and t.engine == "vllm" else ()
+    imports = (
+        (vllm.LMCACHE_CONNECTOR_MODULE,)
+        if t.launch.engine_build != "simulator" and t.engine == "vllm"
+        else ()
+    )
     at = (*t.point.path, "kv-offload-backend")
     if t.launch.engine_build != "image":
-        return Pinned("lmcache", "lmcache", want, imports, f"the runner's {t.launch.engine_build} environment")
+        return Pinned(
+            "lmcache", "lmcache", want, imports, f"the runner's {t.launch.engine_build} environment"
+        )
     wheel = t.launch.node_setup.site_wheels.get("lmcache") if t.launch.node_setup else None
     if wheel is not None:
         return Pinned("lmcache", "lmcache", want, imports, f"site wheel {wheel.source} sha256:{wheel.sha256}")

@@ -514,9 +514,9 @@ def _without(words: list[str], flag: str) -> list[str]:
 
 
 def _their_run(path: Path, key: str, point_path: tuple, job_conc: int = 0) -> tuple[dict, Run]:
-    """InferenceX's entry and the search-space item at point_path (the compared variant's), as data. An agentic
-    item's largest concurrency is the job's (job_conc): InferenceX's matrix runs every agentic point in a job of
-    its own (utils/matrix_logic/generate_sweep_configs.py), as ours does."""
+    """InferenceX's entry and the search-space item at point_path (the compared variant's), as data. An
+    agentic item's largest concurrency is the job's (job_conc): InferenceX's matrix runs every agentic point
+    in a job of its own (utils/matrix_logic/generate_sweep_configs.py), as ours does."""
     entry = _entry(path, key)
     item: object = entry
     for i, step in enumerate(point_path[1:]):
@@ -801,7 +801,9 @@ def compare(key: str, variant: str | None, inferencex: Path, configs: Path | Non
     out = []
     for target, plan in plans:
         job_conc = max(b.concurrency for b in plan.benchmarks)
-        found = differences(ours(plan), theirs(launch, inferencex, entry_file, key, target.point.path, job_conc))
+        found = differences(
+            ours(plan), theirs(launch, inferencex, entry_file, key, target.point.path, job_conc)
+        )
         out.append(Comparison(plan, *explain(found, reviewed, key, plan.variant)))
     return out
 

@@ -61,9 +61,10 @@ def stage_dataset(s: Staged, corpus: str, run_dir: Path, say: Callable[[str], No
     if made_up != (corpus == "made-up"):
         what = "a corpus made up by sim/corpus.py" if made_up else f"the published {found['hf_dataset']}"
         raise StagingError(
-            f"staged input {s.name}: {cache} holds {what} under {s.source!r}, but the runner's benchmark.corpus "
-            f"is {corpus!r}: a made-up corpus is for local runners only, and a local runner's results must say "
-            "they are no submission (remove the folder, or fix benchmark.corpus in configs/launch.yaml)"
+            f"staged input {s.name}: {cache} holds {what} under {s.source!r}, but the runner's "
+            f"benchmark.corpus is {corpus!r}: a made-up corpus is for local runners only, and a local "
+            "runner's results must say they are no submission (remove the folder, or fix benchmark.corpus "
+            "in configs/launch.yaml)"
         )
     # <org>___<name>/<config>/<version>/<commit>: the layout the datasets library's offline read globs
     link = run_dir / DATASETS_CACHE / Path(*folder.parts[-4:])
@@ -86,14 +87,18 @@ def client_dataset(name: str, cache: Path, *, download: bool, say: Callable[[str
     """The client's answer for NAME in CACHE: {name, hf_dataset, split, folder, rows, aiperf}."""
     if not CLIENT_PYTHON.is_file():
         raise StagingError(
-            f"the corpus is staged with the benchmark client's own code, and {CLIENT_PYTHON.parent.parent.name} "
-            "is missing: run `make tools` (make submit builds it itself)"
+            "the corpus is staged with the benchmark client's own code, and "
+            f"{CLIENT_PYTHON.parent.parent.name} is missing: run `make tools` (make submit builds it itself)"
         )
     if not cache.is_dir():
         raise StagingError(
             f"{cache} (the runner's benchmark.hf-cache) is not a folder here: make submit stages the corpus "
             "into it, so it must be on a file system this host and the nodes share"
-            + ("" if download else "; the local runners' made-up corpus: `.venv-bench/bin/python -m sim.corpus`")
+            + (
+                ""
+                if download
+                else "; the local runners' made-up corpus: `.venv-bench/bin/python -m sim.corpus`"
+            )
         )
     say(f"staging: corpus {name} in {cache}" + (" (downloading it if absent: minutes)" if download else ""))
     argv = [str(CLIENT_PYTHON), "-E", "-s", str(DATASET_PROBE), name, str(cache)]
@@ -107,8 +112,12 @@ def client_dataset(name: str, cache: Path, *, download: bool, say: Callable[[str
     )
     if done.returncode != 0:
         said = done.stderr.strip().splitlines()
-        why = next((ln for ln in reversed(said) if ln.startswith("aiperf_dataset: ")), said[-1] if said else "")
-        hint = "" if download else " (the local runners' made-up corpus: `.venv-bench/bin/python -m sim.corpus`)"
+        why = next(
+            (ln for ln in reversed(said) if ln.startswith("aiperf_dataset: ")), said[-1] if said else ""
+        )
+        hint = (
+            "" if download else " (the local runners' made-up corpus: `.venv-bench/bin/python -m sim.corpus`)"
+        )
         raise StagingError(f"staged input: corpus {name}: {why.removeprefix('aiperf_dataset: ')}{hint}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 

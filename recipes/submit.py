@@ -25,6 +25,7 @@ from pathlib import Path
 from schemas.findings import Finding
 from schemas.images import parse_image
 from schemas.pins import pinned_version
+
 from . import nodes, nodesetup, resume, staging
 from .render import (
     ROOT_DIR,
@@ -168,7 +169,10 @@ def dry_run_setup(rendered: Rendered) -> list[str]:
             if p.dist in named:
                 continue
             imports = f", and that it imports {', '.join(p.imports)}" if p.imports else ""
-            out.append(f"# {p.dist} {p.version} on {role.name} nodes: {p.source} (preflight checks the version{imports})")
+            out.append(
+                f"# {p.dist} {p.version} on {role.name} nodes: {p.source} "
+                f"(preflight checks the version{imports})"
+            )
     return out
 
 

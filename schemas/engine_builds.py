@@ -75,9 +75,15 @@ class Component(Model):
     """A component an image of the build carries besides the engine (LMCache, Mooncake, amd-quark), with the
     public source of the fact: render takes a recipe's component from the image only when it is here."""
 
-    name: Annotated[str, shape(r"[a-z0-9][a-z0-9._-]*", "a distribution name", max_length=64, allowed="lowercase ASCII, digits and '._-', as in lmcache")] = Field(
-        description="The Python distribution, as `pip show` names it (lmcache)."
-    )
+    name: Annotated[
+        str,
+        shape(
+            r"[a-z0-9][a-z0-9._-]*",
+            "a distribution name",
+            max_length=64,
+            allowed="lowercase ASCII, digits and '._-', as in lmcache",
+        ),
+    ] = Field(description="The Python distribution, as `pip show` names it (lmcache).")
     version: Version | None = Field(
         None, description="The exact version the build installs; absent: a range resolved at build time."
     )

@@ -192,9 +192,9 @@ class AgenticReplay(Model):
 
     scenario: Literal["inferencex-agentx-mvp"] = Field(
         "inferencex-agentx-mvp",
-        description="AIPerf --scenario: locks the benchmark's invariants (a pinned public corpus, cache bust, "
-        "no timeline compression, streaming, ignore_eos; at least 900 s, else the run is marked no valid "
-        "submission).",
+        description="AIPerf --scenario: locks the benchmark's invariants (a pinned public corpus, cache "
+        "bust, no timeline compression, streaming, ignore_eos; at least 900 s, else the run is marked no "
+        "valid submission).",
     )
     seconds: WaitSeconds = Field(
         3600,
@@ -252,8 +252,8 @@ class Benchmark(Model):
 
     seconds: WaitSeconds = Field(
         600,
-        description="AIPerf --benchmark-duration per fixed-seq-len concurrency and per soak phase (an agentic "
-        f"point's is agentic-replay.seconds). {_WAIT}",
+        description="AIPerf --benchmark-duration per fixed-seq-len concurrency and per soak phase (an "
+        f"agentic point's is agentic-replay.seconds). {_WAIT}",
     )
     tokenizer: RelPath | None = Field(
         None,
@@ -266,12 +266,12 @@ class Benchmark(Model):
     )
     hf_cache: AbsPath | None = Field(
         None,
-        description="agentic scenarios: the site's Hugging Face cache (as HF_HOME) on a file system the submit "
-        "host and the nodes share. The corpus is AIPerf's pinned --public-dataset (the set the config names in "
-        "WEKA_LOADER_OVERRIDE, or default-trace-sets'); `make submit` stages it here once, with the datasets "
-        "library AIPerf itself loads it with, checks that it loads offline, and hashes it into lock.json; the "
-        "containers mount this folder read-only, the client reads it offline, and the first node checks every "
-        "file against the lock at preflight. Nothing is fetched on a compute node.",
+        description="agentic scenarios: the site's Hugging Face cache (as HF_HOME) on a file system the "
+        "submit host and the nodes share. The corpus is AIPerf's pinned --public-dataset (the set the config "
+        "names in WEKA_LOADER_OVERRIDE, or default-trace-sets'); `make submit` stages it here once, with the "
+        "datasets library AIPerf itself loads it with, checks that it loads offline, and hashes it into "
+        "lock.json; the containers mount this folder read-only, the client reads it offline, and the first "
+        "node checks every file against the lock at preflight. Nothing is fetched on a compute node.",
     )
     corpus: Literal["pinned", "made-up"] = Field(
         "pinned",
@@ -796,10 +796,10 @@ class LaunchProfile(Model):
         path = self.benchmark.tokenizer
         if path is not None and path.split("/")[0] not in self.ship:
             raise ValueError(
-                f"benchmark.tokenizer {path!r} is not under a shipped folder (ship: {', '.join(self.ship) or 'nothing'})"
+                f"benchmark.tokenizer {path!r} is not under a shipped folder "
+                f"(ship: {', '.join(self.ship) or 'nothing'})"
             )
         return self
-
 
     @model_validator(mode="after")
     def _made_up_corpus_only_locally(self) -> Self:

@@ -23,8 +23,8 @@ import sys
 import uuid
 
 import promtext
-from bounds import METRICS_S, SMOKE_ANSWER_S
 import safejson
+from bounds import METRICS_S, SMOKE_ANSWER_S
 from failures import EXIT_PROOF, WORDS, line, one_line
 from httpget import FetchError, fetch
 from nodeargs import http_url

@@ -141,7 +141,10 @@ def scenario_problems(doc: Any, scenario: str, submission: str) -> list[str]:
     meta = meta if isinstance(meta, dict) else {}
     found = []
     if meta.get("scenario") != scenario:
-        found.append(f"the client did not run under scenario {scenario} (metadata.scenario {_shown(meta.get('scenario'))})")
+        found.append(
+            f"the client did not run under scenario {scenario} "
+            f"(metadata.scenario {_shown(meta.get('scenario'))})"
+        )
     valid = meta.get("submission_valid")
     if submission == "valid" and valid is not True:
         found.append(f"the client marked it no valid submission ({_reasons(meta)})")
@@ -151,7 +154,8 @@ def scenario_problems(doc: Any, scenario: str, submission: str) -> list[str]:
 
 
 def scenario_line(doc: dict) -> str:
-    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    found = doc.get("metadata")
+    meta: dict = found if isinstance(found, dict) else {}
     valid = meta.get("submission_valid")
     text = f"scenario {one_line(str(meta.get('scenario')), 60)}: submission_valid={str(valid).lower()}"
     return text + (f" ({_reasons(meta)})" if valid is False else "")

@@ -81,8 +81,8 @@ def hf_dataset_of(name: str) -> tuple[str, str]:
 def prepare(name: str, cache: Path) -> Path:
     """The prepared folder of the made-up corpus under NAME's dataset in CACHE (made once; the same bytes
     every time)."""
-    from datasets.naming import camelcase_to_snakecase  # type: ignore[import-not-found]
-    from datasets.packaged_modules.json.json import Json  # type: ignore[import-not-found]
+    from datasets.naming import camelcase_to_snakecase
+    from datasets.packaged_modules.json.json import Json
 
     hf_dataset, split = hf_dataset_of(name)
     lines = "".join(json.dumps(tr, sort_keys=True) + "\n" for tr in traces())
@@ -117,7 +117,9 @@ def prepare(name: str, cache: Path) -> Path:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="sim.corpus", description=__doc__.splitlines()[0])
     p.add_argument("--hf-cache", type=Path, default=DEFAULT_CACHE, help=f"default: {DEFAULT_CACHE}")
-    p.add_argument("--name", action="append", help=f"AIPerf public dataset (default: {', '.join(DEFAULT_SETS)})")
+    p.add_argument(
+        "--name", action="append", help=f"AIPerf public dataset (default: {', '.join(DEFAULT_SETS)})"
+    )
     args = p.parse_args(argv)
     for name in args.name or DEFAULT_SETS:
         folder = prepare(name, args.hf_cache)

@@ -128,14 +128,16 @@ def run(args: argparse.Namespace) -> int:
     for c in client_verdicts:
         print(clients.verdict_line(c))
     print(clients.summary(client_verdicts))
-    return 1 if any(not v.ok for v in [*verdicts, *client_verdicts]) else 0
+    return 1 if any(not v.ok for v in verdicts) or any(not c.ok for c in client_verdicts) else 0
 
 
 def judge_clients(plans: list[dict], cache: Path) -> list[clients.ClientVerdict]:
     """Every plan's benchmark-client lines, through the client's own resolution."""
     with tempfile.TemporaryDirectory(prefix="clients-") as tmp:
         try:
-            lines = [line for plan in plans for line in clients.client_lines(plan, cache / "stubs", Path(tmp))]
+            lines = [
+                line for plan in plans for line in clients.client_lines(plan, cache / "stubs", Path(tmp))
+            ]
         except PlanError as exc:
             raise Refused(f"check-engines: {exc}") from None
         try:

@@ -1,8 +1,8 @@
 """Benchmark-client lines out of plan.json, judged by the client's own configuration resolution (probes/
 probe_aiperf.py in .venv-bench): every line the job would run, with the paths only a node has swapped for
-stand-ins that exist here (an artifact folder, a tokenizer that loads offline), and the scenario outcome held to
-what the plan expects of it (client_scenario): the lock applied, the submission verdict, no violation beyond
-the ones the plan knowingly carries, and the Hugging Face dataset the plan staged is the one the client reads."""
+stand-ins that exist here (an input folder, a tokenizer that loads offline), and the scenario outcome held
+to what the plan expects of it (client_scenario): the lock applied, the submission verdict, no violation
+beyond the ones the plan knowingly carries, and the public dataset the plan staged is the one it reads."""
 
 from __future__ import annotations
 
@@ -56,7 +56,9 @@ def client_lines(plan: dict, stubs: Path, work: Path) -> list[ClientLine]:
             continue
         argv, notes = _stand_ins(words[1:], work)
         name = f"{plan['config_key']}/{plan['variant']}/client {bench.get('name') or bench['concurrency']}"
-        out.append(ClientLine(name, tuple(argv), tuple(sorted(env.items())), plan.get("client_scenario"), notes))
+        out.append(
+            ClientLine(name, tuple(argv), tuple(sorted(env.items())), plan.get("client_scenario"), notes)
+        )
     return out
 
 
@@ -72,8 +74,8 @@ def _env_and_program(words: list) -> tuple[dict, list]:
 
 
 def _stand_ins(argv: list, work: Path) -> tuple[list, tuple]:
-    """Paths only a node has, swapped for ones that exist here: a tokenizer that loads offline, an empty folder
-    for an input file (the client's own checks of what the line asks for still run)."""
+    """Paths only a node has, swapped for ones that exist here: a tokenizer that loads offline, an empty
+    folder for an input file (the client's own checks of what the line asks for still run)."""
     argv, notes = list(argv), []
     if "--tokenizer" in argv:
         i = argv.index("--tokenizer") + 1
@@ -134,20 +136,27 @@ def verdict(line: ClientLine, result: dict) -> ClientVerdict:
 
 def expectation_problems(expect: dict | None, scenario: dict | None, datasets: dict) -> list[str]:
     if expect is None:
-        return [f"the client applied scenario {scenario['name']} the plan does not expect"] if scenario else []
+        return (
+            [f"the client applied scenario {scenario['name']} the plan does not expect"] if scenario else []
+        )
     if scenario is None or scenario["name"] != expect["name"]:
-        return [f"the client did not apply scenario {expect['name']} (it applied {scenario and scenario['name']})"]
+        return [
+            f"the client did not apply scenario {expect['name']} (it applied {scenario and scenario['name']})"
+        ]
     out = []
     if scenario["submission_valid"] != expect["submission"]:
         out.append(
-            f"the client stamps submission_valid={str(scenario['submission_valid']).lower()}, the plan expects "
-            f"{str(expect['submission']).lower()}"
+            f"the client stamps submission_valid={str(scenario['submission_valid']).lower()}, the plan "
+            f"expects {str(expect['submission']).lower()}"
         )
     extra = sorted(set(scenario["violations"]) - set(expect["allowed_violations"]))
     if extra:
         out.append(f"scenario violations the plan does not carry knowingly: {', '.join(extra)}")
     if expect["dataset"] not in datasets:
-        out.append(f"the client does not read --public-dataset {expect['dataset']} (it reads: {', '.join(datasets) or 'none'})")
+        out.append(
+            f"the client does not read --public-dataset {expect['dataset']} "
+            f"(it reads: {', '.join(datasets) or 'none'})"
+        )
     return out
 
 
@@ -157,7 +166,9 @@ def verdict_line(v: ClientVerdict) -> str:
     notes = list(v.line.notes)
     if v.scenario:
         valid = str(v.scenario["submission_valid"]).lower()
-        allowed = f", violations carried: {', '.join(v.scenario['violations'])}" if v.scenario["violations"] else ""
+        allowed = (
+            f", violations carried: {', '.join(v.scenario['violations'])}" if v.scenario["violations"] else ""
+        )
         notes.insert(0, f"scenario {v.scenario['name']}: submission_valid={valid}{allowed}")
     return f"{v.line.name}: ok" + (f" ({'; '.join(notes)})" if notes else "")
 
@@ -165,4 +176,3 @@ def verdict_line(v: ClientVerdict) -> str:
 def summary(verdicts: list[ClientVerdict]) -> str:
     rejected = sum(not v.ok for v in verdicts)
     return f"clients: {len(verdicts)} client lines checked, {rejected} rejected"
-

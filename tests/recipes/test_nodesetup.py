@@ -236,10 +236,10 @@ def test_without_a_site_wheel_the_dry_run_says_where_the_images_lmcache_comes_fr
     said = [x for x in capsys.readouterr().out.splitlines() if x.startswith("# lmcache ")]
     assert said == [
         "# lmcache 0.5.3 on prefill nodes: in the image: the release pipeline builds the ROCm images with "
-        "INSTALL_LMCACHE=true: LMCache v0.5.3 from source (commit 140819c9d57a975dbc5678a6459a218e544cb58b) with "
-        "HIP for gfx942 and gfx950, checked with `import lmcache, lmcache.c_ops` "
-        "(https://github.com/vllm-project/vllm/blob/v0.33.0/.buildkite/release-pipeline.yaml) (preflight checks "
-        "the version, and that it imports lmcache.integration.vllm.lmcache_mp_connector)"
+        "INSTALL_LMCACHE=true: LMCache v0.5.3 from source (commit 140819c9d57a975dbc5678a6459a218e544cb58b) "
+        "with HIP for gfx942 and gfx950, checked with `import lmcache, lmcache.c_ops` "
+        "(https://github.com/vllm-project/vllm/blob/v0.33.0/.buildkite/release-pipeline.yaml) (preflight "
+        "checks the version, and that it imports lmcache.integration.vllm.lmcache_mp_connector)"
     ]
 
 
@@ -247,7 +247,11 @@ def with_lmcache(configs, version: str, image: str | None = None):
     """The seed's first point pinning another LMCache, on another image."""
     target = configs.targets(MI355X)[0]
     space = target.point.space.model_copy(
-        update={"kv_offload_backend": target.point.space.kv_offload_backend.model_copy(update={"version": version})}
+        update={
+            "kv_offload_backend": target.point.space.kv_offload_backend.model_copy(
+                update={"version": version}
+            )
+        }
     )
     entry = target.entry.model_copy(update={"image": image}) if image else target.entry
     return dataclasses.replace(target, entry=entry, point=dataclasses.replace(target.point, space=space))
@@ -256,9 +260,12 @@ def with_lmcache(configs, version: str, image: str | None = None):
 def test_an_lmcache_the_image_does_not_carry_is_refused_naming_the_fix(configs):
     """The seed once pinned an LMCache from an image that carries another one: every prefill would have failed
     preflight after the allocation started. Render (so lint) refuses it, and an image with none."""
-    with pytest.raises(Unsupported, match=r"lmcache 0\.5\.5\.dev104\+rocm7\.2: image vllm/vllm-openai-rocm:v0\.33\.0 "
-                       r"carries lmcache 0\.5\.3 .* pin kv-offload-backend.version 0\.5\.3, or give runner "
-                       r"cluster:mi355x-amds an LMCache wheel built for this image"):  # fmt: skip
+    refused = (
+        r"lmcache 0\.5\.5\.dev104\+rocm7\.2: image vllm/vllm-openai-rocm:v0\.33\.0 carries lmcache 0\.5\.3 "
+        r".* pin kv-offload-backend.version 0\.5\.3, or give runner cluster:mi355x-amds an LMCache wheel "
+        r"built for this image"
+    )
+    with pytest.raises(Unsupported, match=refused):
         build_plan(with_lmcache(configs, "0.5.5.dev104+rocm7.2"))
     with pytest.raises(Unsupported, match="image lmsysorg/sglang:v0.5.23 carries no LMCache"):
         build_plan(with_lmcache(configs, "0.5.3", image="lmsysorg/sglang:v0.5.23"))

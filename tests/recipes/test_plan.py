@@ -172,13 +172,19 @@ def test_the_agentic_client_line_is_the_scenario_locks(rendered):
     cache), no per-trajectory idle-gap cap, the configure timeouts InferenceX sets; InferenceX's duration."""
     (bench,) = rendered[SEED].plan.benchmarks
     args = flat(bench.argv)
-    assert args[args.index("--public-dataset") + 1] == "semianalysis_cc_traces_weka_with_subagents_060826_256k"
+    assert (
+        args[args.index("--public-dataset") + 1] == "semianalysis_cc_traces_weka_with_subagents_060826_256k"
+    )
     assert "--input-file" not in args and "--trace-idle-gap-cap-seconds" not in args
     assert "--unsafe-override" not in args and args[args.index("--benchmark-duration") + 1] == "3600"
     assert {"AIPERF_DATASET_CONFIGURATION_TIMEOUT=1800", "AIPERF_SERVICE_PROFILE_CONFIGURE_TIMEOUT=1800",
             "HF_DATASETS_CACHE=${RUN_DIR}/datasets-cache"} <= set(args[: args.index("aiperf")])  # fmt: skip
     scenario = rendered[SEED].plan.client_scenario
-    assert (scenario.name, scenario.submission, scenario.allowed_violations) == ("inferencex-agentx-mvp", True, ())
+    assert (scenario.name, scenario.submission, scenario.allowed_violations) == (
+        "inferencex-agentx-mvp",
+        True,
+        (),
+    )
     assert flat(bench.gate) == ["--scenario", "inferencex-agentx-mvp", "--submission", "valid"]
     local = rendered[LOCAL].plan
     (local_bench,) = local.benchmarks

@@ -53,7 +53,10 @@ def test_the_seed_client_loads_kimis_tokenizer_code_and_reads_the_staged_corpus(
         assert "--tokenizer-trust-remote-code" in args  # Kimi's tokenizer is code (InferenceX #1369)
         # the pinned corpus the scenario lock accepts, read offline from the run's own datasets cache
         at = args.index("--public-dataset")
-        assert args[at : at + 2] == ["--public-dataset", "semianalysis_cc_traces_weka_with_subagents_060826_256k"]
+        assert args[at : at + 2] == [
+            "--public-dataset",
+            "semianalysis_cc_traces_weka_with_subagents_060826_256k",
+        ]
         assert "--input-file" not in args and "--custom-dataset-type" not in args
         # InferenceX's agentic replay, so results compare with its dashboard
         assert args[args.index("--benchmark-duration") + 1] == "3600"
@@ -83,7 +86,9 @@ def test_the_seed_client_loads_kimis_tokenizer_code_and_reads_the_staged_corpus(
     checks = [" ".join(flat(c)) for c in plan.input_checks]
     assert checks[0].endswith("inputs.py verify --lock ${RUN_DIR}/lock.json --recipe-dir ${RECIPE_DIR}")
     assert "inputs.py tokenizer /models/amd/Kimi-K2.5-MXFP4 --remote-code" in checks[1]
-    assert "-v /models/hf-cache:/models/hf-cache:ro" in " ".join(flat(plan.launch))  # read-only in the containers
+    assert "-v /models/hf-cache:/models/hf-cache:ro" in " ".join(
+        flat(plan.launch)
+    )  # read-only in the containers
 
 
 def test_a_model_whose_folder_holds_code_gets_trust_remote_code_in_every_consumer(rendered):

@@ -24,7 +24,8 @@ def two_point_plan() -> dict:
     plan = json.loads(PLAN.read_text())
     (bench,) = plan["benchmarks"]
     plan["benchmarks"] = [
-        {**bench, "concurrency": c, "name": f"conc{c}", "result": f"{KEY_VARIANT}_conc{c}.json"} for c in (2, 4)
+        {**bench, "concurrency": c, "name": f"conc{c}", "result": f"{KEY_VARIANT}_conc{c}.json"}
+        for c in (2, 4)
     ]
     return plan
 

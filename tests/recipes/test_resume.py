@@ -133,7 +133,11 @@ def test_a_soak_is_rerun_whole(configs, tmp_path, slurm):
 def test_dry_run_says_what_a_resume_would_reuse_and_run(rendered, earlier, slurm, monkeypatch):
     monkeypatch.setenv("PATH", slurm["PATH"])
     lines = submit.resume_of(rendered, earlier, None).lines()  # what --dry-run prints, each after '# '
-    assert lines == [f"resuming {earlier}", f"  reused: conc2 (measured by run {earlier.name})", "  runs: conc4"]
+    assert lines == [
+        f"resuming {earlier}",
+        f"  reused: conc2 (measured by run {earlier.name})",
+        "  runs: conc4",
+    ]
 
 
 def test_the_summary_marks_reused_points_and_never_takes_a_delta_across_two_jobs(rendered, earlier, slurm):

@@ -46,12 +46,14 @@ def test_run_ids_are_unique_so_job_names_never_collide():
 
 
 def test_dry_run_prints_the_exact_command_and_submits_nothing(capsys, tmp_path):
-    assert submit.main([LOCAL, "--variant", "agentic_p2x8_d1x8_conc4", "--dry-run", "--out", str(tmp_path)]) == 0
+    assert (
+        submit.main([LOCAL, "--variant", "agentic_p2x8_d1x8_conc4", "--dry-run", "--out", str(tmp_path)]) == 0
+    )
     command, *notes = capsys.readouterr().out.splitlines()
     argv = shlex.split(command)
     assert all(n.startswith("# ") for n in notes)
-    assert any("AIPerf --public-dataset semianalysis_cc_traces_weka_062126_256k" in n and "never a submission" in n
-               for n in notes), notes  # fmt: skip
+    corpus = "AIPerf --public-dataset semianalysis_cc_traces_weka_062126_256k"
+    assert any(corpus in n and "never a submission" in n for n in notes), notes
     assert argv[0] == "env" and argv[1].startswith("RUN_DIR=") and argv[2].startswith("RECIPE_DIR=")
     assert argv[3:5] == ["sbatch", "--parsable"]
     assert argv[5].startswith(f"--job-name={LOCAL}_agentic_p2x8_d1x8_conc4-")
@@ -155,9 +157,10 @@ def test_staging_hashes_the_corpus_into_the_lock_and_links_it_for_the_run_or_sto
     configs, tmp_path, fake_sbatch, monkeypatch
 ):
     """Nothing is fetched on a compute node: the client's own staging puts the pinned public dataset in the
-    site's cache at submission (tests/recipes/conftest.py stands in for it here; tests/engines/test_staging.py
-    runs the real one); lock.json records every file's SHA-256, which rank 0 checks at preflight, and the run's
-    datasets-cache folder links exactly that version. A corpus the client cannot have stops the submission."""
+    site's cache at submission (tests/recipes/conftest.py stands in for it here; tests/engines/
+    test_staging.py runs the real one); lock.json records every file's SHA-256, which rank 0 checks at
+    preflight, and the run's datasets-cache folder links exactly that version. A corpus the client cannot
+    have stops the submission."""
     env, _ = fake_sbatch
     # The wheels are tests/recipes/test_nodesetup.py's (a real download: ~90 s even from pip's cache).
     monkeypatch.setattr(
@@ -181,7 +184,9 @@ def test_staging_hashes_the_corpus_into_the_lock_and_links_it_for_the_run_or_sto
     assert not any((tmp_path / "missing").rglob("lock.json"))  # no run folder without its inputs
 
 
-def test_a_made_up_corpus_is_refused_where_the_runner_replays_the_pinned_one(configs, tmp_path, fake_sbatch, monkeypatch):
+def test_a_made_up_corpus_is_refused_where_the_runner_replays_the_pinned_one(
+    configs, tmp_path, fake_sbatch, monkeypatch
+):
     """sim/corpus.py's stand-in under the pinned name in a real runner's cache would pass for the published
     corpus: refused, and so is the published one on a runner that labels its runs made up."""
     env, _ = fake_sbatch
@@ -192,13 +197,17 @@ def test_a_made_up_corpus_is_refused_where_the_runner_replays_the_pinned_one(con
     folder.mkdir(parents=True)
     (folder / "x-train.arrow").write_bytes(b"rows")
     (folder / staging.MADE_UP_MARKER).write_text("made up\n")
-    found = {"name": "x", "hf_dataset": "semianalysisai/x", "split": "train", "folder": str(folder), "rows": 1,
-             "aiperf": "0.13.0"}  # fmt: skip
+    found = {"name": "x", "hf_dataset": "semianalysisai/x", "split": "train", "folder": str(folder),
+             "rows": 1, "aiperf": "0.13.0"}  # fmt: skip
     monkeypatch.setattr(staging, "client_dataset", lambda *a, **kw: found)
     seed = render_config("kimik2.5-fp4-mi355x-vllm-disagg-agentic", configs)[0]
-    with pytest.raises(submit.SubmitError, match="holds a corpus made up by sim/corpus.py .* benchmark.corpus is 'pinned'"):
+    with pytest.raises(
+        submit.SubmitError, match="holds a corpus made up by sim/corpus.py .* benchmark.corpus is 'pinned'"
+    ):
         submit.submit(seed, tmp_path / "out", env=env)
     (folder / staging.MADE_UP_MARKER).unlink()
     local = render_config(LOCAL, configs)[0]
-    with pytest.raises(submit.SubmitError, match="holds the published semianalysisai/x .* benchmark.corpus is 'made-up'"):
+    with pytest.raises(
+        submit.SubmitError, match="holds the published semianalysisai/x .* benchmark.corpus is 'made-up'"
+    ):
         submit.submit(local, tmp_path / "out", env=env)

@@ -1,10 +1,11 @@
-"""Judge benchmark-client lines with AIPerf's own configuration resolution: what `aiperf profile` does before it
-contacts a server (its command line, its config conversion, then its pre-run resolver chain: tokenizer,
+"""Judge benchmark-client lines with AIPerf's own configuration resolution: what `aiperf profile` does before
+it contacts a server (its command line, its config conversion, then its pre-run resolver chain: tokenizer,
 datasets, the scenario lock, timing). A line the client would refuse after the engines have loaded is refused
 here, in its own words.
 
-Runs inside the client's virtualenv (.venv-bench), as a file: standard library and AIPerf only. AIPerf reads its
-AIPERF_* environment once, at import, so one process judges lines of one environment (the request's `env`).
+Runs inside the client's virtualenv (.venv-bench), as a file: standard library and AIPerf only. AIPerf reads
+its AIPERF_* environment once, at import, so one process judges lines of one environment (the request's
+`env`).
 
 Request (JSON): {"env": {NAME: value}, "lines": [{"id", "argv": [words after `aiperf`]}]}. Answer (JSON):
 {"version", "import_s", "results": [{"id", "verdict": "ok" | "rejected", "stage", "message", "ms",
@@ -80,7 +81,7 @@ def _scenario(run: Any) -> dict | None:
 
 
 def _datasets(run: Any) -> dict:
-    """Each public dataset the run reads, with the Hugging Face dataset AIPerf's plugin table puts behind it."""
+    """Each public dataset the run reads, and the Hugging Face dataset AIPerf's plugin table names for it."""
     from aiperf.config.dataset import PublicDataset
     from aiperf.plugin import plugins
 
