@@ -11,6 +11,7 @@ import json
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 from scripts import promtext, statefiles
 
@@ -125,7 +126,7 @@ def _avg(result: dict, key: str) -> float | None:
 
 
 def row(result: dict, concurrency: int, gpus: int) -> dict:
-    out = {
+    out: dict[str, Any] = {
         "concurrency": concurrency,
         "requests": _avg(result, "request_count"),
         "errors": _avg(result, "error_request_count") or 0.0,
@@ -142,7 +143,25 @@ def row(result: dict, concurrency: int, gpus: int) -> dict:
             out[f"{short}_{p}"] = stats.get(p)
     itl = out["itl_ms_p50"]
     out["interactivity_tok_per_s_per_user"] = round(1000.0 / itl, 3) if itl else None
+    meta = result.get("metadata")
+    if isinstance(meta, dict) and meta.get("scenario"):  # the client's scenario lock and its verdict
+        out["scenario"] = meta.get("scenario")
+        out["submission_valid"] = meta.get("submission_valid")
+        out["submission_invalid_reasons"] = meta.get("submission_invalid_reasons") or []
     return out
+
+
+MADE_UP = "made-up corpus, not a submission"
+
+
+def corpus_label(plan: dict, lock: dict) -> str | None:
+    """What the agentic corpus was, said where the numbers are: a made-up stand-in under the pinned name is
+    never a submission, whatever the client's scenario stamped."""
+    staged = (lock.get("inputs") or {}).get("traces") or {}
+    scenario = plan.get("client_scenario") or {}
+    if staged.get("corpus") == "made-up" or scenario.get("corpus") == "made-up":
+        return MADE_UP
+    return None
 
 
 def reused_points(run_dir: Path) -> dict[str, dict]:
@@ -198,6 +217,8 @@ def summarize(run_dir: Path) -> dict:
         "run": run_dir.name,
         "gpus": gpus,
         "mode": plan.get("mode", "sweep"),
+        "corpus": corpus_label(plan, lock),
+        "client_scenario": plan.get("client_scenario"),
         # Known-issue workarounds change performance: such results compare only with runs of the same.
         "workarounds": [f"{w['issue']}: {w['workaround']}" for w in plan.get("workarounds", [])],
         "caveats": list(plan.get("caveats", [])),
@@ -211,6 +232,17 @@ def summarize(run_dir: Path) -> dict:
 def caveats(summary: dict) -> list[str]:
     """Why these numbers do not compare with a plain sweep of the same config, one line each."""
     out = []
+    if summary.get("corpus"):
+        out.append(f"{summary['corpus']}: the agentic traces were made on this machine under the pinned name")
+    invalid = [r for r in summary["rows"] if r.get("submission_valid") is False]
+    if invalid and not summary.get("corpus"):
+        out.append(
+            "the client marked "
+            + ", ".join(
+                f"conc {r['concurrency']} ({', '.join(r['submission_invalid_reasons'])})" for r in invalid
+            )
+            + " no valid submission"
+        )
     if summary.get("mode") == "soak":
         out.append("soak run: phases of varied load to catch late-onset engine bugs, not a sweep")
     for w in summary.get("workarounds", []):

@@ -9,6 +9,7 @@ import re
 from schemas.entries import kv_transfer, points
 from scripts import failures
 
+from .. import budget
 from ..submit import lock
 from ..words import Ref, bash_argv, bash_word, plain
 
@@ -316,6 +317,11 @@ def overview(entry, rendered: list, targets: list, runners) -> dict:
         "container": _container(p0.container),
         "components": _components(rendered),
         "pinned": sorted({x.dist for p in plans for role in p.roles for x in role.pinned}),
+        "sources": sorted(
+            {(x.dist, x.version, role.name, x.source) for p in plans for role in p.roles for x in role.pinned}
+        ),
+        "scenario": p0.client_scenario,
+        "budget": _budget(targets[0], p0),
         "on_path": _on_path(plans),
         "scenarios": ", ".join(_distinct(p.scenario for p in plans)),
         "kv_path": _kv_path(entry, plans),
@@ -330,6 +336,14 @@ def overview(entry, rendered: list, targets: list, runners) -> dict:
         "refs": ref_rows(plans),
         "workarounds": [f"{w['issue']}: {w['workaround']}" for w in p0.workarounds],
     }
+
+
+def _budget(target, plan) -> dict:
+    """The first variant's worst case against its time limit, as make lint sums it (recipes/budget.py)."""
+    items = budget.worst_case(
+        target, plan.timeouts, points=len(plan.benchmarks), flushes=any(b.before for b in plan.benchmarks)
+    )
+    return {"total": sum(i.total for i in items), "parts": ", ".join(map(str, items))}
 
 
 def _network(lp) -> str:

@@ -1,92 +1,98 @@
-"""Every rendered benchmark-client line through the real AIPerf 0.13 command-line parser (.venv-bench): the
-flags, their values and their types as AIPerf itself converts them (the config class validates too: an input
-file must exist, so the line is read with the run's paths mapped to stand-ins). A flag AIPerf does not know,
-or a value it refuses, fails here instead of after an hour of bring-up on the cluster."""
+"""Every rendered benchmark-client line through AIPerf 0.13.0's own configuration resolution (.venv-bench),
+as `make check-engines` runs it: its parser, its config conversion, its resolver chain with the scenario lock, and
+the lock's outcome held to what the plan expects. A line the client would refuse after an hour of bring-up on
+the cluster fails here, in the client's words; so does a plan whose expectation of the outcome is wrong."""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from recipes.engines import clients
+from recipes.engines.judge import DEFAULT_CACHE
 from recipes.render import load, render_config
 from tests.paths import reference
 
-from .conftest import ROOT
-
 pytestmark = pytest.mark.tools  # needs a tool virtualenv (`make tools`): not run by make test-unit
 
-PYTHON = ROOT / ".venv-bench" / "bin" / "python"
-PARSE = """
-import json, sys
-from aiperf.cli import app
-failed = []
-for name, argv in json.load(sys.stdin):
-    try:
-        app.parse_args(argv)
-    except BaseException as exc:  # cyclopts exits on a bad line; report every line's verdict
-        failed.append([name, type(exc).__name__, str(exc)[:400]])
-print(json.dumps(failed))
-"""
-
-
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 # InferenceX's agentic entries that render from its own master file (make render CONFIGS=): their client
-# lines take the same parser.
+# lines take the same resolution.
 INFERENCEX_AGENTIC = ("dsv4-fp4-mi355x-sglang-disagg-agentic-hicache-mtp",)
 
 
-def _lines(stand_in: Path) -> list:
-    """(config variant benchmark, argv after `aiperf`) of every shipped config's first benchmark, and of
-    InferenceX's agentic entries."""
-    loaded = load(None)
-    master = reference("amd-master.yaml")
-    theirs = [(key, load(key, [master])) for key in INFERENCEX_AGENTIC]
-    out = []
-    for key, source in [*((k, loaded) for k in sorted(loaded.entries)), *theirs]:
-        for r in render_config(key, source):
-            bench = r.plan.benchmarks[0]
-            words = ["".join(p if isinstance(p, str) else str(stand_in) for p in w) for w in bench.argv]
-            if "--input-file" in words:  # the run's staged trace set: a stand-in that exists here
-                words[words.index("--input-file") + 1] = str(stand_in / "trace.json")
-            out.append([f"{key} {r.plan.variant}", words[words.index("aiperf") + 1 :]])
-    return out
-
-
-def test_every_rendered_client_line_is_one_the_real_aiperf_accepts(tmp_path):
-    if not PYTHON.is_file():
+def need_client() -> None:
+    if not clients.CLIENT_PYTHON.is_file():
         message = ".venv-bench missing: run `make tools` (it holds the real AIPerf)"
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
-    (tmp_path / "trace.json").write_text("{}")
-    lines = _lines(tmp_path)
-    assert any("--tokenizer-trust-remote-code" in argv for _, argv in lines)
-    assert any(name.startswith(INFERENCEX_AGENTIC[0]) for name, _ in lines)
-    done = subprocess.run(
-        [str(PYTHON), "-c", PARSE],
-        input=json.dumps(lines),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-        env={**os.environ, "HOME": str(tmp_path)},
-        check=False,
+
+
+def judged(plans: list[dict], tmp_path: Path) -> list[clients.ClientVerdict]:
+    lines = [line for plan in plans for line in clients.client_lines(plan, DEFAULT_CACHE / "stubs", tmp_path)]
+    return clients.judge_clients(lines, DEFAULT_CACHE)
+
+
+def test_every_rendered_client_line_passes_the_clients_own_resolution(plans, tmp_path):
+    need_client()
+    master = reference("amd-master.yaml")
+    theirs = [
+        json.loads(r.files["plan.json"])
+        for key in INFERENCEX_AGENTIC
+        for r in render_config(key, load(key, [master]))
+    ]
+    verdicts = judged([*plans.values(), *theirs], tmp_path)
+    assert [clients.verdict_line(v) for v in verdicts if not v.ok] == []
+    seed = [v for v in verdicts if v.line.name.startswith("kimik2.5-fp4-mi355x-vllm-disagg-agentic/")]
+    assert len(seed) == 3 and all(v.scenario == {"name": "inferencex-agentx-mvp", "submission_valid": True,
+                                                 "violations": []} for v in seed)  # fmt: skip
+    local = [v for v in verdicts if v.line.name.startswith("local-sim-vllm-disagg-agentic/")]
+    assert local and all(v.scenario["violations"] == ["--benchmark-duration"] for v in local)
+    assert any(v.line.name.startswith(INFERENCEX_AGENTIC[0]) for v in verdicts)
+
+
+def test_the_seeds_former_client_line_is_refused_by_the_scenario_lock(tmp_path):
+    """The check can fail: the seed's line before it replayed a pinned corpus (a local weka_trace folder and a
+    per-trajectory idle-gap cap) is refused at the client's resolution, naming both conflicts."""
+    need_client()
+    plan = json.loads((FIXTURES / "seed-client-refused.plan.json").read_text())
+    verdicts = judged([plan], tmp_path)
+    assert len(verdicts) == 3 and not any(v.ok for v in verdicts)
+    for v in verdicts:
+        assert v.stage == "resolution" and "ScenarioLockError" in v.message
+        assert "cannot verify corpus identity for a local weka_trace directory" in v.message
+        assert "--trace-idle-gap-cap-seconds" in v.message
+
+
+def test_an_outcome_the_plan_does_not_expect_is_refused(plans, tmp_path):
+    """The check can fail on the plan's side too: a local line (--unsafe-override, 10 s) held to a real
+    runner's expectation, and a line whose public dataset is not the one the plan staged."""
+    need_client()
+    plan = json.loads(json.dumps(plans[("local-sim-vllm-disagg-agentic", "agentic_p2x8_d1x8_conc4")]))
+    plan["client_scenario"].update(submission=True, allowed_violations=[])
+    (v,) = judged([plan], tmp_path)
+    assert not v.ok and v.stage == "scenario outcome"
+    assert "submission_valid=false, the plan expects true" in v.message
+    assert "violations the plan does not carry knowingly: --benchmark-duration" in v.message
+    plan = json.loads(
+        json.dumps(plans[("kimik2.5-fp4-mi355x-vllm-disagg-agentic", "agentic_p1x8_d1x8_conc8")])
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+    plan["client_scenario"]["dataset"] = "semianalysis_cc_traces_weka_062126"
+    (v,) = judged([plan], tmp_path)
+    assert not v.ok and "does not read --public-dataset semianalysis_cc_traces_weka_062126" in v.message
 
 
-def test_the_real_aiperf_refuses_what_a_typo_would_render(tmp_path):
-    """The check can fail: an unknown flag and a bad value are refused."""
-    if not PYTHON.is_file():
-        pytest.skip(".venv-bench missing")
-    base = ["profile", "--url", "http://x:1", "--model", "m"]
-    bad = [["typo", [*base, "--tokenizer-trust-remote"]], ["value", [*base, "--concurrency", "many"]]]
-    done = subprocess.run(
-        [str(PYTHON), "-c", PARSE], input=json.dumps(bad), capture_output=True, text=True, timeout=300,
-        cwd=tmp_path, env={**os.environ, "HOME": str(tmp_path)}, check=False,
-    )  # fmt: skip
-    assert [name for name, *_ in json.loads(done.stdout.strip().splitlines()[-1])] == ["typo", "value"]
+def test_the_real_aiperf_refuses_what_a_typo_would_render(plans, tmp_path):
+    """An unknown flag and a bad value are refused at the client's command line."""
+    need_client()
+    plan = json.loads(json.dumps(plans[("local-sim-sglang-disagg", "fsl1k64_p2x8_d1x8")]))
+    words = plan["benchmarks"][0]["argv"]
+    words[words.index("--streaming")] = "--streamming"
+    plan["benchmarks"][1]["argv"][plan["benchmarks"][1]["argv"].index("--concurrency") + 1] = "many"
+    first, second = judged([plan], tmp_path)
+    assert (first.ok, first.stage, second.ok, second.stage) == (False, "command line", False, "command line")
+    assert "--streamming" in first.message and "many" in second.message

@@ -198,6 +198,31 @@ def test_a_recorded_workaround_marks_the_summary_and_a_comparison_with_a_plain_r
         marked
     )
     plain = report.summarize(run_dir)
-    assert plain["workarounds"] == [] and "NOTE" not in report.table(plain)
+    assert plain["workarounds"] == [] and "NOTE known-issue" not in report.table(plain)
     text = report.compare(plain, marked)
     assert text.startswith("WARNING: A and B differ in known-issue workarounds (A: none; B: minicpm-sala")
+
+
+def test_a_made_up_corpus_and_the_clients_verdict_reach_the_summary(run_dir):
+    """Whatever the client's scenario stamps, a run on the local made-up corpus says it is no submission; and
+    a run the client marked invalid says which point and why."""
+    plan = json.loads((run_dir / "recipe" / "plan.json").read_text())
+    assert plan["client_scenario"]["corpus"] == "made-up"
+    for c in (2, 4):
+        path = run_dir / "results" / f"{KEY_VARIANT}_conc{c}.json"
+        doc = json.loads(path.read_text())
+        doc["metadata"] = {"scenario": "inferencex-agentx-mvp", "submission_valid": False,
+                           "submission_invalid_reasons": ["unsafe_override"]}  # fmt: skip
+        path.write_text(json.dumps(doc))
+    s = report.summarize(run_dir)
+    assert s["corpus"] == "made-up corpus, not a submission"
+    assert [r["submission_valid"] for r in s["rows"]] == [False, False]
+    assert "NOTE made-up corpus, not a submission" in report.table(s)
+    plan["client_scenario"]["corpus"] = "pinned"
+    (run_dir / "recipe" / "plan.json").write_text(json.dumps(plan))
+    s = report.summarize(run_dir)
+    assert s["corpus"] is None
+    assert (
+        report.caveats(s)[0]
+        == "the client marked conc 2 (unsafe_override), conc 4 (unsafe_override) no valid submission"
+    )
