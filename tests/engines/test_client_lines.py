@@ -1,7 +1,7 @@
 """Every rendered benchmark-client line through AIPerf 0.13.0's own configuration resolution (.venv-bench),
-as `make check-engines` runs it: its parser, its config conversion, its resolver chain with the scenario lock, and
-the lock's outcome held to what the plan expects. A line the client would refuse after an hour of bring-up on
-the cluster fails here, in the client's words; so does a plan whose expectation of the outcome is wrong."""
+as `make check-engines` runs it: its parser, its config conversion, its resolver chain with the scenario
+lock, and the lock's outcome held to what the plan expects. A line the client would refuse after an hour of
+bring-up on the cluster fails here, in the client's words; so does a plan whose expectation is wrong."""
 
 from __future__ import annotations
 
