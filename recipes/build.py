@@ -158,6 +158,7 @@ def build_plan(t: Target, *, timeouts: Timeouts | None = None, soak_seconds: int
         metrics=_metrics_endpoints(t, engine, nodes, ports),
         smoke=_smoke(t, engine, nodes, ports),
         l2_proof=_l2_proof(t, benchmarks),
+        cold_proof=_cold_proof(t),
         shipped=_shipped(t),
         workarounds=ki.recorded_workarounds(t.entry, t.issues),
         caveats=engine.caveats(t),
@@ -657,6 +658,15 @@ def _smoke(t: Target, engine, nodes: tuple, ports: Ports) -> tuple:
         engine.served_model(t),
         *metrics,
     )
+
+
+def _cold_proof(t: Target) -> tuple | None:
+    """An agentic point is measured on empty caches (its own allocation): the counters at its start show that
+    no engine served a hit yet. vLLM's counters; an SGLang agentic run empties its caches itself (flush)."""
+    if t.point.scenario != "agentic-coding" or t.engine != "vllm":
+        return None
+    folder = word(Ref("RESULTS_DIR"), "/metrics/start")
+    return argv("python3", word(Ref("SCRIPTS_DIR"), "/proof.py"), "cold", "--metrics-dir", folder)
 
 
 def _l2_proof(t: Target, benchmarks: tuple) -> tuple | None:

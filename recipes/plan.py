@@ -243,6 +243,8 @@ class Plan:
     metrics: Argv = _argv()  # NAME=URL: every engine's and the router's /metrics, saved after each run
     smoke: Argv = _argv()  # a request through the router, and proof its KV moved prefill -> decode
     l2_proof: Argv | None = _argv()  # LMCache served hits during the sweep (agentic runs with LMCache)
+    # no engine served a cache hit before the point (agentic vLLM runs): it starts cold
+    cold_proof: Argv | None = _argv()
     # (name, repository folder): copied into the run's recipe/<name>/
     shipped: tuple[tuple[str, str], ...] = _pairs()
     gpus_per_node: int = 0

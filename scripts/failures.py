@@ -89,6 +89,8 @@ WORDS = {
     "no-kv-moved": "the answer came back but no KV moved prefill -> decode (decode external_kv_transfer "
     "tokens did not rise): decode recomputed the prompt; is the router speaking the vLLM >= 0.16 contract?",
     "no-l2-hits": "LMCache served no prefix hit on any prefill node (<metric> = 0): is its server alive?",
+    "not-cold": "the point would not start cold: <served> before its first request (an agentic point is "
+    "measured on empty caches)",
     "known-issue": "KNOWN ISSUE <issue>: its log signature appeared in <log> line <line>",
     "not-flushed": "<url> did not empty its caches within <timeout> s (last: <last>): the next concurrency "
     "would not start cold",
@@ -546,6 +548,19 @@ CLASSES: tuple[FailureClass, ...] = (
         detail=line("proof-failed", reason=WORDS["no-l2-hits"].split(" (")[0] + " <...>"),
         needs=("l2-proof",),
         cause="lmcache-no-hits",
+    ),
+    FailureClass(
+        "not-cold",
+        "the caches served hits before the point's first request",
+        "cold start proof",
+        (_PROOF_EXIT.format("cold"),),
+        1,
+        "the proof failed",
+        "what ran before the benchmark (the smoke request, an earlier job's engines still serving): an "
+        "agentic point measured on warm caches does not compare with InferenceX's",
+        detail=line("proof-failed", reason=WORDS["not-cold"].split(":")[0] + " <...>"),
+        needs=("cold-proof",),
+        cause="not-cold",
     ),
 )
 

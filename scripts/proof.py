@@ -31,6 +31,7 @@ from nodeargs import http_url
 
 KV_TRANSFER = ("vllm:prompt_tokens_by_source_total", 'source="external_kv_transfer"')
 L2_HITS = "vllm:external_prefix_cache_hits_total"
+PREFIX_HITS = "vllm:prefix_cache_hits_total"  # an engine's own (HBM) prefix cache
 SGLANG_PROMPT = "sglang:prompt_tokens_total"
 SGLANG_GENERATED = "sglang:generation_tokens_total"
 # Counted by SGLang's decode when a handshake or a transfer fails (sglang/srt/metrics/collector.py); builds
@@ -205,6 +206,36 @@ def l2(args: argparse.Namespace) -> str:
     return "LMCache hits: " + ", ".join(f"{name} {value:g} tokens" for name, value in hits.items())
 
 
+# What an engine served from a cache: its prefix cache (HBM) and, on a prefill, the external one (LMCache). A
+# decode's external hits are the KV it received from the prefill (the smoke's own transfer), not a cache.
+COLD_COUNTERS = {"prefill": (PREFIX_HITS, L2_HITS), "decode": (PREFIX_HITS,)}
+
+
+def cold(args: argparse.Namespace) -> str:
+    """Every engine's cache counters at the point's start (the snapshot after the smoke request): nothing was
+    served from a cache yet, so the point's first request finds the caches as a fresh allocation leaves them
+    (the smoke's prompt is the only thing stored, and the client's cache bust keeps its prompts apart)."""
+    served, read = [], 0
+    for role, counters in COLD_COUNTERS.items():
+        for path in sorted(glob.glob(os.path.join(args.metrics_dir, f"{role}*.prom"))):
+            try:
+                with open(path, encoding="utf-8", errors="replace") as handle:
+                    text = handle.read()
+            except OSError as err:
+                raise ProofError(f"cannot read {path}: {err.strerror}") from None
+            read += 1
+            for counter in counters:
+                value = promtext.total(text, counter) or 0.0
+                if not math.isfinite(value) or value != 0:
+                    served.append(f"{os.path.basename(path)[: -len('.prom')]} {counter} = {value:g}")
+    if not read:
+        raise ProofError(f"no prefill*.prom or decode*.prom in {args.metrics_dir}")
+    if served:
+        raise ProofError(line("not-cold", served=", ".join(served)))
+    names = ", ".join(sorted({c for cs in COLD_COUNTERS.values() for c in cs}))
+    return f"cold start: {read} engines served no cache hit before the point ({names} = 0)"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="proof.py", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -233,6 +264,11 @@ def main(argv: list[str] | None = None) -> int:
     h.add_argument("--metrics-dir", required=True)
     h.add_argument("--prefix", default="prefill", help="snapshot files of prefill engines: <prefix>*.prom")
     h.set_defaults(func=l2)
+    c = sub.add_parser(
+        "cold", help="no engine served a cache hit yet, from the snapshot at the point's start"
+    )
+    c.add_argument("--metrics-dir", required=True)
+    c.set_defaults(func=cold)
     args = p.parse_args(argv)
     pd = args.command == "smoke" and bool(args.decode_metrics)
     if pd and (args.engine == "sglang") != bool(args.prefill_metrics):

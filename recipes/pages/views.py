@@ -57,7 +57,8 @@ def _refs_in(words) -> set:
 
 def plan_words(plan) -> list:
     """Every Word a page shows of the plan."""
-    out = list(plan.launch) + list(plan.smoke) + list(plan.l2_proof or ()) + list(plan.metrics)
+    out = list(plan.launch) + list(plan.smoke) + list(plan.l2_proof or ()) + list(plan.cold_proof or ())
+    out += list(plan.metrics)
     for role in plan.roles:
         for svc in role.services:
             out += list(svc.argv) + ([svc.ready_url] if svc.ready_url else [])
@@ -371,6 +372,7 @@ def features(plan) -> set:
     out |= {"router"} if plan.router is not None else set()
     out |= {"smoke"} if plan.smoke else set()
     out |= {"l2-proof"} if plan.l2_proof else set()
+    out |= {"cold-proof"} if getattr(plan, "cold_proof", None) else set()
     signatures = getattr(plan, "log_signatures", ())
     out |= {"log-signatures"} if signatures else set()
     out |= {f"signature:{s['issue']}" for s in signatures}

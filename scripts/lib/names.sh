@@ -58,6 +58,7 @@ declare -gA _NODE_WORDS=(
   [proof-failed]='proof failed: %s'
   [no-kv-moved]='the answer came back but no KV moved prefill -> decode (decode external_kv_transfer tokens did not rise): decode recomputed the prompt; is the router speaking the vLLM >= 0.16 contract?'
   [no-l2-hits]='LMCache served no prefix hit on any prefill node (%s = 0): is its server alive?'
+  [not-cold]='the point would not start cold: %s before its first request (an agentic point is measured on empty caches)'
   [known-issue]='KNOWN ISSUE %s: its log signature appeared in %s line %s'
   [not-flushed]='%s did not empty its caches within %s s (last: %s): the next concurrency would not start cold'
 )

@@ -255,6 +255,7 @@ def test_a_healthy_job_runs_every_step_and_keeps_every_result(cluster):
         "ready barrier",
         "router",
         "smoke and KV proof",
+        "cold start proof",
         "benchmark conc2",
         "benchmark conc4",
         "LMCache proof",
@@ -368,6 +369,17 @@ def test_answers_without_kv_transfer_fail_the_smoke_step_before_any_benchmark(cl
     job = cluster.run({2: {"FAKE_VLLM": "no-kv"}})
     text = assert_fast_failure(job, 0, "FAILED smoke and KV proof on sim1", "no KV moved prefill -> decode")
     assert "step: benchmark" not in text
+
+
+def test_an_engine_that_served_cache_hits_before_the_point_fails_the_cold_start_proof(cluster):
+    """An agentic point is measured on empty caches: a prefill whose LMCache hits are not zero at the point's
+    start (an engine left warm by something before it) fails the job before any benchmark runs."""
+    job = cluster.run({1: {"FAKE_VLLM": "warm"}})
+    text = assert_fast_failure(
+        job, 0, "FAILED cold start proof on sim1", "the point would not start cold",
+        "prefill1 vllm:external_prefix_cache_hits_total = 100",
+    )  # fmt: skip
+    assert "cause: not-cold" in text and "step: benchmark" not in text
 
 
 def test_the_benchmark_exit_code_is_the_nodes_exit_code(cluster):

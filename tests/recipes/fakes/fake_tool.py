@@ -32,16 +32,21 @@ ANSWER = {
 }
 
 
-def metrics_text(scrapes: int, rising: bool) -> bytes:
-    """vLLM's KV-transfer and external-prefix counters: rising on every scrape unless told otherwise."""
+def metrics_text(scrapes: int, rising: bool, warm: bool = False) -> bytes:
+    """vLLM's KV-transfer and external-prefix counters: rising on every scrape unless told otherwise. LMCache
+    hits start after the first scrape (a prefill's first is the snapshot at the point's start: nothing was
+    served from a cache yet), or at once for an engine that was already warm."""
     moved = 100 * scrapes if rising else 0
+    l2 = 100 * scrapes if warm else 100 * (scrapes - 1) if rising else 0
     return (
         f'vllm:prompt_tokens_by_source_total{{engine="0",source="external_kv_transfer"}} {moved}\n'
-        f'vllm:external_prefix_cache_hits_total{{engine="0"}} {moved}\n'
+        f'vllm:external_prefix_cache_hits_total{{engine="0"}} {l2}\n'
     ).encode()
 
 
-def serve(host: str, port: int, path: str, body: bytes, healthy: bool, rising: bool = True) -> None:
+def serve(
+    host: str, port: int, path: str, body: bytes, healthy: bool, rising: bool = True, warm: bool = False
+) -> None:
     scrapes = [0]
 
     class Handler(BaseHTTPRequestHandler):
@@ -55,7 +60,7 @@ def serve(host: str, port: int, path: str, body: bytes, healthy: bool, rising: b
         def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
             if healthy and self.path == "/metrics":
                 scrapes[0] += 1
-                self.reply(200, metrics_text(scrapes[0], rising))
+                self.reply(200, metrics_text(scrapes[0], rising, warm))
             else:
                 self.reply(200 if healthy and self.path == path else 503, body)
 
@@ -82,7 +87,7 @@ def service(tool: str, host: str, port: int, path: str, body: bytes = b"{}") -> 
         sys.exit(1)
     if how == "say":
         print(arg, file=sys.stderr, flush=True)
-    serve(host, port, path, body, healthy=how != "never-healthy", rising=how != "no-kv")
+    serve(host, port, path, body, healthy=how != "never-healthy", rising=how != "no-kv", warm=how == "warm")
     if how == "exit0-after":
         time.sleep(float(arg))
         print(f"fake {tool}: finished quietly", flush=True)

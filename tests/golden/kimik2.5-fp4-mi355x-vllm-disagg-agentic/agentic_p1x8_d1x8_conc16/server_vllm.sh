@@ -222,6 +222,10 @@ if [[ $RANK == 0 ]]; then
   mkdir -p "$RESULTS_DIR"
   run_cmd python3 "$SCRIPTS_DIR/results.py" scrape --out "$RESULTS_DIR/metrics/start" \
     prefill0=http://"${PEER_ADDR[0]}":8000/metrics decode0=http://"${PEER_ADDR[1]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics
+  # Agentic: measured on empty caches; the counters just saved show no engine served a cache hit yet.
+  step "cold start proof"
+  run_cmd python3 "${SCRIPTS_DIR}"/proof.py cold \
+    --metrics-dir "${RESULTS_DIR}"/metrics/start
   # Serving that stops (requests held, no token) fails the job, instead of waiting out the benchmark.
   start_service tokenwatch python3 "$SCRIPTS_DIR/tokenwatch.py" --state-dir "$STATE_DIR" \
     --grace 300 prefill0=http://"${PEER_ADDR[0]}":8000/metrics decode0=http://"${PEER_ADDR[1]}":8000/metrics router=http://"${NODE_ADDR}":30000/metrics

@@ -8,7 +8,7 @@
 # hold for every process of the node: nothing is fetched on a compute node.
 export HF_DATASETS_OFFLINE=1
 export HF_HUB_OFFLINE=1
-export SIM_HBM_CACHE_TOKENS=16384
+export SIM_HBM_CACHE_TOKENS=2048
 export SIM_KV_WAIT_S=30
 export SIM_L2_CHUNK_TOKENS=256
 export TRANSFORMERS_OFFLINE=1
