@@ -7,7 +7,7 @@ the MI355X runner, which needs the published corpus.
 Runs in the client's virtualenv (AIPerf and the `datasets` library): AIPerf's own plugin table names the
 Hugging Face dataset behind each set, and the `datasets` library prepares the cache exactly as its offline
 read expects it (datasets/<org>___<name>/default/0.0.0/<commit>/). The traces are AIPerf's Weka trace format,
-deterministic, small enough for CPU engines (600-3,000 tokens a request), with each trace's turns sharing a
+deterministic, small enough for CPU engines (512-3,456 tokens a request), with each trace's turns sharing a
 growing prefix; a marker file says the corpus is made up, and make submit refuses it on a runner that states
 corpus: pinned. Nothing of the published corpus is in it: every number comes from SEED.
 """
@@ -28,7 +28,9 @@ DEFAULT_CACHE = Path("/tmp/disagg-recipes-hf")  # the local runners' benchmark.h
 DEFAULT_SETS = ("semianalysis_cc_traces_weka_062126_256k",)  # their default-trace-sets
 MARKER = "made-up-corpus.txt"  # in the prepared folder: hashed into lock.json with the data
 TRACES, TURNS, BLOCK = 24, (4, 6), 64
-FIRST_BLOCKS, GROWTH_BLOCKS, OUTPUT = (10, 30), (2, 8), (16, 48)
+# a trajectory's prompt: 512 to 1,536 tokens at first, 128 to 384 more a turn (at most 3,456 tokens: under a
+# 4,096-token context with room for the answer and for tokenizers that count the text a little longer)
+FIRST_BLOCKS, GROWTH_BLOCKS, OUTPUT = (8, 24), (2, 6), (16, 48)
 THINK_S = (1.0, 4.0)
 MODEL = "made-up"
 

@@ -51,8 +51,8 @@ def test_what_the_runner_sets_is_kept(plan, tmp_path):
     for line in lines.values():
         assert line.env["VLLM_CPU_OMP_THREADS_BIND"] == "nobind"
         assert line.env["PYTHONPATH"] == f"{tmp_path}/connector"
-        assert real.flag_value(line.argv, "--max-model-len") == "16384"
-    assert real.flag_value(lines["prefill"].argv, "--num-gpu-blocks-override") == "129"
+        assert real.flag_value(line.argv, "--max-model-len") == "4096"
+    assert real.flag_value(lines["prefill"].argv, "--num-gpu-blocks-override") == "33"
 
 
 def test_a_plan_without_a_prefill_line_is_refused_by_name(plan, tmp_path):

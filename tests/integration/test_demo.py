@@ -55,8 +55,20 @@ def test_the_demo_job_runs_end_to_end_and_proves_its_results(cluster, demo_tools
     assert all(r["kv_moved_tokens"] > 0 for r in summary["rows"])
     assert summary["lock"]["nodes"] == ["sim1", "sim2", "sim3"] and summary["lock"]["config_sha256"]
     assert (run_dir / "pareto.png").stat().st_size > 0
+    # the real client's scenario lock ran on the made-up corpus the job staged, and the records say so
+    assert "sim1 step: cold start proof" in job_out
+    assert summary["corpus"] == "made-up corpus, not a submission"
+    assert all(
+        r["scenario"] == "inferencex-agentx-mvp" and r["submission_valid"] is False for r in summary["rows"]
+    )
+    traces = summary["lock"]["inputs"]["traces"]
+    assert (traces["kind"], traces["corpus"], traces["staged_with"]) == (
+        "hf-dataset",
+        "made-up",
+        "aiperf 0.13.0",
+    )
 
-    results = sorted((run_dir / "results").glob(f"{CONFIG}_{variant}_conc*.json"))
+    results = sorted((run_dir / "results").glob(f"{CONFIG}_{variant}*.json"))
     assert [p.name for p in results] == sorted(re.findall(r"result: (\S+\.json)", done.stdout))
     assert results, "no result file"
     left = subprocess.run(["pgrep", "-f", str(run_dir)], capture_output=True, text=True, check=False).stdout

@@ -18,9 +18,10 @@ from sim.demo import cancel, job_env, job_state, node_steps, simulated_host
 
 from .conftest import nothing_left, run_demo
 
-CONFIG = "local-sim-vllm-disagg-agentic"
-VARIANT = "agentic_p2x8_d1x8_conc4"
-FIRST, SECOND = (f"{CONFIG}_{VARIANT}_conc{c}.json" for c in (2, 4))
+# A fixed-seq-len point runs its concurrencies in one allocation (an agentic point gets one of its own).
+CONFIG = "local-sim-sglang-disagg"
+VARIANT = "fsl1k64_p2x8_d1x8"
+FIRST, SECOND = (f"{CONFIG}_{VARIANT}_conc{c}.json" for c in (4, 8))
 FIRST_DONE_S = 300  # submission to the first concurrency done: start-up (~15 s here), one 10 s benchmark
 
 
@@ -33,15 +34,15 @@ def killed_after_first_concurrency(out: Path) -> Path:
     job = submit(rendered, out, env=env)
     deadline = time.monotonic() + FIRST_DONE_S
     try:
-        while node_steps(job.run_dir).get("sim1") != "benchmark conc4":
+        while node_steps(job.run_dir).get("sim1") != "benchmark conc8":
             state = job_state(job.job_id, env)
-            assert not state.ended, f"job {job.job_id} ended {state.state} before conc4 ({job.run_dir})"
-            assert time.monotonic() < deadline, f"conc2 not done after {FIRST_DONE_S} s ({job.run_dir})"
+            assert not state.ended, f"job {job.job_id} ended {state.state} before conc8 ({job.run_dir})"
+            assert time.monotonic() < deadline, f"conc4 not done after {FIRST_DONE_S} s ({job.run_dir})"
             time.sleep(0.5)
     finally:
         cancel(job, env)  # scancel, then polls the job's state until it ended
     assert job_state(job.job_id, env).ended, f"job {job.job_id} outlived its scancel"
-    assert (job.run_dir / "results" / FIRST).is_file(), f"conc2 done without its result ({job.run_dir})"
+    assert (job.run_dir / "results" / FIRST).is_file(), f"conc4 done without its result ({job.run_dir})"
     assert not (job.run_dir / "results" / SECOND).exists(), "the job finished its sweep before the kill"
     return job.run_dir
 
@@ -57,30 +58,29 @@ def test_a_killed_sweep_resumes_and_completes_marking_the_reused_point(cluster, 
     done, run_dir = run_demo(CONFIG, tmp_path, "--variant", VARIANT, "--resume", str(earlier))
 
     assert run_dir != earlier and results_of(earlier) == kept  # the earlier run is never modified
-    assert f"resuming {earlier}" in done.stdout and "  runs: conc4" in done.stdout
+    assert f"resuming {earlier}" in done.stdout and "  runs: conc8" in done.stdout
     assert re.search(rf"result: {re.escape(FIRST)} \(resumed from run {earlier.name}\)", done.stdout)
     assert re.search(rf"result: {re.escape(SECOND)}$", done.stdout, re.M)
     job_out = (run_dir / "job.out").read_text()
-    assert f"benchmark conc2: resumed, its result was measured by run {earlier.name}" in job_out
-    assert "step: benchmark conc2" not in job_out and "sim1 step: benchmark conc4" in job_out
+    assert f"benchmark conc4: resumed, its result was measured by run {earlier.name}" in job_out
+    assert "step: benchmark conc4" not in job_out and "sim1 step: benchmark conc8" in job_out
     assert "job succeeded: every node ended cleanly" in job_out
     assert (run_dir / "results" / FIRST).read_bytes() == kept[FIRST]
 
     summary = json.loads((run_dir / "summary.json").read_text())
     first, second = summary["rows"]
-    assert (first["concurrency"], first["resumed_from"]) == (2, earlier.name)
-    # conc2's cache rates are the earlier job's, from its own snapshots (never a delta across two jobs)
-    assert first["kv_moved_tokens"] > 0 and first["prefix_hit_rate"] is not None
-    assert second["concurrency"] == 4 and "resumed_from" not in second
-    # conc4's counters are the new job's own, from its start snapshot: its engines moved KV
-    assert second["kv_moved_tokens"] > 0 and not (run_dir / "results" / "metrics" / "conc2").exists()
+    assert (first["concurrency"], first["resumed_from"]) == (4, earlier.name)
+    assert first["requests"] > 0 and first["requests"] == json.loads(kept[FIRST])["request_count"]["avg"]
+    assert second["concurrency"] == 8 and "resumed_from" not in second and second["requests"] > 0
+    # conc8's counters are the new job's own, from its start snapshot
+    assert not (run_dir / "results" / "metrics" / "conc4").exists()
     assert summary["lock"]["resumed"] == {
         "run": run_dir.name,
         "from_run": earlier.name,
         "from_run_dir": str(earlier),
-        "reused": {"conc2": earlier.name},
-        "measured_here": ["conc4"],
+        "reused": {"conc4": earlier.name},
+        "measured_here": ["conc8"],
     }
-    assert f"conc 2 from run {earlier.name}" in done.stdout and re.search(r"^\s+2\*\s", done.stdout, re.M)
+    assert f"conc 4 from run {earlier.name}" in done.stdout and re.search(r"^\s+4\*\s", done.stdout, re.M)
     assert (run_dir / "pareto.png").stat().st_size > 0
     nothing_left(run_dir)

@@ -113,9 +113,9 @@ start_prefill() {
     --trust-remote-code \
     --gpu-memory-utilization 0.9 \
     --enable-prefix-caching \
-    --max-model-len 16384 \
+    --max-model-len 4096 \
     --kv-transfer-config '{"kv_connector":"MultiConnector","kv_connector_extra_config":{"connectors":[{"kv_connector":"MooncakeConnector","kv_connector_extra_config":{"mooncake_protocol":"tcp","num_workers":10},"kv_connector_module_path":"local_cpu_mooncake","kv_role":"kv_producer"},{"kv_connector":"LMCacheMPConnector","kv_connector_extra_config":{"lmcache.mp.host":"tcp://'"${LOCAL_ADDR}"'","lmcache.mp.mq_timeout":'"${LMCACHE_MP_MQ_TIMEOUT}"',"lmcache.mp.port":5555},"kv_connector_module_path":"lmcache.integration.vllm.lmcache_mp_connector","kv_role":"kv_both"}]},"kv_load_failure_policy":"recompute","kv_role":"kv_producer"}' \
-    --num-gpu-blocks-override 129
+    --num-gpu-blocks-override 33
   wait_http vllm http://"${NODE_ADDR}":8000/health 900
 }
 
@@ -134,7 +134,7 @@ start_decode() {
     --trust-remote-code \
     --gpu-memory-utilization 0.9 \
     --enable-prefix-caching \
-    --max-model-len 16384 \
+    --max-model-len 4096 \
     --kv-transfer-config '{"kv_connector":"MooncakeConnector","kv_connector_extra_config":{"mooncake_protocol":"tcp","num_workers":10},"kv_connector_module_path":"local_cpu_mooncake","kv_load_failure_policy":"fail","kv_role":"kv_consumer"}'
   wait_http vllm http://"${NODE_ADDR}":8000/health 900
 }
@@ -171,7 +171,7 @@ benchmark_conc2() {
     --stats-interval 30 \
     --num-dataset-entries 16 \
     --slice-duration 1.0 \
-    --max-context-length 16384 \
+    --max-context-length 4096 \
     --unsafe-override \
     --public-dataset semianalysis_cc_traces_weka_062126_256k
   collect_result "$RESULTS_DIR/conc2/profile_export_aiperf.json" "$RESULTS_DIR"/local-cpu-vllm-disagg-agentic_agentic_p1x1_d1x1_vllm-router_conc2.json \
