@@ -379,7 +379,7 @@ def test_cpu_runner_loads_every_mooncake_connector_from_its_shipped_module(rende
 
 def test_cpu_runner_adds_its_engine_router_and_lmcache_flags_after_the_recipe(rendered):
     plan = rendered[CPU].plan
-    assert flat(_service(plan, "prefill", "vllm").argv)[-2:] == ["--num-gpu-blocks-override", "129"]
+    assert flat(_service(plan, "prefill", "vllm").argv)[-2:] == ["--num-gpu-blocks-override", "33"]
     assert "--num-gpu-blocks-override" not in flat(_service(plan, "decode", "vllm").argv)
     lmcache = flat(_service(plan, "prefill", "lmcache").argv)
     assert lmcache[-4:] == ["--supported-transfer-mode", "auto", "--worker-reap-timeout-seconds", "1800"]
