@@ -39,14 +39,20 @@ def check_run(builds):
 
 
 def test_make_check_engines_passes_on_every_config(check_run, plans):
-    out = check_run.stdout.splitlines()
+    lines = check_run.stdout.splitlines()
     assert check_run.returncode == 0, check_run.stdout + check_run.stderr
+    at = next(i for i, line in enumerate(lines) if line.startswith("engines: "))
+    out, clients = lines[: at + 1], lines[at + 1 :]
     roles = sum(len(plan["roles"]) for plan in plans.values())
     unchecked = r"\d+ declared flags unchecked \(--dense-as-sparse\)"
     assert re.fullmatch(rf"engines: {roles} command lines checked, 0 rejected; {unchecked}", out[-1])
     judged = {line.split(": ", 1)[0].rsplit("/", 2)[0] for line in out[:-1]}
     assert judged == {key for key, _ in plans}
     assert all(line.split(": ", 1)[1].startswith("ok") for line in out[:-1])
+    # then every client line, through the client's own resolution
+    benchmarks = sum(len(plan["benchmarks"]) for plan in plans.values())
+    assert clients[-1] == f"clients: {benchmarks} client lines checked, 0 rejected"
+    assert all(": ok" in line for line in clients[:-1]) and len(clients) == benchmarks + 1
     assert "(a first run: 20-70 s)" in check_run.stderr  # progress, so a user knows it works
 
 

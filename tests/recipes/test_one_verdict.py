@@ -268,6 +268,13 @@ REFUSALS = [
         "decode num-worker 0",
         id="aggregated-multinode",
     ),
+    pytest.param(
+        ("    partition: gpu\n", '    partition: gpu\n    time-limit: "01:30:00"\n'),
+        18,
+        "scenarios.fixed-seq-len[0].search-space[0]",
+        "over runner cluster:mi355x-newsite's time-limit 01:30:00",
+        id="job-outlasts-its-time-limit",
+    ),
 ]
 
 
