@@ -59,17 +59,7 @@ def cmd_dist_version(args: argparse.Namespace) -> int:
         if script is None:
             raise VersionError("not on PATH")
         python = _interpreter_of(script)
-        try:
-            probe = subprocess.run(
-                [python, "-c", VERSION_PROBE, args.dist],
-                capture_output=True,
-                text=True,
-                errors="replace",
-                timeout=args.timeout,
-                check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired) as err:
-            raise VersionError(f"{python}: {one_line(err)}") from None
+        probe = _probe(python, VERSION_PROBE, [args.dist], args.timeout, "")
         found = one_line(probe.stdout, 100)
         if probe.returncode != 0 or not found:
             raise VersionError(f"no {args.dist} distribution installed for {python}")
@@ -93,22 +83,27 @@ def cmd_dist_version(args: argparse.Namespace) -> int:
     return 0
 
 
+def _probe(python: str, code: str, words: list, timeout: float, doing: str) -> subprocess.CompletedProcess:
+    """CODE run by PYTHON with WORDS as its arguments, bounded; a Python that cannot run is a VersionError."""
+    try:
+        return subprocess.run(
+            [python, "-c", code, *words],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise VersionError(f"{python}: {doing}{one_line(err)}") from None
+
+
 def _imports(python: str, args: argparse.Namespace) -> None:
     """Each module of args.imports imports with the command's own Python; the first failure is named with
     the last line of its error (an ImportError of a compiled part, a missing dependency)."""
     if not args.imports:
         return
-    try:
-        probe = subprocess.run(
-            [python, "-c", IMPORT_PROBE, *args.imports],
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=args.timeout,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as err:
-        raise VersionError(f"{python}: importing {', '.join(args.imports)}: {one_line(err)}") from None
+    probe = _probe(python, IMPORT_PROBE, args.imports, args.timeout, f"importing {', '.join(args.imports)}: ")
     if probe.returncode != 0:
         said = [ln for ln in probe.stderr.splitlines() if ln.strip()]
         raise VersionError(

@@ -481,6 +481,30 @@ def test_dist_version_refuses_what_is_not_exactly_the_pin(tool_dir, setup, messa
     assert message in done.stderr
 
 
+def test_dist_version_imports_each_module_with_the_commands_python(tool_dir):
+    """The pinned version installed is not enough: its compiled part must load in the engine's Python (LMCache
+    0.5.6's connector loads lmcache_native). A module that does not import fails the check, naming why."""
+    root, env = tool_dir
+    console_script(root, "demo", "#!/usr/bin/env python3")
+    install(root, "demo", "0.5.3")
+    (root / "site" / "demo_ok.py").write_text("")
+    (root / "site" / "demo_native.py").write_text(
+        "raise ImportError('libtorch.so: cannot open shared object')\n"
+    )
+    argv = [PYTHON, str(SYNC), "dist-version", "--command", "demo", "--dist", "demo", "--expect", "0.5.3"]
+    run = lambda *extra: subprocess.run(  # noqa: E731
+        [*argv, *extra], capture_output=True, text=True, timeout=60, env=env, check=False
+    )
+    done = run("--import", "demo_ok")
+    assert done.returncode == 0 and "imports demo_ok" in done.stdout, done.stderr
+    done = run("--import", "demo_ok", "--import", "demo_native")
+    assert done.returncode == 9
+    assert (
+        "demo 0.5.3 is installed but" in done.stderr and "cannot import demo_ok, demo_native" in done.stderr
+    )
+    assert "ImportError: libtorch.so: cannot open shared object" in done.stderr
+
+
 def test_dist_version_probe_that_hangs_is_given_up_on_in_time(tool_dir):
     root, env = tool_dir
     hang = root / "bin" / "python3-hang"
