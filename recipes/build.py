@@ -301,25 +301,29 @@ def _engine_env(t: Target, engine, ports: Ports) -> dict:
     return env
 
 
-def _lmcache_pinned(t: Target) -> Pinned:
-    """The prefill nodes' LMCache: the pinned version, where it comes from, and (real engines) the connector
-    module vLLM will load, imported at preflight. An image comes with it only where configs/engine-builds.yaml
-    says so, with its source; otherwise a site wheel built for the image, or render refuses."""
-    want, image = t.lmcache_version, t.entry.image
-    imports = (
-        (vllm.LMCACHE_CONNECTOR_MODULE,)
-        if t.launch.engine_build != "simulator" and t.engine == "vllm"
-        else ()
-    )
-    at = (*t.point.path, "kv-offload-backend")
+def _lmcache_pinned(t: Target) -> tuple:
+    """The prefill nodes' LMCache, pinned on both of its sides: the `lmcache server` command, and (real vLLM
+    engines) the engine's own Python, which must import the connector module vLLM will load (LMCache's
+    compiled part with it). An image comes with it only where configs/engine-builds.yaml says so, with its
+    source; otherwise a site wheel built for the image, or render refuses."""
+    want = t.lmcache_version
+    source = _lmcache_source(t, want)
+    server = Pinned("lmcache", "lmcache", want, (), source)
+    if t.launch.engine_build == "simulator" or t.engine != "vllm":
+        return (server,)
+    return (server, Pinned("vllm", "lmcache", want, (vllm.LMCACHE_CONNECTOR_MODULE,), source))
+
+
+def _lmcache_source(t: Target, want: str) -> str:
+    """Where the prefill nodes' LMCache comes from, said for the dry run and the recipe page."""
+    image = t.entry.image
     if t.launch.engine_build != "image":
-        return Pinned(
-            "lmcache", "lmcache", want, imports, f"the runner's {t.launch.engine_build} environment"
-        )
+        return f"the runner's {t.launch.engine_build} environment"
     wheel = t.launch.node_setup.site_wheels.get("lmcache") if t.launch.node_setup else None
     if wheel is not None:
-        return Pinned("lmcache", "lmcache", want, imports, f"site wheel {wheel.source} sha256:{wheel.sha256}")
+        return f"site wheel {wheel.source} sha256:{wheel.sha256}"
     carried = t.build.component("lmcache", image) if t.build else None
+    at = (*t.point.path, "kv-offload-backend")
     fix = (
         f"or give runner {t.runner_label} an LMCache wheel built for this image (configs/launch.yaml "
         "node-setup.site-wheels.lmcache: source, sha256)"
@@ -336,7 +340,7 @@ def _lmcache_pinned(t: Target) -> Pinned:
             f"kv-offload-backend.version {carried.version}, {fix}",
             at=at,
         )
-    return Pinned("lmcache", "lmcache", want, imports, f"in the image: {carried.how} ({carried.source[0]})")
+    return f"in the image: {carried.how} ({carried.source[0]})"
 
 
 def _node_setup(t: Target, setup) -> NodeSetup | None:
@@ -442,7 +446,7 @@ def _roles(t: Target, engine, ports: Ports, timeouts: Timeouts, signatures: tupl
         services = engine.services(t, role, ports, timeouts)
         if signatures:  # started before the engine, so that start-up is watched too
             services.insert(-1, _log_watch(services, timeouts.poll_interval))
-        pinned = (_lmcache_pinned(t),) if (role == "prefill" and t.uses_lmcache) else ()
+        pinned = _lmcache_pinned(t) if (role == "prefill" and t.uses_lmcache) else ()
         commands = _commands(*(s.argv for s in services))
         out.append(Role(role, tuple(services), commands=commands, pinned=pinned, listens=_listens(*services)))
     return tuple(out)

@@ -170,7 +170,7 @@ def dry_run_setup(rendered: Rendered) -> list[str]:
                 continue
             imports = f", and that it imports {', '.join(p.imports)}" if p.imports else ""
             out.append(
-                f"# {p.dist} {p.version} on {role.name} nodes: {p.source} "
+                f"# {p.dist} {p.version} behind `{p.command}` on {role.name} nodes: {p.source} "
                 f"(preflight checks the version{imports})"
             )
     return out

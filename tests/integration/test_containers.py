@@ -49,7 +49,9 @@ def started_containers(since: str) -> list[str]:
         text=True,
         check=True,
     )
-    return sorted(set(events.stdout.split()))
+    # a node container of the local cluster (disagg-<job>-sim<N>); the second before SINCE may hold the end of
+    # an earlier test's own containers (other node names), which this job did not start
+    return sorted({n for n in events.stdout.split() if re.fullmatch(r"disagg-[0-9]+-sim[0-9]+", n)})
 
 
 def test_the_demo_runs_every_node_in_its_own_container_and_leaves_none(cluster, tools, tmp_path):

@@ -234,12 +234,17 @@ def test_without_a_site_wheel_the_dry_run_says_where_the_images_lmcache_comes_fr
     """Never "from the image" on faith: the build's record in configs/engine-builds.yaml, with its source."""
     assert submit.main([MI355X, "--variant", SEED_POINT, "--dry-run", "--out", str(tmp_path)]) == 0
     said = [x for x in capsys.readouterr().out.splitlines() if x.startswith("# lmcache ")]
+    source = (
+        "in the image: the release pipeline builds the ROCm images with INSTALL_LMCACHE=true: LMCache "
+        "v0.5.3 from source (commit 140819c9d57a975dbc5678a6459a218e544cb58b) with HIP for gfx942 and "
+        "gfx950, checked with `import lmcache, lmcache.c_ops` "
+        "(https://github.com/vllm-project/vllm/blob/v0.33.0/.buildkite/release-pipeline.yaml)"
+    )
+    # both sides of it: the server's command, and the engine's Python, which loads the connector module
     assert said == [
-        "# lmcache 0.5.3 on prefill nodes: in the image: the release pipeline builds the ROCm images with "
-        "INSTALL_LMCACHE=true: LMCache v0.5.3 from source (commit 140819c9d57a975dbc5678a6459a218e544cb58b) "
-        "with HIP for gfx942 and gfx950, checked with `import lmcache, lmcache.c_ops` "
-        "(https://github.com/vllm-project/vllm/blob/v0.33.0/.buildkite/release-pipeline.yaml) (preflight "
-        "checks the version, and that it imports lmcache.integration.vllm.lmcache_mp_connector)"
+        f"# lmcache 0.5.3 behind `lmcache` on prefill nodes: {source} (preflight checks the version)",
+        f"# lmcache 0.5.3 behind `vllm` on prefill nodes: {source} (preflight checks the version, and that "
+        "it imports lmcache.integration.vllm.lmcache_mp_connector)",
     ]
 
 

@@ -46,7 +46,8 @@ step "preflight"
 case "$ROLE" in
   prefill)
     require_commands python3 lmcache vllm
-    require_version lmcache lmcache 0.5.3 lmcache.integration.vllm.lmcache_mp_connector
+    require_version lmcache lmcache 0.5.3
+    require_version vllm lmcache 0.5.3 lmcache.integration.vllm.lmcache_mp_connector
     ;;
   decode)
     require_commands python3 vllm
