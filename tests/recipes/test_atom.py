@@ -116,9 +116,11 @@ def test_the_recorded_parser_accepts_and_refuses_what_atom_s_own_does(argv, said
     assert said is None or said in verdict.message
 
 
+@pytest.mark.tools  # its client lines are judged by the real AIPerf (.venv-bench)
 def test_atom_lines_are_judged_by_the_recorded_parser_and_say_so(capsys):
     code = check_engines(["--config", KEY, "--configs", str(reference("amd-master.yaml"))])
     out = capsys.readouterr().out
     assert code == 0, out
     assert "4 command lines checked, 0 rejected" in out
+    assert "clients: 11 client lines checked, 0 rejected" in out
     assert "rebuilt from its recorded description (atom is on no registry reachable here" in out
