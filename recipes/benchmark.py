@@ -312,11 +312,10 @@ def staged_inputs(t: Target) -> tuple:
 
 def client_scenario(t: Target) -> ClientScenario | None:
     """The scenario lock the client runs under, with the outcome the job expects of it."""
-    replay = t.launch.benchmark.agentic_replay
     if t.point.scenario != "agentic-coding":
         return None
     return ClientScenario(
-        name=replay.scenario,
+        name=t.launch.benchmark.agentic_replay.scenario,
         corpus=t.launch.benchmark.corpus,
         dataset=trace_set(t),
         submission=submission_valid(t),

@@ -65,19 +65,12 @@ def _one_benchmark(t: Target, soak: bool) -> int:
     """One concurrency (or soak phase) at its bound: the client's configuration, the agentic warm-up and its
     drain, the measured duration, the grace for answers in flight, the counters saved after it."""
     bench = t.launch.benchmark
-    grace = bench.grace_seconds or AIPERF_GRACE_S
-    if t.point.scenario == "agentic-coding":
-        replay = bench.agentic_replay
-        seconds = bench.seconds if soak else replay.seconds
-        return (
-            replay.configure_seconds
-            + replay.warmup_seconds
-            + replay.warmup_grace_seconds
-            + seconds
-            + grace
-            + int(METRICS_S)
-        )
-    return AIPERF_CONFIGURE_S + point_seconds(t) + grace + int(METRICS_S)
+    seconds = bench.seconds if soak else point_seconds(t)  # a soak phase lasts the runner's seconds
+    after = seconds + (bench.grace_seconds or AIPERF_GRACE_S) + int(METRICS_S)
+    if t.point.scenario != "agentic-coding":
+        return AIPERF_CONFIGURE_S + after
+    replay = bench.agentic_replay
+    return replay.configure_seconds + replay.warmup_seconds + replay.warmup_grace_seconds + after
 
 
 def check(t: Target, items: tuple, *, soak: bool = False) -> None:

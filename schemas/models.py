@@ -376,12 +376,8 @@ def engine_recipe(
                 else:
                     dp[name] += getattr(block.dp_attention, name)
         merged["mtp_draft_model"] = block.mtp_draft_model or merged.get("mtp_draft_model")
-        for whole in (
-            "mori",
-            "hicache_sizing",
-            "mtp_acceptance",
-            "max_seqs_from_concurrency",
-        ):  # stated whole
+        # stated whole, the vendor's over `any`'s
+        for whole in ("mori", "hicache_sizing", "mtp_acceptance", "max_seqs_from_concurrency"):
             if whole in block.model_fields_set:
                 merged[whole] = getattr(block, whole)
         merged["env"].update(block.env)

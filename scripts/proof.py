@@ -187,20 +187,28 @@ def _smoke_sglang(args: argparse.Namespace) -> str:
     )
 
 
-def l2(args: argparse.Namespace) -> str:
-    files = sorted(glob.glob(os.path.join(args.metrics_dir, f"{args.prefix}*.prom")))
-    if not files:
-        raise ProofError(f"no {args.prefix}*.prom in {args.metrics_dir}")
-    hits = {}
-    for path in files:
+def _snapshots(metrics_dir: str, prefix: str) -> list:
+    """(engine name, Prometheus text) of every <prefix>*.prom of a metrics snapshot folder, in name order."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(metrics_dir, f"{prefix}*.prom"))):
         try:
             with open(path, encoding="utf-8", errors="replace") as handle:
-                value = promtext.total(handle.read(), L2_HITS) or 0.0
+                out.append((os.path.basename(path)[: -len(".prom")], handle.read()))
         except OSError as err:
             raise ProofError(f"cannot read {path}: {err.strerror}") from None
+    return out
+
+
+def l2(args: argparse.Namespace) -> str:
+    snapshots = _snapshots(args.metrics_dir, args.prefix)
+    if not snapshots:
+        raise ProofError(f"no {args.prefix}*.prom in {args.metrics_dir}")
+    hits = {}
+    for name, text in snapshots:
+        value = promtext.total(text, L2_HITS) or 0.0
         if not math.isfinite(value):
-            raise ProofError(f"{path} reports {L2_HITS} = {value}: a counter is a finite number")
-        hits[os.path.basename(path)[: -len(".prom")]] = value
+            raise ProofError(f"{name}.prom reports {L2_HITS} = {value}: a counter is a finite number")
+        hits[name] = value
     if not any(hits.values()):
         raise ProofError(line("no-l2-hits", metric=L2_HITS))
     return "LMCache hits: " + ", ".join(f"{name} {value:g} tokens" for name, value in hits.items())
@@ -217,17 +225,12 @@ def cold(args: argparse.Namespace) -> str:
     (the smoke's prompt is the only thing stored, and the client's cache bust keeps its prompts apart)."""
     served, read = [], 0
     for role, counters in COLD_COUNTERS.items():
-        for path in sorted(glob.glob(os.path.join(args.metrics_dir, f"{role}*.prom"))):
-            try:
-                with open(path, encoding="utf-8", errors="replace") as handle:
-                    text = handle.read()
-            except OSError as err:
-                raise ProofError(f"cannot read {path}: {err.strerror}") from None
+        for name, text in _snapshots(args.metrics_dir, role):
             read += 1
             for counter in counters:
                 value = promtext.total(text, counter) or 0.0
                 if not math.isfinite(value) or value != 0:
-                    served.append(f"{os.path.basename(path)[: -len('.prom')]} {counter} = {value:g}")
+                    served.append(f"{name} {counter} = {value:g}")
     if not read:
         raise ProofError(f"no prefill*.prom or decode*.prom in {args.metrics_dir}")
     if served:
