@@ -85,11 +85,15 @@ def check(t: Target, items: tuple, *, soak: bool = False) -> None:
         if soak
         else "fewer concurrencies (each is measured in this allocation)"
     )
+    profile = f"configs/launch.yaml profiles.{t.runner_label}"
+    agentic = t.point.scenario == "agentic-coding" and not soak
+    duration = "benchmark.agentic-replay.seconds" if agentic else "benchmark.seconds"
     raise Unsupported(
         f"the job's worst case is {_hms(total)} ({total} s: {parts}), over runner {t.runner_label}'s "
-        f"time-limit {t.launch.time_limit} ({limit} s): SLURM would end it mid-measurement without a "
-        f"verdict. Ask for {fewer}, shorten the waits or durations in configs/launch.yaml, or raise the "
-        "runner's time-limit",
+        f"time-limit {t.launch.time_limit} ({limit} s), set in {profile}.time-limit: SLURM would end it "
+        f"mid-measurement without a verdict. Ask for {fewer}, or a shorter measured duration ({profile}."
+        f"{duration}) or shorter waits (its timeouts); or, if the site allows longer jobs, raise "
+        f"{profile}.time-limit",
         at=t.point.path,
     )
 

@@ -52,11 +52,18 @@ def check(t: Target) -> None:
             f"kv-p2p-transfer {t.kv_transfer!r} is not rendered (mooncake only)",
             at=(t.key, "kv-p2p-transfer"),
         )
-    if (
-        "rdma" in protocols(t).values()
-        and t.launch.gpu_vendor == "amd"
-        and t.launch.mooncake_registration is None
-    ):
+    rdma = [role for role, protocol in protocols(t).items() if protocol == "rdma"]
+    if rdma and not t.launch.nic_devices:
+        # Mooncake's device_name is the runner's nic-devices: without them render would pass none and leave
+        # the choice to Mooncake on the node, where a wrong guess shows only at the first transfer.
+        raise Unsupported(
+            f"MC_PROTOCOL=rdma on runner {t.runner_label}, whose launch profile lists no nic-devices: "
+            "Mooncake would be given no RDMA device to move KV over. List the runner's RDMA devices (as "
+            f"`ibv_devices` or `rdma link` shows them) in configs/launch.yaml profiles.{t.runner_label}."
+            "nic-devices, or set MC_PROTOCOL=tcp",
+            at=_setting_at(t, rdma[0], "MC_PROTOCOL"),
+        )
+    if rdma and t.launch.gpu_vendor == "amd" and t.launch.mooncake_registration is None:
         raise Unsupported(
             "MC_PROTOCOL=rdma on an AMD runner whose launch profile states no mooncake-registration (dmabuf "
             "or ibv-reg-mr, configs/launch.yaml): how Mooncake registers GPU memory is the site's fact "
@@ -72,6 +79,48 @@ def check(t: Target) -> None:
             raise Unsupported(
                 f"{role}: dp-attn is not rendered for vLLM yet", at=(*t.role_path(role), "dp-attn")
             )
+    for role in t.roles:
+        _check_heads_split(t, role)
+
+
+def _setting_at(t: Target, role: str, name: str) -> tuple:
+    """Where `role`'s setting NAME is written: its additional-settings item, else (a model's default) the
+    list."""
+    items = t.worker(role).additional_settings
+    found = next((i for i, item in enumerate(items) if str(item).partition("=")[0] == name), None)
+    return (*t.role_path(role), "additional-settings", *(() if found is None else (found,)))
+
+
+def _tp_splits_heads(arch, tp: int) -> bool:
+    """vLLM's rules: attention heads divide evenly over tp (ModelConfig.verify_with_parallel_config), and KV
+    heads too, or are replicated evenly when tp is the larger (QKVParallelLinear); MLA keeps one latent KV
+    per token, so only the first holds there."""
+    kv = arch.kv_heads
+    kv_fits = arch.mla is not None or (kv % tp == 0 if tp <= kv else tp % kv == 0)
+    return arch.heads % tp == 0 and kv_fits
+
+
+def _check_heads_split(t: Target, role: str) -> None:
+    """A tp that splits the model's heads unevenly fails at engine start, minutes into the allocation."""
+    arch, tp = t.model.architecture, t.worker(role).tp
+    if _tp_splits_heads(arch, tp):
+        return
+    if arch.heads % tp:
+        why = f"the model's {arch.heads} attention heads (configs/models.yaml heads) are not divisible by it"
+    else:
+        why = (
+            f"the model's {arch.kv_heads} KV heads (configs/models.yaml kv-heads) are not divisible by it, "
+            "nor is it by them"
+        )
+    node = t.hardware.gpus_per_node
+    works = [str(n) for n in range(1, node + 1) if _tp_splits_heads(arch, n)]
+    fits = f"tp {', '.join(works[:-1])} or {works[-1]}" if len(works) > 1 else f"tp {''.join(works)}"
+    raise Unsupported(
+        f"{role}: tp {tp} on model {t.entry.model}: {why}, and vLLM splits heads over tp evenly (heads "
+        f"divisible by tp; KV heads divisible by tp, or tp by KV heads when it is larger). {fits} works on "
+        f"a node of {node} GPUs",
+        at=(*t.role_path(role), "tp"),
+    )
 
 
 def protocols(t: Target) -> dict:

@@ -89,7 +89,12 @@ def pr_link_problem(link: str | None, repo: str, path: Path_) -> Problem | None:
         return Problem(path, f"pr-link number {number!r} has non-ASCII digits", fix)
     match = re.fullmatch(r"https://github\.com/([^/]+/[^/]+)/pull/([0-9]+)(/.*)?", link)
     if match and match[1] != repo:
-        return Problem(path, f"pr-link points at {match[1]}, not this repository ({repo})", fix)
+        return Problem(
+            path,
+            f"pr-link points at {match[1]}, not this repository ({repo}); `make lint REPO=<org>/<repo>` sets "
+            "which repository pr-links must point at (a fork linting its own changelog)",
+            fix,
+        )
     if match and match[3]:
         return Problem(path, f"pr-link has a {match[3]!r} suffix", f"{canonical}{match[2]}")
     return Problem(path, f"pr-link {clip(link)} is not a pull request link of {repo}", fix)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import fnmatch
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 # Publishers whose images are public and maintained; "registry/org". One place to extend.
@@ -115,3 +117,77 @@ def engine_version(ref: str) -> tuple[int, ...] | None:
     if not match:
         return None
     return tuple(int(g) for g in match.groups(default="0"))
+
+
+# ---------------------------------------------------------------- the GPU vendor an image is built for
+
+
+@dataclass(frozen=True)
+class VendorRule:
+    """Images of `repository` (registry/org/name, an fnmatch glob) whose tag fully matches `tag` (a regex; a
+    digest-only reference has the empty tag) are built for `vendor`'s GPUs."""
+
+    repository: str
+    tag: str
+    vendor: str  # a launch profile's gpu-vendor: amd, nvidia, or none (a CPU build)
+    family: str  # how a hint names the family
+
+
+# The one place an image's GPU vendor is read from its name, first match wins. Each line is how its publisher
+# names its builds; an image no line matches has no vendor lint can tell, and is never refused by a guess.
+IMAGE_VENDORS = (
+    VendorRule("docker.io/vllm/vllm-openai-rocm", ".*", "amd", "vllm/vllm-openai-rocm"),
+    VendorRule("docker.io/vllm/vllm-openai-cpu", ".*", "none", "vllm/vllm-openai-cpu"),
+    VendorRule("docker.io/vllm/vllm-openai", ".*", "nvidia", "vllm/vllm-openai"),
+    VendorRule("docker.io/lmsysorg/sglang-rocm", ".*", "amd", "lmsysorg/sglang-rocm"),
+    VendorRule("docker.io/lmsysorg/sglang", ".*-rocm.*", "amd", "lmsysorg/sglang:*-rocm*"),
+    # SGLang's CUDA builds: the bare release tag, or the release and its CUDA version (v0.5.23-cu129); the
+    # tags of forks and other platforms (-minicpm-sala, -npu, -xeon) match nothing here.
+    VendorRule(
+        "docker.io/lmsysorg/sglang",
+        r"v[0-9]+(?:\.[0-9]+)+(?:\.post[0-9]+)?(?:-cu[0-9]+)?",
+        "nvidia",
+        "lmsysorg/sglang:v<release>",
+    ),
+    VendorRule("docker.io/rocm/*", ".*", "amd", "rocm/*"),
+    VendorRule("nvcr.io/nvidia/*", ".*", "nvidia", "nvcr.io/nvidia/*"),
+)
+# Repositories that publish one release under the same tag for each vendor: the counterpart of an image of
+# one is the other's at that tag (vLLM's release pipeline pushes vllm/vllm-openai and vllm/vllm-openai-rocm).
+SAME_TAG_REPOSITORIES = {
+    ("docker.io/vllm/vllm-openai", "amd"): "vllm/vllm-openai-rocm",
+    ("docker.io/vllm/vllm-openai-rocm", "nvidia"): "vllm/vllm-openai",
+}
+VENDOR_WORDS = {"amd": "AMD GPUs (ROCm)", "nvidia": "NVIDIA GPUs (CUDA)", "none": "CPUs"}
+
+
+def image_vendor(ref: str) -> str | None:
+    """The GPU vendor `ref` is built for (amd, nvidia, none: a CPU build), by IMAGE_VENDORS; None when its
+    name does not say."""
+    parsed = parse_image(ref)
+    if parsed is None:
+        return None
+    repository = f"{parsed.registry}/{parsed.repo}"
+    for rule in IMAGE_VENDORS:
+        if fnmatch.fnmatchcase(repository, rule.repository) and re.fullmatch(rule.tag, parsed.tag or ""):
+            return rule.vendor
+    return None
+
+
+def vendor_families(vendor: str) -> str:
+    """The image families of `vendor`, as a hint lists them."""
+    return ", ".join(rule.family for rule in IMAGE_VENDORS if rule.vendor == vendor)
+
+
+def vendor_counterpart(ref: str, vendor: str, siblings: Iterable[str] = ()) -> str | None:
+    """The image of `vendor` that stands for `ref`: one of `siblings` (the images of `ref`'s engine build;
+    globs are skipped) built for `vendor`, else the same tag of the repository that publishes it for
+    `vendor` (SAME_TAG_REPOSITORIES); None when neither says."""
+    for sibling in siblings:
+        if not any(c in sibling for c in "*?[") and image_vendor(sibling) == vendor:
+            return sibling
+    parsed = parse_image(ref)
+    other = SAME_TAG_REPOSITORIES.get((f"{parsed.registry}/{parsed.repo}", vendor)) if parsed else None
+    if other is None or parsed is None or parsed.tag is None:
+        return None
+    return f"{other}:{parsed.tag}"

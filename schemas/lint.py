@@ -41,6 +41,7 @@ class UsageError(Exception):
 class Report:
     findings: list[Finding] = field(default_factory=list)
     entries: dict = field(default_factory=dict)  # config key -> MasterEntry, over every config checked
+    defined_at: dict = field(default_factory=dict)  # config key -> (file, line) of the entry in `entries`
     checked: list[str] = field(default_factory=list)
 
 
@@ -131,9 +132,20 @@ def lint_configs(
         if profile == "strict" and None not in (runners, launch, models):
             findings += _render_refusals(doc, entries, findings, runners, launch, issues or (), models)
         for key in entries.keys() & report.entries.keys():
+            # The key names the entry's output folder, page and job: two files may not both claim it.
+            file, line = report.defined_at[key]
             findings.append(
-                Finding(str(path), doc.line_of((key,)), (key,), "config key defined in another file too")
+                Finding(
+                    str(path),
+                    doc.line_of((key,)),
+                    (key,),
+                    "config key defined in another file too",
+                    f"also at {file}:{line}; a config key is one entry across every master file: rename "
+                    "one of them or remove it",
+                )
             )
+        for key in entries.keys() - report.entries.keys():
+            report.defined_at[key] = (str(path), doc.line_of((key,)))
         report.entries.update(entries)
         report.findings += findings
 

@@ -24,8 +24,16 @@ from .entries import (
     role_nodes,
 )
 from .findings import Problem, did_you_mean, one_of
-from .images import engine_version, image_problems
+from .images import (
+    VENDOR_WORDS,
+    engine_version,
+    image_problems,
+    image_vendor,
+    vendor_counterpart,
+    vendor_families,
+)
 from .kv_path import kv_connectors
+from .models import NoRecipe, model_facts
 from .routers import IMAGE_ROUTERS, PD_PROXY, PD_PROXY_VERSION, ROUTERS
 from .runners import Hardware
 from .versions import VERSION_HINT, is_real_version
@@ -38,6 +46,29 @@ MOONCAKE_MIN_VLLM = (0, 16)  # the bootstrap + transfer_id contract (docs/upstre
 def _image_public_and_pinned(ctx: Context) -> Iterator[Problem]:
     for problem, fix in image_problems(ctx.entry.image):
         yield Problem(ctx.path + ("image",), problem, fix)
+
+
+def _image_fits_gpu_vendor(ctx: Context) -> Iterator[Problem]:
+    """The image is built for the GPUs of the runner's gpu-vendor (configs/launch.yaml): a CUDA image on an
+    AMD runner finds no GPU and fails at engine start, after the allocation's start-up. Its vendor is read
+    from its name (schemas/images.py IMAGE_VENDORS); an image whose name does not say is not judged."""
+    profile = ctx.launch.profiles.get(ctx.runner) if ctx.launch else None
+    if profile is None or profile.engine_build != "image" or profile.gpu_vendor == "none":
+        return  # a simulator or CPU runner runs no image's engines: the image is only recorded
+    image, wanted = ctx.entry.image, profile.gpu_vendor
+    found = image_vendor(image)
+    if found is None or found == wanted:
+        return
+    build = eb.build_of(image, ctx.builds or ())
+    counterpart = vendor_counterpart(image, wanted, build.images if build else ())
+    families = f"images for {VENDOR_WORDS[wanted]}: {vendor_families(wanted)}"
+    runner = ctx.entry.runner if ctx.entry.runner == ctx.runner else f"{ctx.entry.runner} ({ctx.runner})"
+    yield Problem(
+        ctx.path + ("image",),
+        f"image {image} is built for {VENDOR_WORDS[found]}, and runner {runner} has gpu-vendor {wanted} "
+        "(configs/launch.yaml): its engines would find no GPU they can use",
+        f"use {counterpart}; {families}" if counterpart else f"use one of the {families}",
+    )
 
 
 def _settings_known_and_typed(ctx: Context) -> Iterator[Problem]:
@@ -386,6 +417,28 @@ def _offload_keeps_prefix_caching(ctx: Context) -> Iterator[Problem]:
             )
 
 
+def _context_fits_model(ctx: Context) -> Iterator[Problem]:
+    """MAX_MODEL_LEN is at most the model's max-positions (configs/models.yaml): vLLM and SGLang refuse a
+    longer context at engine start unless told to overrun the positions the model was trained on."""
+    if ctx.models is None:
+        return
+    try:
+        limit = model_facts(ctx.models, ctx.entry.model).architecture.max_positions
+    except NoRecipe:
+        return  # the renderer's verdict names the unknown model at its line
+    for path, _, worker, _ in ctx.workers():
+        value = parsed_settings(worker).get("MAX_MODEL_LEN")  # None: unset, or malformed (its own finding)
+        for i, item in enumerate(worker.additional_settings):
+            key, _, raw = str(item).partition("=")
+            if key == "MAX_MODEL_LEN" and value is not None and value > limit:
+                yield Problem(
+                    path + ("additional-settings", i),
+                    f"MAX_MODEL_LEN={raw} ({value:,} tokens) is above the {limit:,} positions of model "
+                    f"{ctx.entry.model} (configs/models.yaml max-positions)",
+                    f"MAX_MODEL_LEN={limit} at most, or leave it out",
+                )
+
+
 def _mooncake_needs_vllm_016(ctx: Context) -> Iterator[Problem]:
     e = ctx.entry
     if not e.framework.startswith("vllm") or all(
@@ -433,6 +486,7 @@ def _known_issues_handled(ctx: Context) -> Iterator[Problem]:
 STRICT = (
     _framework_rendered,
     _image_public_and_pinned,
+    _image_fits_gpu_vendor,
     _settings_known_and_typed,
     _settings_fit_engine,
     _shared_settings_agree,
@@ -448,6 +502,7 @@ STRICT = (
     _dram_budget_tiles_node,
     _lmcache_l1_fits,
     _offload_keeps_prefix_caching,
+    _context_fits_model,
     _mooncake_needs_vllm_016,
     _image_has_engine_build,
     _known_issues_handled,

@@ -31,6 +31,7 @@ profiles:
     gpu-vendor: amd
     partition: gpu
     container-runtime: docker
+    image-staging: {{ archive: /data/images }}
     model-root: /data/models
     data-plane-interface: ens1
     nic-devices: [ionic_0, ionic_1]
@@ -136,7 +137,8 @@ def test_model_flags_are_keyed_by_gpu_vendor(tmp_path):
     launch = LAUNCH.replace("gpu-vendor: amd", "gpu-vendor: nvidia").replace(
         "mooncake-registration: dmabuf", ""
     )
-    findings, _ = lint_files(tmp_path, master=MASTER, launch=launch)
+    master = MASTER.replace("vllm/vllm-openai-rocm:v0.33.0", "vllm/vllm-openai:v0.33.0")  # its CUDA image
+    findings, _ = lint_files(tmp_path, master=master, launch=launch)
     assert [(f.line, f.message) for f in findings] == [
         (
             4,
@@ -231,10 +233,14 @@ REFUSALS = [
         id="multi-node-worker",
     ),
     pytest.param(
-        ("model: MiniMaxAI/MiniMax-M2.5", "model: disagg-recipes/tiny-llama"),
+        # tiny-llama's 2 attention heads split over tp 1 or 2 only (else that is refused first)
+        (
+            ("model: MiniMaxAI/MiniMax-M2.5", "model: disagg-recipes/tiny-llama"),
+            *2 * [("tp: 8\n          ep: 8", "tp: 2\n          ep: 2")],
+        ),
         23,
         "scenarios.fixed-seq-len[0].search-space[0].prefill.ep",
-        "ep 8 on model disagg-recipes/tiny-llama, which has no experts",
+        "ep 2 on model disagg-recipes/tiny-llama, which has no experts",
         id="ep-without-experts",
     ),
     pytest.param(
@@ -269,6 +275,23 @@ REFUSALS = [
         id="aggregated-multinode",
     ),
     pytest.param(
+        ("    nic-devices: [ionic_0, ionic_1]\n", ""),
+        25,
+        "scenarios.fixed-seq-len[0].search-space[0].prefill.additional-settings[0]",
+        "whose launch profile lists no nic-devices",
+        id="rdma-without-nic-devices",
+    ),
+    pytest.param(
+        (
+            "num-worker: 2\n          tp: 8\n          ep: 8",
+            "num-worker: 2\n          tp: 6\n          ep: 1",
+        ),
+        28,
+        "scenarios.fixed-seq-len[0].search-space[0].decode.tp",
+        "decode: tp 6 on model MiniMaxAI/MiniMax-M2.5: the model's 8 KV heads",
+        id="tp-splits-kv-heads-unevenly",
+    ),
+    pytest.param(
         ("    partition: gpu\n", '    partition: gpu\n    time-limit: "01:30:00"\n'),
         18,
         "scenarios.fixed-seq-len[0].search-space[0]",
@@ -280,9 +303,10 @@ REFUSALS = [
 
 @pytest.mark.parametrize(("change", "line", "path", "words"), REFUSALS)
 def test_every_render_refusal_is_a_lint_finding_at_its_line(tmp_path, change, line, path, words):
-    old, new = change
-    assert old in MASTER or old in LAUNCH
-    master, launch = MASTER.replace(old, new, 1), LAUNCH.replace(old, new, 1)
+    master, launch = MASTER, LAUNCH
+    for old, new in change if isinstance(change[0], tuple) else (change,):  # one change, or several in order
+        assert old in master or old in launch
+        master, launch = master.replace(old, new, 1), launch.replace(old, new, 1)
     findings, _ = lint_files(tmp_path, master, launch=launch)
     hit = [f for f in findings if words in f.message]
     assert hit, [f.format() for f in findings]

@@ -29,6 +29,7 @@ from .conftest import (
     known_issues,
     launch_data,
     lint_entry,
+    models,
     runners_data,
     shown,
 )
@@ -76,6 +77,7 @@ class Case:
     runner_ops: tuple = ()  # mutations of configs/runners.yaml
     launch_ops: tuple = ()  # mutations of configs/launch.yaml
     builds: bool = False  # also against configs/engine-builds.yaml (only its rule's cases need it)
+    models: bool = False  # also against configs/models.yaml (the rules that judge by a model's facts)
 
 
 def cases(rule: str, *rows) -> list:
@@ -111,13 +113,16 @@ def check_reject(case: Case) -> None:
     """The case's finding is there; a rule's case is said by that rule itself, not by another one."""
     entry, runners, launch = _build(case)
     builds = engine_builds() if case.builds else None
-    findings = lint_entry(entry, profile=case.profile, runners=runners, launch=launch, builds=builds)
+    found = models() if case.models else None
+    findings = lint_entry(
+        entry, profile=case.profile, runners=runners, launch=launch, builds=builds, models=found
+    )
     expect(findings, case.path, case.fragment, case.hint)
     if case.rule != "model":
         validated = MasterEntry.model_validate(load_text(dump(entry)).data)
         profiles = LaunchProfiles.model_validate(launch)
         hardware = Runners.model_validate(runners)
-        ctx = rules.Context(KEY, validated, hardware, known_issues(), profiles, builds)
+        ctx = rules.Context(KEY, validated, hardware, known_issues(), profiles, builds, found)
         own = [format_path(p.path[1:]) for p in rules.RULES[case.rule](ctx) if case.fragment in p.message]
         assert own == [case.path]
 
@@ -125,5 +130,8 @@ def check_reject(case: Case) -> None:
 def check_accept(case: Case) -> None:
     entry, runners, launch = _build(case)
     builds = engine_builds() if case.builds else None
-    findings = lint_entry(entry, profile=case.profile, runners=runners, launch=launch, builds=builds)
+    found = models() if case.models else None
+    findings = lint_entry(
+        entry, profile=case.profile, runners=runners, launch=launch, builds=builds, models=found
+    )
     assert findings == [], shown(findings)

@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 
 from schemas import lint
-from schemas.check import check_known_issues, check_master
+from schemas.check import check_known_issues, check_master, check_models
 from schemas.engine_builds import check_engine_builds
 from schemas.findings import Finding, format_path
 from schemas.launch import LaunchProfiles
@@ -66,6 +66,12 @@ def launch_data() -> dict:
 def known_issues() -> tuple:
     """The shipped known-issue registry's valid issues (test_known_issues: it lints clean)."""
     return check_known_issues(load_file(KNOWN_ISSUES))[0]
+
+
+@cache
+def models():
+    """The shipped configs/models.yaml (test_one_verdict: it lints clean)."""
+    return check_models(load_file(ROOT / "configs" / "models.yaml"))[0]
 
 
 @cache
@@ -132,15 +138,16 @@ def lint_entry(
     issues: tuple | None = None,
     launch: dict | None = None,
     builds: tuple | None = None,
+    models=None,
 ) -> list[Finding]:
     """Findings of a one-entry master config, linted in process through the YAML loader (against the
-    shipped runners, launch profiles and known-issue registry unless given; against engine builds only
-    when given)."""
+    shipped runners, launch profiles and known-issue registry unless given; against engine builds and
+    models only when given)."""
     doc = load_text(dump({key: entry}), file="master.yaml")
     hardware = Runners.model_validate(runners if runners is not None else _runners_data())
     profiles = LaunchProfiles.model_validate(launch if launch is not None else _launch_data())
     registry = known_issues() if issues is None else issues
-    return check_master(doc, hardware, profile, registry, profiles, builds)[1]
+    return check_master(doc, hardware, profile, registry, profiles, builds, models)[1]
 
 
 def rel(finding: Finding) -> str:

@@ -41,6 +41,8 @@ PD_PROXY = {"name": "pd-proxy", "version": "0.1.0"}
 RECS = "known-issue-workarounds"
 MINICPM = {"issue": "minicpm-sala-kv-indptr", "workaround": "disable-cuda-graph"}  # configs/known-issues.yaml
 BUILDS = {"builds": True}  # against configs/engine-builds.yaml too
+MODELS = {"models": True}  # against configs/models.yaml too
+UNSET = (s(PS, []), s(DS, []))  # no settings: the baseline's are vLLM's
 
 
 SGLANG_PD = [
@@ -298,10 +300,41 @@ REJECT = [
         ("small-runner", [s("runner", LOCAL)], P,
          "LMCache L1 of 2 GiB (the server's DRAM budget of 3 GB) is below"),
     ),
+    *cases("_context_fits_model",
+        # Kimi-K2.5's max-positions is 262,144 (configs/models.yaml)
+        ("above-max-positions", [s(f"{PS}[1]", "MAX_MODEL_LEN=300000")], f"{PS}[1]",
+         "MAX_MODEL_LEN=300000 (300,000 tokens) is above the 262,144 positions of model amd/Kimi-K2.5-MXFP4 "
+         "(configs/models.yaml max-positions)", "MAX_MODEL_LEN=262144 at most", MODELS),
+        ("k-suffix-counts", [s(f"{DS}[1]", "MAX_MODEL_LEN=257K")], f"{DS}[1]", "(263,168 tokens) is above",
+         None, MODELS),
+        ("on-a-single-node-server",
+         SINGLE_NODE + [s(f"{SS}.additional-settings", ["MAX_MODEL_LEN=1000000"])],
+         f"{SS}.additional-settings[0]", "is above the 262,144 positions", None, MODELS),
+    ),
     *cases("_offload_keeps_prefix_caching",
         ("prefix-caching-off", [add(PS, 7, "ENABLE_PREFIX_CACHING=false")], PS,
          "prefix caching is off on the engine that offloads to LMCache",
          "add ENABLE_PREFIX_CACHING=true to its additional-settings"),
+    ),
+    *cases("_image_fits_gpu_vendor",
+        # The runner's other image of the same engine build (configs/engine-builds.yaml) is the fix.
+        ("cuda-image-on-amd", [s("image", "vllm/vllm-openai:v0.33.0")], "image",
+         "image vllm/vllm-openai:v0.33.0 is built for NVIDIA GPUs (CUDA), and runner cluster:mi355x-amds has "
+         "gpu-vendor amd", "use vllm/vllm-openai-rocm:v0.33.0; images for AMD GPUs (ROCm): "
+         "vllm/vllm-openai-rocm, lmsysorg/sglang-rocm, lmsysorg/sglang:*-rocm*, rocm/*", BUILDS),
+        # Without the build, vLLM's naming says the same (it publishes both under one tag).
+        ("cuda-image-on-amd-by-name", [s("image", "vllm/vllm-openai:v0.40.0")], "image",
+         "is built for NVIDIA GPUs (CUDA)", "use vllm/vllm-openai-rocm:v0.40.0"),
+        ("rocm-image-on-nvidia", [s("runner", "cluster:h200-dgxc")], "image",
+         "image vllm/vllm-openai-rocm:v0.33.0 is built for AMD GPUs (ROCm), and runner cluster:h200-dgxc "
+         "has gpu-vendor nvidia", "use vllm/vllm-openai:v0.33.0", BUILDS),
+        ("alias-named", [s("runner", "mi355x"), s("image", "vllm/vllm-openai:v0.33.0")], "image",
+         "runner mi355x (cluster:mi355x-amds) has gpu-vendor amd"),
+        ("sglang-cuda-on-amd", SGLANG_PD + [s("image", "lmsysorg/sglang:v0.5.23")], "image",
+         "lmsysorg/sglang:v0.5.23 is built for NVIDIA GPUs (CUDA)",
+         "use one of the images for AMD GPUs (ROCm): vllm/vllm-openai-rocm, lmsysorg/sglang-rocm"),
+        ("cpu-build-on-amd", [s("image", "vllm/vllm-openai-cpu:v0.32.0")], "image",
+         "is built for CPUs, and runner cluster:mi355x-amds has gpu-vendor amd"),
     ),
     *cases("_mooncake_needs_vllm_016",
         ("vllm-0.15.1", [s("image", "vllm/vllm-openai-rocm:v0.15.1")], "image",
@@ -434,6 +467,24 @@ ACCEPT = [
         ("prefix-caching-on", [add(PS, 7, "ENABLE_PREFIX_CACHING=true")]),
         ("off-without-lmcache", [add(PS, 7, "ENABLE_PREFIX_CACHING=false"), d(LMC),
                                  d(f"{SS}.kv-offloading")]),
+    ),
+    *cases("_image_fits_gpu_vendor",
+        ("rocm-image-on-amd", [], BUILDS),
+        ("cuda-image-on-nvidia", [s("runner", "cluster:h200-dgxc"), s("image", "vllm/vllm-openai:v0.33.0")],
+         BUILDS),
+        # A simulator runner runs no image's engines: the image is only recorded.
+        ("cuda-image-on-a-simulator", [s("runner", LOCAL), add(PS, 7, "LMCACHE_L1_INIT_SIZE_GB=2"),
+                                       s("image", "vllm/vllm-openai:v0.33.0")]),
+        # A name that does not say its vendor is not refused by a guess.
+        ("vendor-not-told", SGLANG_PD + [*UNSET, s("image", "lmsysorg/sglang:v0.5.9-minicpm-sala")]),
+        ("unlisted-tag-form", SGLANG_PD + [*UNSET, s("image", "lmsysorg/sglang:v0.5.23-npu")]),
+    ),
+    *cases("_context_fits_model",
+        ("at-max-positions", [], MODELS),
+        ("below", [s(f"{PS}[1]", "MAX_MODEL_LEN=32K"), s(f"{DS}[1]", "MAX_MODEL_LEN=32K")], MODELS),
+        ("256K-is-max-positions", [s(f"{PS}[1]", "MAX_MODEL_LEN=256K"), s(f"{DS}[1]", "MAX_MODEL_LEN=256K")],
+         MODELS),
+        ("unset", [d(f"{PS}[1]"), d(f"{DS}[1]")], MODELS),
     ),
     *cases("_mooncake_needs_vllm_016",
         # Without LMCache: with it, 0.16 also carries known issue vllm-multiconnector-prom-metrics.
