@@ -93,6 +93,10 @@ def build_plan(t: Target, *, timeouts: Timeouts | None = None, soak_seconds: int
         env_mounts=tuple(profile.container_mounts_from_env),
         read_only=_site_inputs(t),
         options=_container_options(t),
+        host_args=_container_host_args(t),
+        staging=_image_staging(profile),
+        image_archive=profile.image_staging.archive if profile.image_staging else None,
+        root_reason=profile.container_options.root_reason if profile.container_runtime == "docker" else None,
     )
     variant = t.variant if soak_seconds is None else f"{t.variant}_soak"
     served = engine.served_model(t)
@@ -125,6 +129,9 @@ def build_plan(t: Target, *, timeouts: Timeouts | None = None, soak_seconds: int
             account=profile.account,
             time_limit=profile.time_limit,
             nodes=len(nodes),
+            extras=tuple(
+                (k, v) for k, v in profile.sbatch.model_dump(by_alias=True).items() if v is not None
+            ),
         ),
         container=container,
         ports=ports,
@@ -133,7 +140,7 @@ def build_plan(t: Target, *, timeouts: Timeouts | None = None, soak_seconds: int
         failure_report=FailureReport(**profile.failure_report.model_dump(by_alias=False)),
         address_args=_address_args(t),
         node_local_addr=_private_addr(t) if t.uses_lmcache else None,
-        env_exported=tuple(sorted((k, str(v)) for k, v in _engine_env(t, engine, ports).items())),
+        env_exported=tuple(sorted((k, str(v)) for k, v in _engine_env(t, engine, ports, timeouts).items())),
         env_shell=engine.shell_env(t),
         shell_notes=engine.shell_notes(t) + _served_elsewhere(t),
         python_path_first=t.python_path_first,
@@ -146,12 +153,13 @@ def build_plan(t: Target, *, timeouts: Timeouts | None = None, soak_seconds: int
         leader_commands=_commands(*([router.argv] if router else []), ("aiperf",)),
         leader_pinned=(Pinned("aiperf", "aiperf", pinned_version("bench", "aiperf")),),
         node_setup=_node_setup(t, profile.node_setup),
-        gpu_drain=profile.gpu_drain.max_vram_used if profile.gpu_vendor == "amd" else None,
-        host_check=_host_check(profile, len(nodes)),
+        gpu_drain=_gpu_drain(profile),
+        host_check=_host_check(profile, len(nodes), container),
         nic_check=profile.nic_check is not None,
         staged=staged_inputs(t),
         client_scenario=client_scenario(t),
         input_checks=input_checks(t),
+        rdma_probe=_rdma_probe(t),
         launch=_launch(container, len(nodes), t.engine),
         cleanup=_cleanup(container, len(nodes)),
         benchmarks=benchmarks,
@@ -285,12 +293,28 @@ def _private_addr(t: Target) -> tuple:
 HUB_OFFLINE = {"HF_HUB_OFFLINE": 1, "HF_DATASETS_OFFLINE": 1, "TRANSFORMERS_OFFLINE": 1}
 
 
-def _engine_env(t: Target, engine, ports: Ports) -> dict:
-    """What the engines read: the engine's own (Mooncake, model) and the runner's platform knobs; and the
-    Hub's offline switches, which every process of the node reads."""
-    env = {**HUB_OFFLINE, **engine.engine_env(t, ports)}
+# Every engine on every runner: no usage report leaves a node. vLLM 0.33 reads both (stats.vllm.ai); LMCache
+# (its server and the connector in the engine: stats.lmcache.ai) stops on DO_NOT_TRACK=1; SGLang sends none.
+NO_TELEMETRY = {"DO_NOT_TRACK": 1, "VLLM_NO_USAGE_STATS": 1}
+
+
+def _engine_env(t: Target, engine, ports: Ports, timeouts: Timeouts) -> dict:
+    """What the engines read: the engine's own (Mooncake, model) and the runner's platform knobs; the Hub's
+    offline switches, which every process of the node reads; telemetry off; how long vLLM itself waits for
+    its engine core, from the job's own wait (vLLM's default is 600 s; where the engine core starts apart from
+    the API server, as with several API servers or data parallel, that wait covers loading the weights, and a
+    large model outlasts it while the job would wait engine-ready); Mooncake's RDMA marked with the runner's
+    traffic class."""
+    env = {**HUB_OFFLINE, **NO_TELEMETRY, **engine.engine_env(t, ports)}
+    if t.engine == "vllm":
+        env["VLLM_ENGINE_READY_TIMEOUT_S"] = timeouts.engine_ready
     if t.disagg and t.launch.mooncake_registration == "ibv-reg-mr":
         env["MOONCAKE_DISABLE_HIP_DMABUF"] = 1  # the site's dma-buf path crashes (Mooncake #2752)
+    tc = t.launch.rdma_traffic_class
+    if tc is not None and engine.uses_rdma(t) and t.kv_transfer == "mooncake":
+        # Mooncake's transfer engine sets its queue pairs' IP traffic class (DSCP << 2) and service level
+        # from these; unset, KV travels at priority 0, which PFC does not protect.
+        env.update(MC_IB_TC=tc.traffic_class, MC_IB_SL=tc.priority)
     env.update(t.launch.engine_env.get(t.engine, {}))
     for name, setting in t.launch.engine_env_from_settings.get(t.engine, {}).items():
         value = next(
@@ -516,11 +540,23 @@ def _srun(n: int, *options: str) -> list:
     return ["srun", *options, f"--nodes={n}", f"--ntasks={n}", "--ntasks-per-node=1", "--label"]
 
 
-def _host_check(p, n: int) -> tuple:
+def _image_staging(p) -> tuple:
+    """The runner's image-staging as the host check's words: how a node that lacks the image gets it."""
+    s = p.image_staging
+    if p.container_runtime != "docker" or s is None:
+        return ()
+    how = "archive" if s.archive else "preloaded"
+    return ("--image-staging", how, "--image-load-timeout", str(s.load_timeout))
+
+
+def _host_check(p, n: int, container: Container) -> tuple:
     """srun on every node's host before any container starts (scripts/hostcheck.sh): containers earlier
-    jobs left removed (docker), no process of an earlier job left, and with the runner's nic-check its
-    data-plane NICs up (nicctl: QoS, the RDMA traffic class and DCQCN)."""
+    jobs left removed (docker), no process of an earlier job left, the image lock.json names held by the
+    node's runtime (docker: loaded from the runner's archive when absent), and with the runner's nic-check
+    its data-plane NICs up (nicctl: QoS, the RDMA traffic class and DCQCN)."""
     args = ["--sweep-containers"] if p.container_runtime == "docker" else []
+    staging = container.staging
+    args += ["--image", spelled_for(container.image, "docker"), *staging] if staging else []
     c = p.nic_check
     if c is not None:
         args += ["--interface", p.data_plane_interface] if p.data_plane_interface else []
@@ -553,10 +589,47 @@ def _container_options(t: Target) -> tuple:
     words += [x for cap in o.cap_add for x in ("--cap-add", cap)]
     words += [x for opt in o.security_opt for x in ("--security-opt", opt)]
     words += ["--privileged"] if o.privileged else []
-    if ENGINES[t.engine].uses_rdma(t):
-        words += [x for device in o.rdma_devices for x in ("--device", device)]
     words += [x for path in o.host_mounts for x in ("-v", f"{path}:{path}")]
     return (*words, *o.extra)
+
+
+def _container_host_args(t: Target) -> tuple:
+    """What scripts/container.sh decides on the node's host before `docker run`, from the runner's data: the
+    submitting user and the groups owning the node's device files (numbers the render cannot know), the verbs
+    devices of the runner's RDMA NICs and the host's RDMA userspace (a variant that uses RDMA)."""
+    p = t.launch
+    if p.container_runtime != "docker":
+        return ()
+    o = p.container_options
+    words: list[str] = ["--as-submitter"] if o.user == "submitter" else ["--as-root"]
+    if ENGINES[t.engine].uses_rdma(t):
+        sysfs = p.nic_check.rdma_sysfs if p.nic_check and p.nic_check.rdma_sysfs else None
+        words += ["--rdma-sysfs", sysfs] if sysfs else []
+        words += [x for device in p.nic_devices for x in ("--rdma-device", device)]
+        if (
+            t.kv_transfer == "mooncake"
+        ):  # Mooncake's verbs stack, as InferenceX mounts it for its Mooncake launch
+            words += [x for lib in o.rdma_userspace for x in ("--host-file", f"{lib.host}={lib.at or ''}")]
+    return tuple(words)
+
+
+def _rdma_probe(t: Target) -> tuple | None:
+    """Every engine node's Mooncake registering GPU memory over the runner's RDMA devices, with the engines'
+    environment (mooncake-registration), before any weights load: GPU runners whose Mooncake uses rdma."""
+    p = t.launch
+    if not (t.disagg and p.rdma_registration_probe and p.gpu_vendor != "none" and p.nic_devices):
+        return None
+    if t.engine not in ("vllm", "atom") or not ENGINES[t.engine].uses_rdma(t):
+        return None  # SGLang moves KV with MoRI or its own Mooncake backend: its engine says at start
+    python = ["--engine-command", "vllm"] if t.engine == "vllm" else ["--python", "python3"]
+    return argv("--host", NODE_ADDR, "--devices", ",".join(p.nic_devices), *python)
+
+
+def _gpu_drain(profile) -> tuple[float, int] | None:
+    """AMD: the most of any GPU's VRAM in use, and how long a node waits for it to drain; None: no check."""
+    if profile.gpu_vendor != "amd":
+        return None
+    return (profile.gpu_drain.max_vram_used, profile.gpu_drain.wait)
 
 
 def _launch(c: Container, n: int, engine: str) -> tuple:
@@ -587,6 +660,11 @@ def _launch(c: Container, n: int, engine: str) -> tuple:
             "bash",
             word(Ref("RECIPE_DIR"), "/scripts/container.sh"),
             "run",
+            *c.host_args,
+            "--",
+            # the host check made sure the node holds the image lock.json names: never a pull on a node
+            "--pull",
+            "never",
             "--init",
             "--entrypoint",
             "",  # the image's own (vLLM's: `vllm serve`) would take the node script for its arguments

@@ -185,6 +185,7 @@ class Slurm:
     account: str | None
     time_limit: str
     nodes: int
+    extras: tuple[tuple[str, str], ...] = ()  # (sbatch option, value): the site's gres, qos, ...
 
 
 @dataclass(frozen=True)
@@ -197,6 +198,12 @@ class Container:
     read_only: tuple[str, ...] = ()  # absolute host paths mounted read-only at the same place (trace cache)
     # docker run words of the runner's container block (limits, capabilities, devices)
     options: tuple[str, ...] = ()
+    # scripts/container.sh's own words, decided on the node's host: user and groups, RDMA devices, host files
+    host_args: tuple[str, ...] = ()
+    # the host check's words for the image: how a node lacking it gets it (docker); () no check
+    staging: tuple[str, ...] = ()
+    image_archive: str | None = None  # the shared folder make submit saves the image into (image-staging)
+    root_reason: str | None = None  # containers run as root here (the runner's declared fallback): why
 
 
 @dataclass(frozen=True)
@@ -235,7 +242,8 @@ class Plan:
     leader_commands: Argv = _argv()  # what rank 0 needs on PATH besides its role's: router, benchmark
     leader_pinned: tuple[Pinned, ...]  # rank 0's components whose exact version preflight checks
     node_setup: NodeSetup | None  # tools the image lacks, installed from the run's wheelhouse
-    gpu_drain: float | None  # AMD: the most of any GPU's VRAM in use at preflight; None: not checked
+    # AMD: the most of any GPU's VRAM in use at preflight, and seconds to wait for it; None: not checked
+    gpu_drain: tuple[float, int] | None
     host_check: Argv = _argv()  # srun before it, on every node's host: no leftovers, its NICs
     launch: Argv = _argv()  # srun, one node script per node
     cleanup: Argv = _argv()  # srun after it, on every node (docker: the containers a killed client left)
@@ -264,6 +272,8 @@ class Plan:
     client_scenario: ClientScenario | None = None
     # argv each: rank 0's preflight of the staged inputs and the client's tokenizer
     input_checks: tuple[Argv, ...] = ()
+    # sync.py rdma-register's words: Mooncake registers GPU memory over RDMA on every node; None: no probe
+    rdma_probe: Argv | None = _argv(default=None)
 
     @property
     def script(self) -> str:

@@ -15,11 +15,15 @@ version staged later for another run is never picked up by this one.
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from schemas.images import spelled_for
 from scripts import inputs
 
 from .benchmark import DATASETS_CACHE
@@ -30,6 +34,7 @@ CLIENT_PYTHON = ROOT / ".venv-bench" / "bin" / "python"  # make tools builds it 
 DATASET_PROBE = ROOT / "recipes" / "engines" / "probes" / "aiperf_dataset.py"
 MADE_UP_MARKER = "made-up-corpus.txt"  # what sim/corpus.py leaves in a corpus it made
 STAGE_TIMEOUT_S = 6 * 3600  # a download of a large corpus over a slow link; this only bounds a hang
+INSPECT_TIMEOUT_S = 120
 
 
 class StagingError(Exception):
@@ -134,6 +139,17 @@ def _digest(s: Staged, path: Path) -> dict:
 def dry_run_lines(plan: Plan) -> list[str]:
     """What make submit would stage, for --dry-run: without touching the cache or the network."""
     out = []
+    c = plan.container
+    if c.staging:
+        reference = spelled_for(c.image, "docker")
+        how = (
+            f"saved once into {archive_file(c.image_archive, reference)} (pulled on this host if it lacks "
+            "it), loaded by a node that lacks it"
+            if c.image_archive
+            else "preloaded on every node by the site"
+        )
+        out.append(f"# staged image {reference}: {how}; its id in lock.json, checked on every node's host "
+                   "before any container starts; the containers run it with --pull never")  # fmt: skip
     corpus = plan.client_scenario.corpus if plan.client_scenario else "pinned"
     for s in plan.staged:
         if s.kind == "shipped":
@@ -149,3 +165,88 @@ def dry_run_lines(plan: Plan) -> list[str]:
             "offline, hashed into lock.json, read by the nodes read-only and offline"
         )
     return out
+
+
+def _docker() -> str:
+    return os.environ.get("DOCKER", "docker")
+
+
+def archive_file(archive: str, reference: str) -> Path:
+    """Where the image of REFERENCE is saved in the runner's archive folder: one file per reference."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", reference)
+    return Path(archive) / f"{safe}.tar"
+
+
+def _local_image(reference: str) -> dict | None:
+    """The submit host's runtime's id and repository digests of REFERENCE; None without it (or without
+    docker on this host)."""
+    if shutil.which(_docker()) is None:
+        return None
+    done = subprocess.run(
+        [_docker(), "image", "inspect", "--format", "{{json .Id}} {{json .RepoDigests}}", reference],
+        capture_output=True, text=True, timeout=INSPECT_TIMEOUT_S, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        return None
+    ident, digests = done.stdout.strip().split(" ", 1)
+    return {"id": json.loads(ident), "repo_digests": sorted(json.loads(digests) or [])}
+
+
+def stage_image(plan: Plan, say: Callable[[str], None] | None = None) -> dict | None:
+    """The config's image made ready for nodes that fetch nothing (the runner's image-staging), as lock.json's
+    `image_staging` records it: the id every node's host check holds its runtime to. archive: saved once
+    into the shared folder (pulled on this host if it lacks it); preloaded: the site's, the id this host
+    knows it by when it has it."""
+    c = plan.container
+    if not c.staging:
+        return None
+    say = say or (lambda text: print(text, file=sys.stderr, flush=True))
+    reference = spelled_for(c.image, "docker")
+    if c.image_archive is None:
+        found = _local_image(reference)
+        if found is None:
+            say(f"# image {reference}: preloaded by the site; this host does not hold it, so lock.json "
+                "names no id and each node records the one it runs")  # fmt: skip
+        return {"mode": "preloaded", "reference": reference, **(found or {"id": None})}
+    target = archive_file(c.image_archive, reference)
+    sidecar = target.with_suffix(".json")
+    if target.is_file() and sidecar.is_file():
+        saved = json.loads(sidecar.read_text())
+        if saved.get("reference") == reference and saved.get("size") == target.stat().st_size:
+            say(f"image {reference}: already staged in {target}")
+            return {"mode": "archive", "archive_file": str(target), **saved}
+        raise StagingError(
+            f"image {reference}: {target} does not match its record {sidecar} (a half-written or replaced "
+            "archive): remove both and submit again"
+        )
+    if shutil.which(_docker()) is None:
+        raise StagingError(
+            f"image {reference}: not yet in the runner's archive {c.image_archive}, and this host has no "
+            f"{_docker()} to save it with: on a machine with the network, `docker pull {reference}` and "
+            f"`docker save -o {target} {reference}`, or submit from a host with docker (DOCKER=podman "
+            "works too)"
+        )
+    if _local_image(reference) is None:
+        say(f"image {reference}: pulling on this host (once; the nodes load it from {c.image_archive})")
+        _run([_docker(), "pull", reference], f"{_docker()} pull {reference}")
+    found = _local_image(reference)
+    if found is None:
+        raise StagingError(f"image {reference}: {_docker()} holds no such image after pulling it")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".partial")
+    say(f"image {reference}: saving into {target}")
+    _run([_docker(), "save", "-o", str(partial), reference], f"{_docker()} save {reference}")
+    partial.replace(target)
+    saved = {"reference": reference, **found, "size": target.stat().st_size}
+    sidecar.write_text(json.dumps(saved, indent=2, sort_keys=True) + "\n")
+    return {"mode": "archive", "archive_file": str(target), **saved}
+
+
+def _run(cmd: list[str], what: str) -> None:
+    """A long step of staging, its own progress on this terminal; its failure a StagingError."""
+    try:
+        done = subprocess.run(cmd, timeout=STAGE_TIMEOUT_S, check=False, stdout=sys.stderr)
+    except OSError as err:
+        raise StagingError(f"{what}: {err}") from None
+    if done.returncode != 0:
+        raise StagingError(f"{what} exited {done.returncode} (its lines above say why)")

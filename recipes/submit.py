@@ -107,9 +107,10 @@ def snapshot(rendered: Rendered, run_dir: Path) -> None:
     setup = node_setup(rendered, recipe)
     try:
         staged = staging.stage(rendered.plan, recipe, run_dir)
+        image = staging.stage_image(rendered.plan)
     except (staging.StagingError, subprocess.TimeoutExpired) as exc:
         raise SubmitError(str(exc)) from None
-    locked = lock(rendered, setup, staged)
+    locked = lock(rendered, setup, staged, image)
     (run_dir / "lock.json").write_text(json.dumps(locked, indent=2, sort_keys=True) + "\n")
 
 
@@ -189,7 +190,9 @@ def image_digest(reference: str) -> str | None:
     return parsed.digest if parsed is not None else None
 
 
-def lock(rendered: Rendered, setup: dict | None = None, staged: dict | None = None) -> dict:
+def lock(
+    rendered: Rendered, setup: dict | None = None, staged: dict | None = None, image: dict | None = None
+) -> dict:
     """What a result depends on, fixed at submission (the report adds the nodes the job ran on); SETUP: the
     wheels the nodes install (node_setup)."""
     plan = rendered.plan
@@ -204,6 +207,8 @@ def lock(rendered: Rendered, setup: dict | None = None, staged: dict | None = No
         # of container_image: pinned by the config (name@sha256:...), else what every node resolved it to
         # (filled in by make report)
         "image_digest": image_digest(plan.container.image),
+        # how the nodes get it without a pull (the runner's image-staging): the id each node is held to
+        "image_staging": image,
         "components": {**dict(plan.components), "aiperf": pinned_version("bench", "aiperf")},
         "config_sha256": plan.config_sha256,
         "rendered_sha256": rendered_hash.hexdigest(),

@@ -320,6 +320,12 @@ class GpuDrain(Model):
         description="Fail when any GPU has more than this fraction of its VRAM in use (InferenceX's gate: "
         "about 10 %), or when a process of the node holds a GPU device.",
     )
+    wait: Annotated[int, bounded(0, 3600)] = Field(
+        900,
+        description="Seconds a node waits for its GPUs to drain before it fails: the previous job's "
+        "processes may still be releasing VRAM when this one starts (InferenceX waits up to 15 minutes). "
+        "Re-checked every 10 s, each check said; 0: one check.",
+    )
 
 
 class NicCheck(Model):
@@ -472,6 +478,86 @@ Ulimit = Annotated[
 ]
 
 
+class HostLibrary(Model):
+    """One host file or folder the containers get read-only (container.rdma-userspace)."""
+
+    host: Annotated[
+        str,
+        shape(
+            r"/[A-Za-z0-9._/*+-]*",
+            "a host path",
+            max_length=256,
+            allowed="an absolute path; * matches "
+            "within one name, as in /usr/lib/x86_64-linux-gnu/libionic*.so",
+        ),
+    ] = Field(description="Absolute host path; may hold * (every match is mounted; none is a failure).")
+    at: (
+        Annotated[
+            str,
+            shape(
+                r"(/[A-Za-z0-9_+-][A-Za-z0-9._+-]*)+/?",
+                "a container path",
+                max_length=256,
+                allowed="an absolute path, ending in / for a folder",
+            ),
+        ]
+        | None
+    ) = Field(
+        None,
+        description="Where the container sees it: absent, the same path; ending in '/', that folder with "
+        "the match's own name; else that exact path (the host path must then match one file).",
+    )
+
+
+class ImageStaging(Model):
+    """How the nodes get the config's image without fetching anything (container-runtime docker): every
+    node's host check makes sure its runtime holds the image lock.json names, by id, before any container
+    starts; `docker run --pull never` then never pulls."""
+
+    archive: AbsPath | None = Field(
+        None,
+        description="A folder on a file system the submit host and the nodes share: `make submit` saves the "
+        "image there once (docker pull and docker save on the submit host, which has the network), and a "
+        "node whose runtime lacks it loads it from there (docker load) at its host check.",
+    )
+    preloaded: bool = Field(
+        False,
+        description="The site puts the image on every node itself (its own pre-pull or mirror): a node "
+        "that lacks it fails its host check at once, named, instead of pulling.",
+    )
+    load_timeout: Annotated[int, bounded(60, 7200)] = Field(
+        1800, description="Seconds a node's docker load of the archive may take (tens of GB from NFS)."
+    )
+
+    @model_validator(mode="after")
+    def _one_way(self) -> Self:
+        if (self.archive is None) == (not self.preloaded):
+            raise ValueError("image-staging: give archive (a shared folder) or preloaded: true, one of them")
+        return self
+
+
+class SlurmExtras(Model):
+    """sbatch options a site needs besides partition, account and time (each rendered as #SBATCH)."""
+
+    gres: (
+        Annotated[str, shape(r"[A-Za-z0-9_:,.-]+", "a gres", max_length=128, allowed="as in gpu:8")] | None
+    ) = Field(None, description="--gres, as in gpu:8 (sites whose GPUs are a generic resource).")
+    qos: Ident | None = Field(None, description="--qos.")
+    reservation: Ident | None = Field(None, description="--reservation.")
+    constraint: (
+        Annotated[
+            str,
+            shape(
+                r"[A-Za-z0-9_&|\[\]*:.-]+",
+                "a constraint",
+                max_length=128,
+                allowed="node features, as in mi355x&ib",
+            ),
+        ]
+        | None
+    ) = Field(None, description="--constraint: node features the job's nodes must have.")
+
+
 class Container(Model):
     """What `docker run` gives each node's container besides the GPUs (container-runtime docker). The
     defaults are the known-working MI355X launch's (InferenceX's job.slurm): RDMA needs locked memory and
@@ -497,14 +583,34 @@ class Container(Model):
         default_factory=lambda: ["/sys"],
         description="Host folders mounted at the same path, read-write (/sys: RDMA and GPU topology).",
     )
-    rdma_devices: list[AbsPath] = Field(
-        default_factory=lambda: [
-            "/dev/infiniband",
-            "/dev/infiniband/rdma_cm",
-            *(f"/dev/infiniband/uverbs{i}" for i in range(8)),
-        ],
-        description="--device each, for a variant whose Mooncake uses rdma (MC_PROTOCOL=rdma): Mooncake "
-        "inside the container finds no RDMA device without them, and moves KV over TCP instead.",
+    user: Literal["submitter", "root"] = Field(
+        "submitter",
+        description="Who the container's processes are: the submitting user with their groups and the "
+        "groups owning the GPU and RDMA device files on the host (numeric, so the image's group names do "
+        "not matter), HOME a folder of the run; the run folder and everything in it stay the user's, and "
+        "NFS root_squash does not refuse its writes. root: the runtime's default, only where RDMA or the "
+        "runtime needs it (say why in root-reason); the run folder must then be on a file system that "
+        "lets root write it, and each node hands its files back to the submitting user when it ends.",
+    )
+    root_reason: (
+        Annotated[
+            str,
+            shape(
+                r"[ -~]{10,300}", "a reason", max_length=300, allowed="printable ASCII, 10 to 300 characters"
+            ),
+        ]
+        | None
+    ) = Field(
+        None,
+        description="user root: why this runner's containers cannot run as the submitting user (said on "
+        "every recipe page of the runner and in the job's output).",
+    )
+    rdma_userspace: list[HostLibrary] = Field(
+        default_factory=list,
+        description="Host files mounted read-only into the containers of a variant whose Mooncake moves KV "
+        "over rdma: the host's verbs library, its NIC providers and /etc/libibverbs.d, because the image's "
+        "may not match the host's driver (an Ubuntu 24.04 image on a 22.04 host). Each must exist on every "
+        "node: a missing one fails the node before its container starts, named.",
     )
     extra: list[DockerWord] = Field(
         default_factory=list,
@@ -517,6 +623,16 @@ class Container(Model):
 NO_CONTAINER_OPTIONS = Container.model_validate(
     {"ulimits": {}, "cap-add": [], "security-opt": [], "host-mounts": []}
 )
+
+
+# Engine environment every launch derives (recipes/build.py): a runner or model setting it contradicts it.
+DERIVED_ENV = {
+    "VLLM_ENGINE_READY_TIMEOUT_S": "set timeouts.engine-ready instead (vLLM's own wait is the job's)",
+    "DO_NOT_TRACK": "every launch turns usage telemetry off already",
+    "VLLM_NO_USAGE_STATS": "every launch turns usage telemetry off already",
+    "MC_IB_TC": "state rdma-traffic-class instead (Mooncake's RDMA is marked with it)",
+    "MC_IB_SL": "state rdma-traffic-class instead (Mooncake's RDMA is marked with it)",
+}
 
 
 class LaunchProfile(Model):
@@ -549,6 +665,9 @@ class LaunchProfile(Model):
     partition: Ident = Field(description="SLURM partition.")
     account: Ident | None = Field(None, description="SLURM account, if the cluster needs one.")
     time_limit: HMS = Field("04:00:00", description="sbatch --time, H:MM:SS.")
+    sbatch: SlurmExtras = Field(
+        default_factory=SlurmExtras, description="Other sbatch options the site needs (gres, qos, ...)."
+    )
     container_runtime: Literal["docker", "pyxis", "none"] = Field(
         description="docker (host network), pyxis/enroot (srun --container-image), none (processes on the "
         "host)."
@@ -563,6 +682,11 @@ class LaunchProfile(Model):
         description="docker, engines not the image's (engine-build simulator or cpu): the image the nodes "
         "run instead of the config's, which is then only recorded (the local container runner: an image "
         "made on this machine holding the node's system tools).",
+    )
+    image_staging: ImageStaging | None = Field(
+        None,
+        description="docker: how the config's image reaches the nodes without a pull (required where the "
+        "engines are the image's: a compute node has no internet, and a pull there costs tens of GB each).",
     )
     container: Container | None = Field(
         None,
@@ -607,6 +731,13 @@ class LaunchProfile(Model):
         "libhsa-runtime64 on some MI355X/ROCm 7.2 clusters). dmabuf: Mooncake's default; ibv-reg-mr: "
         "MOONCAKE_DISABLE_HIP_DMABUF=1 in the engines' environment. Recorded in lock.json; an AMD runner "
         "must state it before a recipe renders MC_PROTOCOL=rdma for it.",
+    )
+    rdma_registration_probe: bool = Field(
+        True,
+        description="A GPU runner whose Mooncake moves KV over rdma: every engine node registers a GPU "
+        "buffer through Mooncake, the way mooncake-registration says, before any engine loads its weights "
+        "(scripts/rdmaprobe.py). A registration that fails or crashes fails the node in seconds, naming "
+        "the other registration to try.",
     )
     rdma_traffic_class: RdmaTrafficClass | None = Field(
         None,
@@ -686,6 +817,9 @@ class LaunchProfile(Model):
     @model_validator(mode="after")
     def _registration_is_stated_once(self) -> Self:
         for engine, env in self.engine_env.items():
+            for name, instead in DERIVED_ENV.items():
+                if name in env:
+                    raise ValueError(f"engine-env.{engine}.{name}: {instead}")
             if "MOONCAKE_DISABLE_HIP_DMABUF" in env:
                 raise ValueError(
                     f"engine-env.{engine}.MOONCAKE_DISABLE_HIP_DMABUF: state mooncake-registration instead "
@@ -746,6 +880,34 @@ class LaunchProfile(Model):
                 "engine-build image needs node-setup: the benchmark client (AIPerf) is in no engine image, "
                 "and nothing may be fetched on the nodes"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _images_are_staged(self) -> Self:
+        """A compute node fetches nothing: docker's default pull policy would pull the image on every node
+        (impossible without internet, tens of GB a node with it)."""
+        if self.image_staging is not None and self.container_runtime != "docker":
+            raise ValueError("image-staging is for container-runtime docker")
+        if self.container_runtime == "docker" and self.image_staging is None:
+            raise ValueError(
+                "container-runtime docker needs image-staging: archive (a folder the submit host and the "
+                "nodes share: make submit saves the image there, a node loads it) or preloaded: true (the "
+                "site puts it on every node); the containers run with --pull never"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _root_is_declared(self) -> Self:
+        o = self.container
+        if o is None:
+            return self
+        if o.user == "root" and o.root_reason is None:
+            raise ValueError(
+                "container.user root needs container.root-reason: why this runner's containers cannot run as "
+                "the submitting user (it is said on its recipe pages and in every job's output)"
+            )
+        if o.user != "root" and o.root_reason is not None:
+            raise ValueError("container.root-reason is for container.user root")
         return self
 
     @model_validator(mode="after")

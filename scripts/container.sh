@@ -1,8 +1,22 @@
 #!/usr/bin/env bash
 # The node's container, on the host side (container-runtime: docker): srun runs this on every node.
 #
-#   container.sh run DOCKER_RUN_ARGS...   one container per job and node, stopped and removed by name
-#   container.sh sweep                    remove every container of this repository left on this node
+#   container.sh run [HOST_OPTIONS...] -- DOCKER_RUN_ARGS...
+#                         one container per job and node, stopped and removed by name
+#   container.sh sweep    remove every container of this repository left on this node
+#
+# HOST_OPTIONS are what only the node's host knows, decided here before `docker run` (a missing one fails the
+# node, named, before its container starts):
+#   --as-submitter        the container runs as the submitting user: their uid, gid and groups, and the
+#                         groups owning the node's GPU and RDMA device files, by number (the image's group
+#                         names need not match the host's); HOME a folder of the run, USER and LOGNAME set
+#                         (an uid the image's passwd lacks has no name: Python's getpass would fail)
+#   --as-root             the runner's declared fallback: root inside, RUN_OWNER=uid:gid so the node hands
+#                         its files back when it ends
+#   --rdma-device NAME    the verbs device of that RDMA NIC (its uverbsN, read from sysfs) and rdma_cm
+#   --rdma-sysfs DIR      where the RDMA devices are listed (default /sys/class/infiniband)
+#   --host-file HOST=AT   a host file or folder (HOST may hold *; every match) mounted read-only at AT
+#                         (empty: the same path; ending in /: that folder, the match's own name)
 #
 # A container is not its `docker` client: a client that slurmstepd SIGKILLs (its KillWait ran out) leaves the
 # container running and holding the node's GPUs for the next job (docs/upstream-facts.md#containers). So every
@@ -92,9 +106,108 @@ on_signal() {
   fi
 }
 
+HOST_ARGS=()
+GROUPS_ADDED=" "
+
+# add_group GID — one --group-add, once.
+add_group() {
+  [[ $GROUPS_ADDED == *" $1 "* ]] && return 0
+  GROUPS_ADDED+="$1 "
+  HOST_ARGS+=(--group-add "$1")
+}
+
+# as_submitter — the container's processes are the submitting user's (see the header).
+as_submitter() {
+  local uid gid name dev mode g home
+  uid=$(id -u)
+  gid=$(id -g)
+  name=$(id -un 2> /dev/null) || name="uid$uid"  # a name only for USER and LOGNAME
+  HOST_ARGS+=(--user "$uid:$gid")
+  for g in $(id -G); do
+    [[ $g == "$gid" ]] || add_group "$g"
+  done
+  # A device file whose group the user needs (not world read-write): its owning group, by number.
+  for dev in /dev/kfd /dev/dri/renderD* /dev/dri/card* /dev/infiniband/*; do
+    [[ -e $dev ]] || continue
+    mode=$(stat -c %a -- "$dev")
+    (((8#$mode & 8#006) == 8#006)) || add_group "$(stat -c %g -- "$dev")"
+  done
+  home=$RUN_DIR/home/$SLURMD_NODENAME
+  mkdir -p -- "$home"
+  HOST_ARGS+=(-e "HOME=$home" -e "USER=$name" -e "LOGNAME=$name")
+}
+
+# rdma_device SYSFS NAME — the verbs device file of RDMA device NAME.
+rdma_device() {
+  local dir=$1/$2/device/infiniband_verbs verbs
+  for verbs in "$dir"/uverbs*; do
+    if [[ -e $verbs ]]; then
+      HOST_ARGS+=(--device "/dev/infiniband/${verbs##*/}")
+      return 0
+    fi
+  done
+  write_outcome 1 nic-not-ready "RDMA device $2 of the runner's nic-devices has no verbs device under $dir"
+  say "RDMA device $2 (the runner's nic-devices) has no verbs device under $dir"
+  exit 1
+}
+
+# host_file HOST=AT — every match of HOST mounted read-only (see the header); none is a failure.
+host_file() {
+  local host=${1%%=*} at=${1#*=} matches=() match real
+  # shellcheck disable=SC2206  # HOST is the runner's, a path whose * is meant to match here
+  matches=($host)
+  if [[ ! -e ${matches[0]} ]]; then
+    write_outcome 1 rdma-userspace-missing "$host (the runner's container.rdma-userspace) is not on $SLURMD_NODENAME"
+    say "$host (the runner's container.rdma-userspace) is not on this host"
+    exit 1
+  fi
+  if ((${#matches[@]} > 1)) && [[ -n $at && $at != */ ]]; then
+    write_outcome 1 rdma-userspace-missing "$host matches ${#matches[@]} files on $SLURMD_NODENAME; it mounts at one path, $at"
+    say "$host matches ${#matches[@]} files; it mounts at one path, $at"
+    exit 1
+  fi
+  for match in "${matches[@]}"; do
+    real=$(readlink -f -- "$match")
+    case $at in
+      '') HOST_ARGS+=(-v "$real:$match:ro") ;;
+      */) HOST_ARGS+=(-v "$real:$at${match##*/}:ro") ;;
+      *) HOST_ARGS+=(-v "$real:$at:ro") ;;
+    esac
+  done
+}
+
+# host_options HOST_OPTIONS... -- — HOST_ARGS from them; the count of words read, in OPTIONS_READ.
+host_options() {
+  local sysfs=/sys/class/infiniband rdma=0
+  OPTIONS_READ=0
+  while (($# > 0)); do
+    case $1 in
+      --) OPTIONS_READ=$((OPTIONS_READ + 1)); return 0 ;;
+      --as-submitter) as_submitter ;;
+      --as-root) HOST_ARGS+=(-e "RUN_OWNER=$(id -u):$(id -g)") ;;
+      --rdma-sysfs) sysfs=$2; shift; OPTIONS_READ=$((OPTIONS_READ + 1)) ;;
+      --rdma-device)
+        ((rdma == 1)) || HOST_ARGS+=(--device /dev/infiniband/rdma_cm)
+        rdma=1
+        rdma_device "$sysfs" "$2"
+        shift
+        OPTIONS_READ=$((OPTIONS_READ + 1))
+        ;;
+      --host-file) host_file "$2"; shift; OPTIONS_READ=$((OPTIONS_READ + 1)) ;;
+      *) say "unknown option $1 (before --)"; exit 2 ;;
+    esac
+    shift
+    OPTIONS_READ=$((OPTIONS_READ + 1))
+  done
+  say "no -- after the host options"
+  exit 2
+}
+
 run() {
   # The node's own teardown runs inside meanwhile (the runner's teardown.container-stop, set by job.sbatch).
   : "${CONTAINER_STOP_S:?set by job.sbatch}"
+  host_options "$@"
+  shift "$OPTIONS_READ"
   if ! sweep "$NAME"; then
     write_outcome 1 container-leftover "a container of an earlier job on $SLURMD_NODENAME cannot be removed"
     exit 1
@@ -103,7 +216,7 @@ run() {
   trap 'on_signal TERM' TERM
   trap 'on_signal INT' INT
   trap 'on_signal HUP' HUP
-  "$DOCKER" run --rm --name "$NAME" --label "$LABEL=$SLURMD_NODENAME" "$@" &
+  "$DOCKER" run --rm --name "$NAME" --label "$LABEL=$SLURMD_NODENAME" "${HOST_ARGS[@]}" "$@" &
   CLIENT=$!
   local rc=0
   # `wait` returns early (>128) when a trapped signal arrives: wait again until the client has ended.
@@ -131,7 +244,7 @@ case ${1:-} in
   run) run "${@:2}" ;;
   sweep) sweep ;;
   *)
-    echo "usage: container.sh run DOCKER_RUN_ARGS... | container.sh sweep" >&2
+    echo "usage: container.sh run [HOST_OPTIONS...] -- DOCKER_RUN_ARGS... | container.sh sweep" >&2
     exit 2
     ;;
 esac

@@ -83,6 +83,7 @@ WORDS = {
     "setup-failed": "node setup <set>: <problem>",
     "gpu-not-drained": "GPUs not drained: <problems>",
     "nic-not-ready": "NICs not ready: <problems>",
+    "image-not-ready": "image not ready: <problems>",
     "leftover-processes": "processes of earlier jobs still run here: <problems>",
     "result-invalid": "result <file> is not valid: <problems>",
     "proof-failed": "proof failed: <reason>",

@@ -13,6 +13,8 @@ import glob
 import json
 import os
 import re
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -101,29 +103,44 @@ def node_facts(module: Path, rocm: Path, rdma: Path) -> dict:
     return facts
 
 
+def _check(args: argparse.Namespace) -> tuple[list[dict], list[str]]:
+    """The node's AMD GPUs, and what keeps them from being free (empty: drained)."""
+    gpus = amd_gpus(Path(args.sysfs))
+    if not gpus:
+        raise DrainError(
+            f"no AMD GPU under {args.sysfs} (is amdgpu loaded, and are /dev/kfd and /dev/dri passed in?)"
+        )
+    busy = [
+        f"{g['card']} ({g['bus']}): {_gib(g['used'])} of {_gib(g['total'])} VRAM in use "
+        f"({100 * g['used'] / g['total']:.0f} %)"
+        for g in gpus
+        if g["used"] / g["total"] > args.max_used
+    ]
+    devices = [d for pattern in args.device for d in sorted(glob.glob(pattern))]
+    return gpus, busy + (holders(Path(args.proc), devices) if devices else [])
+
+
 def cmd_gpu_drain(args: argparse.Namespace) -> int:
+    """Checked until drained or --wait seconds have passed (an earlier job's processes may still be
+    releasing VRAM as this one starts), each wait said; then fails naming what is still held."""
+    deadline = time.monotonic() + args.wait
     try:
-        gpus = amd_gpus(Path(args.sysfs))
-        if not gpus:
-            raise DrainError(
-                f"no AMD GPU under {args.sysfs} (is amdgpu loaded, and are /dev/kfd and /dev/dri passed in?)"
-            )
-        busy = [
-            f"{g['card']} ({g['bus']}): {_gib(g['used'])} of {_gib(g['total'])} VRAM in use "
-            f"({100 * g['used'] / g['total']:.0f} %)"
-            for g in gpus
-            if g["used"] / g["total"] > args.max_used
-        ]
-        devices = [d for pattern in args.device for d in sorted(glob.glob(pattern))]
-        held = holders(Path(args.proc), devices) if devices else []
+        gpus, problems = _check(args)
+        while problems and time.monotonic() < deadline:
+            left = max(0, round(deadline - time.monotonic()))
+            print(one_line(f"gpu-drain: not drained yet, re-checking for up to {left} s more: "
+                           f"{'; '.join(problems)}", 600), file=sys.stderr, flush=True)  # fmt: skip
+            time.sleep(min(args.interval, max(0.0, deadline - time.monotonic())))
+            gpus, problems = _check(args)
     except DrainError as err:
         die(line("gpu-not-drained", problems=err), EXIT_GPU_BUSY)
     if args.facts_out:
         facts = node_facts(Path(args.driver_version), Path(args.rocm_version), Path(args.rdma))
         facts["gpus"] = gpus
         Path(args.facts_out).write_text(json.dumps(facts, indent=1, sort_keys=True) + "\n")
-    if busy or held:
-        die(line("gpu-not-drained", problems="; ".join(busy + held)), EXIT_GPU_BUSY)
+    if problems:
+        waited = f" after waiting {args.wait} s" if args.wait else ""
+        die(line("gpu-not-drained", problems="; ".join(problems) + waited), EXIT_GPU_BUSY)
     worst = max(g["used"] / g["total"] for g in gpus)
     print(f"GPUs drained: {len(gpus)} AMD GPUs, at most {100 * worst:.1f} % of VRAM in use "
           f"(limit {100 * args.max_used:.0f} %), no process holds a GPU device")  # fmt: skip
@@ -142,6 +159,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--max-used", type=_fraction, required=True, help="VRAM in use above this fraction fails (the plan's)"
     )
+    p.add_argument(
+        "--wait", type=int, default=0, help="seconds to keep re-checking a node whose GPUs are still held"
+    )
+    p.add_argument("--interval", type=float, default=10.0, help="seconds between checks while waiting")
     p.add_argument("--sysfs", default="/sys/class/drm", help="where the cards are (tests: a fake tree)")
     p.add_argument("--proc", default="/proc")
     p.add_argument(

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The node's host before any container or engine starts: srun runs this on every node (job.sbatch).
 #
-#   hostcheck.sh [--sweep-containers] [NIC_CHECK_ARGS...]
+#   hostcheck.sh [--sweep-containers] [--image REF --image-staging archive|preloaded --image-load-timeout S]
+#                [NIC_CHECK_ARGS...]
 #
 # 1. --sweep-containers (docker runners): `container.sh sweep` removes what earlier jobs left (by name);
 # 2. `sync.py leftovers` (scripts/leftovers.py): no process of an earlier job of this repository runs here;
-# 3. with arguments, `sync.py nic-check` (scripts/nics.py): the runner's data-plane NICs, what they showed
+# 3. --image (docker runners): `sync.py image-ready` (scripts/images.py): the runtime holds the image lock.json
+#    names, loaded from the runner's archive when absent; the containers then run with --pull never;
+# 4. with arguments, `sync.py nic-check` (scripts/nics.py): the runner's data-plane NICs, what they showed
 #    to state/<node>/nic-facts.json (the run's provenance).
 # A node that fails says `FAILED host preflight on <node>: <message>` and writes its outcome, so the job's
 # verdict names it and its cause; srun --kill-on-bad-exit=1 ends the others, and no container, GPU or
@@ -48,6 +51,10 @@ if [[ ${1:-} == --sweep-containers ]]; then
     fail 1 container-leftover "a container of an earlier job on $NODE cannot be removed (the lines above say which)"
 fi
 check leftover-process leftovers --job "$SLURM_JOB_ID"
+if [[ ${1:-} == --image ]]; then
+  check image-not-staged image-ready --image "$2" --lock "$RUN_DIR/lock.json" "--$4" --load-timeout "$6"
+  shift 6
+fi
 if (($# > 0)); then
   check nic-not-ready nic-check --facts-out "$STATE/$STATE_NIC_FACTS" "$@"
 fi

@@ -19,6 +19,8 @@ COMMANDS = {
     "dist-version": "preflight",
     "setup-env": "nodesetup",
     "gpu-drain": "gpus",
+    "image-ready": "images",
+    "rdma-register": "rdmaprobe",
     "leftovers": "leftovers",
     "nic-check": "nics",
     "ports-free": "ports",

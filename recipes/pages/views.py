@@ -266,6 +266,19 @@ def _container(c) -> str:
         ),
         "pyxis": "started by pyxis (`srun --container-image`)",
     }
+    if c.runtime == "docker" and c.staging:
+        staged = (
+            f"saved by `make submit` into `{c.image_archive}` and loaded by a node that lacks it"
+            if c.image_archive
+            else "put on every node by the site"
+        )
+        who = (
+            f"as root (the runner's declared fallback: {c.root_reason}; each node hands its files back)"
+            if c.root_reason
+            else "as the submitting user and the groups owning the node's GPU and RDMA devices"
+        )
+        return (f"`{c.image}`, {how[c.runtime]}; never pulled on a node ({staged}, checked by id before any "
+                f"container starts), run {who}")  # fmt: skip
     if c.runtime in how:
         return f"`{c.image}`, {how[c.runtime]}"
     return (

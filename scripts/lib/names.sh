@@ -53,6 +53,7 @@ declare -gA _NODE_WORDS=(
   [setup-failed]='node setup %s: %s'
   [gpu-not-drained]='GPUs not drained: %s'
   [nic-not-ready]='NICs not ready: %s'
+  [image-not-ready]='image not ready: %s'
   [leftover-processes]='processes of earlier jobs still run here: %s'
   [result-invalid]='result %s is not valid: %s'
   [proof-failed]='proof failed: %s'

@@ -255,5 +255,21 @@ _node_on_exit() {
   if [[ -d ${STATE_DIR:-} ]]; then
     _node_write_outcome
   fi
+  _node_hand_back
   exit "$_NODE_RC"
+}
+
+# _node_hand_back — a container that ran as root (a runner's declared fallback, RUN_OWNER=uid:gid set by
+# scripts/container.sh) hands what this node wrote in the run folder back to the submitting user, who could
+# not delete root's files otherwise. Said when it cannot.
+_node_hand_back() {
+  [[ -n ${RUN_OWNER:-} && $EUID == 0 ]] || return 0
+  local folders=() folder
+  for folder in "${LOG_DIR:-}" "${STATE_DIR:-}" "${RESULTS_DIR:-}"; do
+    [[ -n $folder && -e $folder ]] && folders+=("$folder")
+  done
+  ((${#folders[@]} > 0)) || return 0
+  chown -R -- "$RUN_OWNER" "${folders[@]}" ||
+    printf 'teardown on %s: could not hand %s back to %s (the lines above say why): remove them as root\n' \
+      "${NODE_NAME:-?}" "${folders[*]}" "$RUN_OWNER" >&2
 }

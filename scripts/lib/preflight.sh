@@ -25,12 +25,22 @@ require_version() {
   _node_info "$_NODE_OUT"
 }
 
-# require_drained_gpus MAX — every AMD GPU free before anything loads: at most MAX of its VRAM in use and no
-# process holding a GPU device; the node's driver, ROCm and NIC firmware go to $STATE_DIR/node-facts.json.
+# require_drained_gpus MAX WAIT — every AMD GPU free before anything loads: at most MAX of its VRAM in use and
+# no process holding a GPU device, re-checked for up to WAIT seconds (an earlier job's VRAM may still be
+# draining); the node's driver, ROCm and NIC firmware go to $STATE_DIR/node-facts.json.
 require_drained_gpus() {
   local rc=0
-  _node_capture gpu-drain "${PYTHON:-python3}" "$SCRIPTS_DIR/sync.py" gpu-drain --max-used "$1" \
+  _node_capture gpu-drain "${PYTHON:-python3}" "$SCRIPTS_DIR/sync.py" gpu-drain --max-used "$1" --wait "$2" \
     --facts-out "$STATE_DIR/$STATE_NODE_FACTS" || rc=$?
+  ((rc == 0)) || fail "$_NODE_OUT"
+  _node_info "$_NODE_OUT"
+}
+
+# require_rdma_registration ARGS... — Mooncake registers this node's GPU memory over the runner's RDMA devices
+# the way the runner says (scripts/rdmaprobe.py), before any engine loads its weights.
+require_rdma_registration() {
+  local rc=0
+  _node_capture rdma-register "${PYTHON:-python3}" "$SCRIPTS_DIR/sync.py" rdma-register "$@" || rc=$?
   ((rc == 0)) || fail "$_NODE_OUT"
   _node_info "$_NODE_OUT"
 }

@@ -85,3 +85,20 @@ def made_up_corpus_client(monkeypatch, tmp_path_factory):
                 "rows": 1, "aiperf": "0.13.0"}  # fmt: skip
 
     monkeypatch.setattr(staging, "client_dataset", client)
+
+
+STAGED_IMAGE = {"mode": "archive", "reference": "vllm/vllm-openai-rocm:v0.33.0", "id": "sha256:" + "a" * 64,
+                "archive_file": "/models/images/vllm_vllm-openai-rocm_v0.33.0.tar"}  # fmt: skip
+
+
+@pytest.fixture
+def staged_image(monkeypatch):
+    """make submit's image staging stood in for (tests/recipes/test_image_staging.py runs the real one against
+    a recording docker): a real runner's archive folder is the site's, never this machine's."""
+    from recipes import staging
+
+    def staged(plan, say=None):
+        return dict(STAGED_IMAGE) if plan.container.staging else None
+
+    monkeypatch.setattr(staging, "stage_image", staged)
+    return STAGED_IMAGE

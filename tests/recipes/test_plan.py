@@ -205,7 +205,10 @@ def test_the_engines_batch_at_the_allocations_concurrency(rendered):
 @pytest.mark.parametrize(
     "runtime, expect",
     [
-        ("docker", "bash ${RECIPE_DIR}/scripts/container.sh run --init --entrypoint  --network host"),
+        (
+            "docker",
+            "bash ${RECIPE_DIR}/scripts/container.sh run -- --pull never --init --entrypoint  --network host",
+        ),
         ("pyxis", "--container-image="),
         ("none", "bash ${RECIPE_DIR}/server_vllm.sh"),
     ],
@@ -438,7 +441,10 @@ def test_host_check_runs_on_every_node_before_the_launch_with_the_runners_nic_da
     mi355x = rendered[SEED].plan
     args = " ".join(flat(mi355x.host_check))
     assert args.startswith("srun --kill-on-bad-exit=1 --nodes=2 --ntasks=2 --ntasks-per-node=1 --label bash")
-    assert "scripts/hostcheck.sh --sweep-containers --interface ens51np0 --rdma-device rdma0" in args
+    assert (
+        "scripts/hostcheck.sh --sweep-containers --image vllm/vllm-openai-rocm:v0.33.0 "
+        "--image-staging archive --image-load-timeout 1800 --interface ens51np0 --rdma-device rdma0" in args
+    )
     assert args.endswith("--timeout 20 --nicctl sudo -n nicctl")  # the command's words last, options kept
     job = rendered[SEED].files["job.sbatch"]
     assert job.index("hostcheck.sh") < job.index("scripts/container.sh run")
@@ -456,7 +462,7 @@ def test_the_lock_names_mooncakes_protocol_and_for_rdma_the_sites_registration(r
     assert "mooncake-registration" not in dict(rendered[SEED].plan.components)  # tcp registers no GPU memory
 
     def target(protocol: str, vendor: str, registration):
-        launch = SimpleNamespace(gpu_vendor=vendor, mooncake_registration=registration)
+        launch = SimpleNamespace(gpu_vendor=vendor, mooncake_registration=registration, nic_devices=["rdma0"])
         return SimpleNamespace(
             disagg=True,
             kv_transfer="mooncake",
@@ -486,10 +492,12 @@ def test_ibv_reg_mr_renders_the_dmabuf_switch_and_the_runner_cannot_set_it_behin
 
     setup = {"python": "3.12", "platform": "manylinux_2_28_x86_64"}
     base = {"gpu-vendor": "amd", "partition": "p", "container-runtime": "docker", "model-root": "/m",
-            "node-address": "slurm-nodeaddr", "node-setup": setup}  # fmt: skip
+            "node-address": "slurm-nodeaddr", "node-setup": setup,
+            "image-staging": {"preloaded": True}}  # fmt: skip
     profile = LaunchProfile.model_validate({**base, "mooncake-registration": "ibv-reg-mr"})
     t = SimpleNamespace(disagg=True, launch=profile, engine="vllm")
-    env = _engine_env(t, SimpleNamespace(engine_env=lambda t, ports: {}), None)
+    engine = SimpleNamespace(engine_env=lambda t, ports: {}, uses_rdma=lambda t: False)
+    env = _engine_env(t, engine, None, SimpleNamespace(engine_ready=3600))
     assert env["MOONCAKE_DISABLE_HIP_DMABUF"] == 1
     with pytest.raises(ValidationError, match="state mooncake-registration instead"):
         LaunchProfile.model_validate({**base, "engine-env": {"vllm": {"MOONCAKE_DISABLE_HIP_DMABUF": 1}}})

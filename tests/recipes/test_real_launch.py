@@ -148,10 +148,15 @@ def test_an_rdma_variant_gets_the_verbs_devices_mooncakes_device_list_and_the_si
     )
     plan = build_plan(t)
     args = " ".join(flat(plan.launch))
-    assert (
-        "--device /dev/infiniband --device /dev/infiniband/rdma_cm --device /dev/infiniband/uverbs0" in args
+    # the verbs devices of the runner's NICs and the host's RDMA userspace, found on each node's host
+    devices = " ".join(f"--rdma-device rdma{i}" for i in range(8))
+    assert f"container.sh run --as-submitter {devices} --host-file " in args
+    assert "--host-file /etc/libibverbs.d= -- --pull never" in args
+    assert "seccomp=unconfined -v /sys:/sys --ulimit core=0 -e RUN_DIR" in args
+    # every engine node registers GPU memory over those NICs before any weights load
+    assert " ".join(flat(plan.rdma_probe)) == (
+        "--host ${NODE_ADDR} --devices rdma0,rdma1,rdma2,rdma3,rdma4,rdma5,rdma6,rdma7 --engine-command vllm"
     )
-    assert "--device /dev/infiniband/uverbs7 -v /sys:/sys --ulimit core=0 -e RUN_DIR" in args
     for role in ("prefill", "decode"):
         extra_config = kv_config(plan, role, {})["kv_connector_extra_config"]
         assert extra_config["device_name"] == ",".join(f"rdma{i}" for i in range(8))

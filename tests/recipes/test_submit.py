@@ -127,7 +127,7 @@ def test_a_recorded_known_issue_workaround_reaches_the_lock_file(configs, tmp_pa
     assert plain["workarounds"] == []
 
 
-def test_submit_copies_only_what_the_plan_ships(configs, tmp_path, fake_sbatch, monkeypatch):
+def test_submit_copies_only_what_the_plan_ships(configs, tmp_path, fake_sbatch, monkeypatch, staged_image):
     """A real cluster's run folder holds no simulator trace set; our proxy only where it is the router; the
     node setup's lock and wheels where the runner has one (tests/recipes/test_nodesetup.py)."""
     env, _ = fake_sbatch
@@ -154,7 +154,7 @@ def test_submit_copies_only_what_the_plan_ships(configs, tmp_path, fake_sbatch, 
 
 
 def test_staging_hashes_the_corpus_into_the_lock_and_links_it_for_the_run_or_stops_naming_it(
-    configs, tmp_path, fake_sbatch, monkeypatch
+    configs, tmp_path, fake_sbatch, monkeypatch, staged_image
 ):
     """Nothing is fetched on a compute node: the client's own staging puts the pinned public dataset in the
     site's cache at submission (tests/recipes/conftest.py stands in for it here; tests/engines/
@@ -168,7 +168,9 @@ def test_staging_hashes_the_corpus_into_the_lock_and_links_it_for_the_run_or_sto
     )
     seed = render_config("kimik2.5-fp4-mi355x-vllm-disagg-agentic", configs)[0]
     run_dir = submit.submit(seed, tmp_path / "staged", env=env).run_dir
-    traces = json.loads((run_dir / "lock.json").read_text())["inputs"]["traces"]
+    locked = json.loads((run_dir / "lock.json").read_text())
+    assert locked["image_staging"] == staged_image  # the id every node's host check holds its runtime to
+    traces = locked["inputs"]["traces"]
     name = "semianalysis_cc_traces_weka_with_subagents_060826_256k"
     assert (traces["kind"], traces["dataset"], traces["corpus"]) == ("hf-dataset", name, "published")
     assert set(traces["files"]) == {f"{name}-train.arrow"} and len(traces["sha256"]) == 64

@@ -164,7 +164,7 @@ def test_every_int_setting_has_an_upper_bound():
 
 
 REAL = {"gpu-vendor": "amd", "partition": "compute", "container-runtime": "docker", "model-root": "/models",
-        "data-plane-interface": "ens51np0",
+        "data-plane-interface": "ens51np0", "image-staging": {"archive": "/models/images"},
         "node-setup": {"python": "3.12", "platform": "manylinux_2_28_x86_64"}}
 
 

@@ -49,6 +49,8 @@ def test_every_cause_but_unknown_has_a_signature_and_a_blame_the_ledger_knows():
         "nic-not-ready",
         "leftover-process",
         "rdma-retry-exceeded",  # one NIC's fault: every transfer through it fails (sglang#29127)
+        "image-not-staged",  # its runtime lacks the job's image (preloaded), or holds another build
+        "rdma-userspace-missing",  # a host RDMA library or verbs device the runner names is not there
     }
 
 
@@ -59,10 +61,10 @@ def test_the_failure_catalog_expects_causes_of_the_registry():
 
 
 def test_cause_ids_written_by_bash_are_the_registry_s():
-    """container.sh runs without Python on the host: it writes its two ids literally."""
+    """container.sh runs without Python on the host: it writes its ids literally."""
     text = (SCRIPTS / "container.sh").read_text()
     written = set(re.findall(r"write_outcome \S+ ([a-z][a-z-]+) ", text))
-    assert written == {"container-leftover", "container-failed"}
+    assert written == {"container-leftover", "container-failed", "nic-not-ready", "rdma-userspace-missing"}
     assert written <= IDS
 
 
@@ -149,4 +151,7 @@ def test_cause_ids_hostcheck_writes_are_the_registry_s():
     text = (SCRIPTS / "hostcheck.sh").read_text()
     written = set(re.findall(r"^\s*check ([a-z][a-z-]+) ", text, re.M))
     written |= set(re.findall(r"^\s*fail [0-9]+ ([a-z][a-z-]+) ", text, re.M))
-    assert written == {"leftover-process", "nic-not-ready", "container-leftover"} and written <= IDS
+    assert (
+        written == {"leftover-process", "nic-not-ready", "container-leftover", "image-not-staged"}
+        and written <= IDS
+    )

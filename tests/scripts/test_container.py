@@ -54,7 +54,8 @@ class Node:
         }
 
     def start(self, job: str, command: str = NODE, image: str | None = None) -> subprocess.Popen:
-        argv = ["bash", str(SCRIPT), "run", "--init", "--network", "host", image or self.image, "bash", "-c"]
+        argv = ["bash", str(SCRIPT), "run", "--as-submitter", "--", "--init", "--network", "host",
+                image or self.image, "bash", "-c"]  # fmt: skip
         return subprocess.Popen(
             [*argv, command], env=self.env(job), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
@@ -161,7 +162,7 @@ def test_a_missing_image_fails_the_node_at_once_naming_it(node):
 def test_a_node_without_a_working_docker_fails_before_anything_starts(node):
     env = {**node.env("108"), "DOCKER": str(node.run_dir / "no-docker")}
     done = subprocess.run(
-        ["bash", str(SCRIPT), "run", node.image, "true"], env=env, capture_output=True, text=True, timeout=60
+        ["bash", str(SCRIPT), "run", "--", node.image, "true"], env=env, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 1
     assert (
@@ -177,7 +178,7 @@ def test_what_the_images_reference_is_on_the_node_is_recorded_before_the_run(nod
     """job.sbatch exports CONTAINER_IMAGE; the real runtime's image id and repository digest are written."""
     env = {**node.env("109"), "CONTAINER_IMAGE": node.image}
     done = subprocess.run(
-        ["bash", str(SCRIPT), "run", node.image, "bash", "-c", "exit 0"],
+        ["bash", str(SCRIPT), "run", "--", node.image, "bash", "-c", "exit 0"],
         env=env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -197,7 +198,7 @@ def test_an_image_that_cannot_be_inspected_is_said_and_docker_run_says_why(node)
     missing = "localhost/disagg-recipes-missing:0"
     env = {**node.env("110"), "CONTAINER_IMAGE": missing}
     done = subprocess.run(
-        ["bash", str(SCRIPT), "run", missing, "true"], env=env, capture_output=True, text=True, timeout=60
+        ["bash", str(SCRIPT), "run", "--", missing, "true"], env=env, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 125
     assert f"container on {node.name}: cannot inspect {missing} before the run:" in done.stderr
@@ -216,3 +217,19 @@ def test_the_host_preflight_removes_what_an_earlier_job_left_before_anything_sta
     assert f"container on {node.name}: removed disagg-111-{node.name} (left by job 111)" in done.stderr
     assert done.stdout == f"host preflight on {node.name}: no process of an earlier job left\n"
     assert node.containers() == []
+
+
+def test_the_container_runs_as_the_submitting_user_with_a_home_in_the_run(node):
+    """--as-submitter through the real runtime: the host's uid and gid, HOME a folder of the run (the user's
+    own), USER set (an uid the image does not know has no name, and Python's getpass would fail)."""
+    done = node.start("120", 'echo node started; echo "$HOME $USER"; cat /proc/self/status')
+    out, err = done.communicate(timeout=RUN_TIMEOUT_S)
+    assert done.returncode == 0, err
+    home = node.run_dir / "home" / node.name
+    user = subprocess.run(["id", "-un"], capture_output=True, text=True, check=True).stdout.strip()
+    assert out.splitlines()[1] == f"{home} {user}"
+    status = dict(line.split(":", 1) for line in out.splitlines()[2:] if ":" in line)
+    assert status["Uid"].split()[:2] == [str(os.getuid())] * 2  # real and effective
+    assert status["Gid"].split()[:2] == [str(os.getgid())] * 2
+    assert set(status["Groups"].split()) >= {str(g) for g in os.getgroups() if g != os.getgid()}
+    assert home.is_dir() and home.stat().st_uid == os.getuid()

@@ -129,3 +129,38 @@ def test_the_node_s_facts_are_written_for_the_run_s_provenance(sysfs, tmp_path):
     assert doc["rdma_firmware"] == {"rdma0": "1.117.5-a-45"}
     assert doc["gpus"] == [{"card": "card0", "bus": "0000:05:00.0", "total": TOTAL, "used": IDLE}]
     assert os.stat(facts).st_size < 4096
+
+
+def test_a_gpu_that_drains_while_the_node_waits_passes(sysfs):
+    """An earlier job's VRAM still being released when this one starts: waited for (InferenceX waits up to 15
+    minutes), each re-check said, and the node goes on once it is free."""
+    for n in range(2):
+        card(sysfs, n, used=int(0.5 * TOTAL) if n == 1 else IDLE)
+    used = sysfs / "card1" / "device" / "mem_info_vram_used"
+    nothing = sysfs.parent.parent / "no-device"
+    proc = subprocess.Popen(
+        [sys.executable, str(SYNC), "gpu-drain", "--sysfs", str(sysfs), "--device", str(nothing), *MAX,
+         "--wait", "120", "--interval", "0.2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    first = proc.stderr.readline()  # the node says it waits before the memory is released
+    assert first.startswith("gpu-drain: not drained yet, re-checking for up to "), first
+    assert "card1 (0000:15:00.0): 96.0 GiB of 192.0 GiB VRAM in use (50 %)" in first
+    used.write_text(f"{IDLE}\n")
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    assert out.startswith("GPUs drained: 2 AMD GPUs")
+
+
+def test_a_gpu_still_held_when_the_wait_ends_fails_saying_how_long_it_waited(sysfs):
+    card(sysfs, 0, used=int(0.5 * TOTAL))
+    done = drain(sysfs, "--wait", "1", "--interval", "0.2")
+    assert done.returncode == 1
+    assert done.stderr.count("gpu-drain: not drained yet") >= 2
+    assert done.stderr.strip().splitlines()[-1].endswith("(50 %) after waiting 1 s")
+
+
+def test_the_wait_is_the_runner_s_and_rendered():
+    """MI355X's default: 15 minutes, the rendered preflight line carries it."""
+    assert GpuDrain().wait == 900

@@ -6,6 +6,7 @@
 # Read by the engines: vllm, Mooncake and ROCm libraries, and what the runner's launch
 # profile adds (configs/launch.yaml: a local runner's simulator knobs, SIM_*). The Hub's offline switches
 # hold for every process of the node: nothing is fetched on a compute node.
+export DO_NOT_TRACK=1
 export HF_DATASETS_OFFLINE=1
 export HF_HUB_OFFLINE=1
 export HSA_ENABLE_SDMA=1
@@ -14,6 +15,7 @@ export VLLM_ENGINE_READY_TIMEOUT_S=3600
 export VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS=1200
 export VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT=480
 export VLLM_MOONCAKE_BOOTSTRAP_PORT=8998
+export VLLM_NO_USAGE_STATS=1
 export VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=INT4
 export VLLM_ROCM_USE_AITER=1
 export VLLM_ROCM_USE_AITER_PAGED_ATTN=0

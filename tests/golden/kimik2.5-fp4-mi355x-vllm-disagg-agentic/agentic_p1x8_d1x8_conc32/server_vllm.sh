@@ -53,7 +53,7 @@ case "$ROLE" in
     require_commands python3 vllm
     ;;
 esac
-require_drained_gpus 0.1
+require_drained_gpus 0.1 900
 if [[ $RANK == 0 ]]; then
   require_commands python3 proxy-python3 aiperf
   require_version aiperf aiperf 0.13.0

@@ -6,8 +6,12 @@
 # Read by the engines: sglang, Mooncake and ROCm libraries, and what the runner's launch
 # profile adds (configs/launch.yaml: a local runner's simulator knobs, SIM_*). The Hub's offline switches
 # hold for every process of the node: nothing is fetched on a compute node.
+export DO_NOT_TRACK=1
 export HF_DATASETS_OFFLINE=1
 export HF_HUB_OFFLINE=1
+export MC_IB_SL=3
+export MC_IB_TC=96
 export SIM_KV_WAIT_S=30
 export TRANSFORMERS_OFFLINE=1
+export VLLM_NO_USAGE_STATS=1
 

@@ -7,6 +7,7 @@
 # profile adds (configs/launch.yaml: a local runner's simulator knobs, SIM_*). The Hub's offline switches
 # hold for every process of the node: nothing is fetched on a compute node.
 export AITER_LOG_LEVEL=ERROR
+export DO_NOT_TRACK=1
 export GLOO_SOCKET_IFNAME=lo
 export HF_DATASETS_OFFLINE=1
 export HF_HUB_OFFLINE=1
@@ -40,6 +41,7 @@ export SGLANG_USE_AITER=1
 export SIM_KV_WAIT_S=30
 export TORCH_NCCL_BLOCKING_WAIT=1
 export TRANSFORMERS_OFFLINE=1
+export VLLM_NO_USAGE_STATS=1
 
 # MoRI's dispatch budgets (tokens per rank) and the admission limit, as the known-working
 # launch derives them from this variant: largest concurrency 4.

@@ -6,14 +6,17 @@
 # Read by the engines: vllm, Mooncake and ROCm libraries, and what the runner's launch
 # profile adds (configs/launch.yaml: a local runner's simulator knobs, SIM_*). The Hub's offline switches
 # hold for every process of the node: nothing is fetched on a compute node.
+export DO_NOT_TRACK=1
 export HF_DATASETS_OFFLINE=1
 export HF_HUB_OFFLINE=1
 export SIM_HBM_CACHE_TOKENS=2048
 export SIM_KV_WAIT_S=30
 export SIM_L2_CHUNK_TOKENS=256
 export TRANSFORMERS_OFFLINE=1
+export VLLM_ENGINE_READY_TIMEOUT_S=120
 export VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT=480
 export VLLM_MOONCAKE_BOOTSTRAP_PORT=8998
+export VLLM_NO_USAGE_STATS=1
 
 # LMCache MP server on prefill nodes (one L1 pool per node).
 # L1 is the prefill server's KV-offload DRAM budget as InferenceX states it: per server, proportional

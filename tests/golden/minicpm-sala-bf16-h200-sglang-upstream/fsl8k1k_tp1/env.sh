@@ -6,7 +6,9 @@
 # Read by the engines: sglang, Mooncake and ROCm libraries, and what the runner's launch
 # profile adds (configs/launch.yaml: a local runner's simulator knobs, SIM_*). The Hub's offline switches
 # hold for every process of the node: nothing is fetched on a compute node.
+export DO_NOT_TRACK=1
 export HF_DATASETS_OFFLINE=1
 export HF_HUB_OFFLINE=1
 export TRANSFORMERS_OFFLINE=1
+export VLLM_NO_USAGE_STATS=1
 
