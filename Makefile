@@ -85,7 +85,8 @@ render: $(STAMP)
 # make parity CONFIG=<key> [VARIANT=<v>] [INFERENCEX=<dir>] [CONFIGS=<master file>]: our launch held against
 # InferenceX's known-working one, every variant unless VARIANT names one; CONFIGS: both sides from that master
 # file (ours rendered as make render CONFIGS= does); exits 1 on a difference configs/parity/reviewed.yaml does
-# not explain, 2 when the comparison cannot be made (a config that does not render yet says why).
+# not explain, 2 when the comparison cannot be made (a config that does not render yet says why), 3 when there
+# is nothing to compare with (InferenceX never ran the config's model with its engine on its GPU; said first).
 parity: $(STAMP)
 	@$(PY) -m recipes.parity $(CONFIG) $(if $(VARIANT),--variant $(VARIANT)) \
 		$(if $(INFERENCEX),--inferencex $(INFERENCEX)) $(if $(CONFIGS),--configs $(CONFIGS))

@@ -10,7 +10,10 @@ configs/parity/reviewed.yaml; anything else is unexplained and the command exits
 Every variant of CONFIG is compared unless --variant names one. --configs: the master file both sides are read
 from (ours rendered from it as `make render CONFIGS=` does, InferenceX's entry read from it); without it ours
 comes from configs/*-master.yaml and theirs from the launch's own `entry` file (a launch whose configs are
-InferenceX's own entries, `ours-from-entry`, renders ours from that file too).
+InferenceX's own entries, `ours-from-entry`, renders ours from that file too, unless our configs hold a copy).
+A site's copy on a runner of its own is rendered on its runner, held against InferenceX's own entry, and the
+runner is a difference. Exit 0: all explained; 1: a difference unexplained; 2: the comparison cannot be made;
+3: no known-working counterpart (InferenceX never ran the config's model with its engine on its GPU).
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from schemas import yamlio
+from schemas import lint, yamlio
+from schemas.findings import did_you_mean
 
 from .build import build_plan
 from .engines.lines import PROGRAMS
@@ -42,8 +46,19 @@ IMAGE_PYTHONPATH = "<the image's PYTHONPATH>"  # what env.sh's prefix goes befor
 IMAGE_LD_LIBRARY_PATH = "<the image's LD_LIBRARY_PATH>"
 
 
+# Exit codes: 0 every difference explained; 1 a difference unexplained (or a review stale); 2 the comparison
+# cannot be made (a file missing, a key not recorded, a config that does not render yet); 3 nothing to compare
+# with: InferenceX never ran the config's model with its engine on its GPU.
+EXIT_UNEXPLAINED, EXIT_CANNOT_COMPARE, EXIT_NO_COUNTERPART = 1, 2, 3
+
+
 class ParityError(Exception):
     """The comparison cannot be made (no InferenceX launch for the config, a file missing)."""
+
+
+class NoCounterpart(ParityError):
+    """InferenceX has no known-working launch of the config's model with its engine on its GPU (or runner):
+    there is nothing to compare with, which is said before anything asks for InferenceX's files."""
 
 
 @dataclass(frozen=True)
@@ -195,7 +210,11 @@ def _container_words(plan, values) -> dict:
     if "run" not in words:
         return {}
     words = words[words.index("run") + 1 :]
-    out, i = {}, 0
+    out: dict = {}
+    if "--" in words:  # scripts/container.sh's host options: what the node's host decides before docker run
+        out = _host_options(words[: words.index("--")])
+        words = words[words.index("--") + 1 :]
+    i = 0
     while i < len(words) and words[i].startswith("-"):
         flag = words[i]
         takes = flag not in ("--init", "--privileged")
@@ -203,6 +222,27 @@ def _container_words(plan, values) -> dict:
             item, value = _option(flag, words[i + 1] if takes else True)
             out[item] = value
         i += 2 if takes else 1
+    return out
+
+
+def _host_options(words: list[str]) -> dict:
+    """container.sh's host options as the docker run options they become on the node: the user, the verbs
+    device of each RDMA NIC named (its uverbsN is the host's to find), the host files mounted read-only."""
+    out: dict = {}
+    i = 0
+    while i < len(words):
+        flag = words[i]
+        if flag == "--as-submitter":
+            out["--user"] = "the submitting user, with the groups owning the GPU and RDMA device files"
+        elif flag == "--as-root":
+            out["--user"] = "root, files handed back to the submitting user"
+        elif flag == "--rdma-device":
+            out["--device /dev/infiniband/rdma_cm"] = True
+            out[f"--device /dev/infiniband/<verbs device of {words[i + 1]}>"] = True
+        elif flag == "--host-file":
+            host, _, at = words[i + 1].partition("=")
+            out[f"-v {host}:{at or host}:ro"] = True
+        i += 1 if flag in ("--as-submitter", "--as-root") else 2
     return out
 
 
@@ -765,11 +805,97 @@ def explain(
     return out, stale
 
 
+# ---- which of InferenceX's launches a config is held against -----------------------------------------------
+
+
+def _shown_path(path: Path) -> str:
+    return str(path.relative_to(ROOT_DIR)) if path.is_relative_to(ROOT_DIR) else str(path)
+
+
+def _gpu_in_key(key: str, model: str) -> str | None:
+    """The GPU a key in InferenceX's naming states: `<model-prefix>-<precision>-<gpu>-<framework>...`, model
+    being `<model-prefix>-<precision>`; None for a key named otherwise (our local configs)."""
+    rest = key[len(model) + 1 :].split("-") if key.startswith(f"{model}-") else []
+    return rest[0] if len(rest) > 1 and rest[0] else None
+
+
+def launch_for(key: str, configs: Path | None = None) -> dict:
+    """InferenceX's recorded launch KEY is held against (configs/parity/inferencex.yaml lists the keys
+    each launch covers). None recorded, the config itself says why, without InferenceX's files: a
+    ParityError naming the recorded keys of its model and engine on its GPU when InferenceX ran that (KEY
+    is to be recorded under one of them), NoCounterpart when InferenceX never ran its model with its
+    engine on its GPU (or runner). A model is its `<model-prefix>-<precision>`, a GPU the one a key
+    names, else the runner's profile label."""
+    launches = _read_yaml(FACTS_FILE).get("launches") or {}
+    launch = next((f for f in launches.values() if key in f.get("configs", [])), None)
+    if launch is not None:
+        return launch
+    facts = _shown_path(FACTS_FILE)
+    masters = [_read_yaml(p) for p in ([configs] if configs else lint.default_configs())]
+    entry = next((m[key] for m in masters if isinstance(m.get(key), dict)), None)
+    if entry is None:
+        where = _shown_path(configs) if configs else lint.DEFAULT_CONFIG_GLOB
+        known = [k for m in masters for k in m] + [k for f in launches.values() for k in f.get("configs", [])]
+        hint = did_you_mean(key, known)
+        raise ParityError(
+            f"{key}: no such config in {where}, and no InferenceX launch is recorded for it in {facts}"
+            + (f" ({hint})" if hint else "")
+        )
+    model_id, framework, runner = (str(entry.get(k) or "?") for k in ("model", "framework", "runner"))
+    model = f"{entry.get('model-prefix')}-{entry.get('precision')}"
+    engine = framework.split("-")[0]
+    profiles = lint.lint_launch(ROOT_DIR / lint.DEFAULT_LAUNCH, lint.Report())
+    label = profiles.label_of(runner) if profiles else runner
+    gpu = _gpu_in_key(key, model)
+    where = gpu or label
+    ours_on = {gpu, runner, label} - {None}
+    ran = {  # InferenceX's recorded keys of the model with the engine -> the GPU each names
+        k: g
+        for f in launches.values()
+        if str(f.get("engine", "vllm")) == engine
+        for k in f.get("configs", [])
+        if (g := _gpu_in_key(k, model))
+    }
+    same = sorted(k for k, g in ran.items() if {g, profiles.label_of(g) if profiles else g} & ours_on)
+    if same:
+        raise ParityError(
+            f"no InferenceX launch recorded for {key}: InferenceX ran {model_id} with {engine} on {where} as "
+            f"{', '.join(same)}; if {key} copies one of those entries, add it to that launch's configs in "
+            f"{facts}, else record InferenceX's own launch of it there"
+        )
+    gpus = ", ".join(sorted(set(ran.values())))
+    profile = profiles.profiles.get(label) if profiles else None
+    local = profile is not None and profile.engine_build != "image"  # simulated or CPU engines, no GPU
+    run = f"make demo CONFIG={key}" if local else f"make submit CONFIG={key}"
+    steps = [
+        f"make check-engines CONFIG={key}, then a run ({run}) whose proofs and result gate hold its numbers"
+    ]
+    if ran:
+        keys = " and ".join(f"CONFIG={k}" for k in sorted(ran))
+        steps.append(
+            f"the configs InferenceX did run on {gpus} are held against its launches: make parity {keys}"
+        )
+    if not local:
+        steps.append(
+            f"once InferenceX runs {model_id} with {engine} on {where}, record that launch in {facts} and "
+            "run make parity again"
+        )
+    raise NoCounterpart(
+        f"no known-working counterpart: InferenceX never ran {model_id} with {engine} on {where}; parity has "
+        f"nothing to compare {key} with{f' (it ran it on {gpus} only)' if ran else ''}.\n"
+        "What follows: this launch's values rest on this repository's checks alone (make lint judges every "
+        "setting against the model and the runner, make check-engines every engine and client line against "
+        f"the engines' own parsers); none of them is known to have worked with {engine} on {where}.\n"
+        f"What to do instead: {'; '.join(steps)}."
+    )
+
+
 @dataclass(frozen=True)
 class Comparison:
     plan: object
     found: list
     stale: list
+    their_runner: str | None = None  # InferenceX's runner, when ours is a site's copy on a runner of its own
 
 
 class NotRendered(ParityError):
@@ -779,15 +905,19 @@ class NotRendered(ParityError):
 def compare(key: str, variant: str | None, inferencex: Path, configs: Path | None = None) -> list[Comparison]:
     """One comparison per variant of KEY (or only VARIANT's). configs: the master file both sides are read
     from, as `make render CONFIGS=` reads it; else ours from our configs (or, for a launch whose configs are
-    InferenceX's own entries, from its entry file) and theirs from the launch's entry file."""
-    facts = _read_yaml(FACTS_FILE).get("launches") or {}
-    launch = next((f for f in facts.values() if key in f.get("configs", [])), None)
-    if launch is None:
-        known = sorted(k for f in facts.values() for k in f.get("configs", []))
-        raise ParityError(f"no InferenceX launch recorded for {key} in {FACTS_FILE.name} (known: {known})")
-    entry_file = configs or inferencex / _field(launch, "entry")
+    InferenceX's own entries, from its entry file unless our configs hold a copy of it) and theirs from the
+    launch's entry file. Ours is always what `make submit` would launch: a site's copy of InferenceX's
+    entry on a runner of its own is rendered on that runner and held against InferenceX's own entry on
+    InferenceX's runner, the two runners a difference like any other (unexplained until reviewed)."""
+    launch = launch_for(key, configs)
+    entry_key = launch.get("entry-key") or key
+    own_file = inferencex / _field(launch, "entry")  # InferenceX's own entry
+    site_copy = configs is None and any(
+        isinstance(_read_yaml(p).get(key), dict) for p in lint.default_configs()
+    )
+    from_entry = launch.get("ours-from-entry") and not site_copy
     try:
-        loaded = load(key, [entry_file] if configs or launch.get("ours-from-entry") else None)
+        loaded = load(key, [configs] if configs else [own_file] if from_entry else None)
         targets = [t for t in loaded.targets(key) if variant in (None, t.variant)]
         if not targets:
             raise ParityError(f"{key} has no variant {variant!r}")
@@ -797,19 +927,46 @@ def compare(key: str, variant: str | None, inferencex: Path, configs: Path | Non
         raise NotRendered(f"{key} does not render yet: {said}") from None
     except Unsupported as exc:
         raise NotRendered(f"{key} does not render yet: {exc}") from None
+    entry_file = configs or own_file
+    if configs and own_file.is_file() and isinstance(_read_yaml(own_file).get(entry_key), dict):
+        # a master file whose entry runs elsewhere than InferenceX's own is a site's copy, not its entry
+        given, own = (str(_entry(f, entry_key).get("runner")) for f in (configs, own_file))
+        if loaded.launch.label_of(given) != loaded.launch.label_of(own):
+            entry_file = own_file
+    their_runner = str(_entry(entry_file, entry_key).get("runner") or "")
     reviewed = _read_yaml(REVIEWED_FILE).get("differences", [])
     out = []
     for target, plan in plans:
         job_conc = max(b.concurrency for b in plan.benchmarks)
-        found = differences(
-            ours(plan), theirs(launch, inferencex, entry_file, key, target.point.path, job_conc)
-        )
-        out.append(Comparison(plan, *explain(found, reviewed, key, plan.variant)))
+        elsewhere = bool(their_runner) and loaded.launch.label_of(their_runner) != target.runner_label
+        try:
+            their_side = theirs(launch, inferencex, entry_file, key, target.point.path, job_conc)
+        except ParityError as exc:
+            if not elsewhere:
+                raise
+            raise ParityError(
+                f"{key} {plan.variant} on {target.runner_label} (a copy of InferenceX's entry, which runs on "
+                f"{their_runner}) was never compared: {exc}"
+            ) from None
+        our_side = ours(plan)
+        if elsewhere:  # the site's runner against InferenceX's: a difference to review, never a silent pass
+            our_side["derived"]["all"]["runner"] = target.runner_label
+            their_side["derived"]["all"]["runner"] = their_runner
+        found = differences(our_side, their_side)
+        stated = their_runner if elsewhere else None
+        out.append(Comparison(plan, *explain(found, reviewed, key, plan.variant), stated))
     return out
 
 
-def report(plan, found: list[Difference], stale: list[dict]) -> str:
+def report(plan, found: list[Difference], stale: list[dict], their_runner: str | None = None) -> str:
     lines = [f"parity {plan.config_key} {plan.variant} against InferenceX's known-working launch"]
+    if their_runner:  # a site's copy: its own launch, on its own runner, is what is compared
+        lines = [
+            f"parity {plan.config_key} {plan.variant} on {plan.runner} against InferenceX's known-working "
+            f"launch on {their_runner}",
+            f"InferenceX never ran this entry on {plan.runner}: what is compared is the launch rendered for "
+            f"{plan.runner}, and the runner itself is a difference to review like any other",
+        ]
     lines.append(f"{'category':<12}{'differences':>12}{'explained':>11}{'unexplained':>13}")
     for category in CATEGORIES:
         mine = [d for d in found if d.category == category]
@@ -842,19 +999,23 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     inferencex = args.inferencex or default_inferencex()
     try:
+        launch_for(args.config, args.configs)  # nothing to compare with is said before InferenceX's files are
         if not inferencex.is_dir():
             raise ParityError(f"{inferencex} is not a folder: point INFERENCEX= at InferenceX's files")
         compared = compare(args.config, args.variant, inferencex, args.configs)
+    except NoCounterpart as exc:
+        print(f"parity: {exc}", file=sys.stderr)
+        return EXIT_NO_COUNTERPART
     except ParityError as exc:
         print(f"parity: {exc}", file=sys.stderr)
-        return 2
-    print("\n\n".join(report(c.plan, c.found, c.stale) for c in compared))
+        return EXIT_CANNOT_COMPARE
+    print("\n\n".join(report(c.plan, c.found, c.stale, c.their_runner) for c in compared))
     bad = [c for c in compared if c.stale or any(d.explained_by is None for d in c.found)]
     if len(compared) > 1:
         print(
             f"\n{len(compared)} variants compared, {len(bad)} with unexplained differences or stale reviews"
         )
-    return 1 if bad else 0
+    return EXIT_UNEXPLAINED if bad else 0
 
 
 if __name__ == "__main__":
