@@ -13,7 +13,7 @@ from pydantic import Field, model_validator
 
 from .base import EnvInt, EnvName, EnvValue, Model, ModelId, SettingText, bounded, prose, shape
 from .findings import did_you_mean
-from .launch import Arg, Engine
+from .launch import DERIVED_ENV, Arg, Engine
 from .settings import REGISTRY, SettingError, flag_owner, lookup, resolve, split_setting
 
 # The GPU vendor a recipe block is for (a launch profile's gpu-vendor), or `any`: every vendor.
@@ -262,6 +262,16 @@ class EngineRecipe(Model):
         description="The recipe of an agentic-coding run, in place of this one (a known-working launch tunes "
         "agentic runs apart: context, radix cache, chunking).",
     )
+
+    @model_validator(mode="after")
+    def _env_is_not_the_launchs(self) -> Self:
+        """What every launch derives (the engine wait from the runner's, telemetry off, the traffic class)."""
+        envs = {"env": self.env, "dp-attention.env": self.dp_attention.env if self.dp_attention else {}}
+        for where, env in envs.items():
+            for name, instead in DERIVED_ENV.items():
+                if name in env:
+                    raise ValueError(f"{where}.{name}: {instead}")
+        return self
 
     @model_validator(mode="after")
     def _agentic_is_one_level(self) -> Self:

@@ -199,3 +199,20 @@ def test_a_docker_runner_without_image_staging_is_refused(tmp_path):
     done = run(repo, "-m", "schemas.lint")
     assert done.returncode == 1
     assert "container-runtime docker needs image-staging" in done.stdout
+
+
+def test_a_model_block_cannot_set_what_the_launch_derives(tmp_path):
+    """The defect of 5: VLLM_ENGINE_READY_TIMEOUT_S lived in some model blocks only, and a new model
+    inherited nothing. Now the launch derives it from the runner's engine-ready for every model; a block
+    setting it would contradict that, and lint says where it belongs."""
+
+    def engine_wait_in_the_model(name, data):
+        if name == "models.yaml":
+            block = data["models"]["Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8"]["engines"]["vllm"]["amd"]
+            block["env"]["VLLM_ENGINE_READY_TIMEOUT_S"] = 3600
+
+    repo = scratch_repository(tmp_path)
+    add_site(repo, edit=engine_wait_in_the_model)
+    done = run(repo, "-m", "schemas.lint")
+    assert done.returncode == 1
+    assert "env.VLLM_ENGINE_READY_TIMEOUT_S: set timeouts.engine-ready instead" in done.stdout

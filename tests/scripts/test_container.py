@@ -162,7 +162,11 @@ def test_a_missing_image_fails_the_node_at_once_naming_it(node):
 def test_a_node_without_a_working_docker_fails_before_anything_starts(node):
     env = {**node.env("108"), "DOCKER": str(node.run_dir / "no-docker")}
     done = subprocess.run(
-        ["bash", str(SCRIPT), "run", "--", node.image, "true"], env=env, capture_output=True, text=True, timeout=60
+        ["bash", str(SCRIPT), "run", "--", node.image, "true"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 1
     assert (
@@ -198,7 +202,11 @@ def test_an_image_that_cannot_be_inspected_is_said_and_docker_run_says_why(node)
     missing = "localhost/disagg-recipes-missing:0"
     env = {**node.env("110"), "CONTAINER_IMAGE": missing}
     done = subprocess.run(
-        ["bash", str(SCRIPT), "run", "--", missing, "true"], env=env, capture_output=True, text=True, timeout=60
+        ["bash", str(SCRIPT), "run", "--", missing, "true"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 125
     assert f"container on {node.name}: cannot inspect {missing} before the run:" in done.stderr
