@@ -216,3 +216,80 @@ def test_a_model_block_cannot_set_what_the_launch_derives(tmp_path):
     done = run(repo, "-m", "schemas.lint")
     assert done.returncode == 1
     assert "env.VLLM_ENGINE_READY_TIMEOUT_S: set timeouts.engine-ready instead" in done.stdout
+
+
+def _defect(file: str, change):
+    def edit(name, data):
+        if name == file:
+            change(data)
+
+    return edit
+
+
+def _master(change):
+    return _defect("master.yaml", lambda data: change(data[VLLM_KEY]))
+
+
+def _point(data):
+    return data["scenarios"]["agentic-coding"][0]["search-space"][0]
+
+
+def _site(data):
+    return data["profiles"]["cluster:mi355x-newsite"]
+
+
+# Each case of what the engines or the cluster would refuse, on the site's own files: lint refuses it at its
+# file and line, saying how to fix it.
+SITE_DEFECTS = [
+    pytest.param(
+        _master(lambda e: e.update(image="vllm/vllm-openai:v0.33.0")),
+        "newsite-master.yaml",
+        "is built for NVIDIA GPUs (CUDA), and runner cluster:mi355x-newsite has gpu-vendor amd",
+        "use vllm/vllm-openai-rocm:v0.33.0",
+        id="cuda-image-on-amd",
+    ),
+    pytest.param(
+        _master(lambda e: _point(e)["decode"].update(tp=6, ep=6)),
+        "newsite-master.yaml",
+        "decode: tp 6 on model Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8",
+        "works on a node of 8 GPUs",
+        id="tp-splits-no-heads",
+    ),
+    pytest.param(
+        _master(
+            lambda e: _point(e)["prefill"].update(
+                {"additional-settings": ["MC_PROTOCOL=rdma", "MAX_MODEL_LEN=1048576"]}
+            )
+        ),
+        "newsite-master.yaml",
+        "is above the 262,144 positions of model Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8",
+        "MAX_MODEL_LEN=262144 at most",
+        id="context-above-the-model",
+    ),  # fmt: skip
+    pytest.param(
+        _defect("launch.yaml", lambda d: _site(d).update({"time-limit": "02:00:00"})),
+        "newsite-master.yaml",
+        "over runner cluster:mi355x-newsite's time-limit 02:00:00 (7200 s), set in configs/launch.yaml",
+        "raise configs/launch.yaml profiles.cluster:mi355x-newsite.time-limit",
+        id="sweep-outlasts-the-time-limit",
+    ),
+    pytest.param(
+        _defect("launch.yaml", lambda d: [_site(d).pop(k) for k in ("nic-devices", "nic-check")]),
+        "newsite-master.yaml",
+        "MC_PROTOCOL=rdma on runner cluster:mi355x-newsite, whose launch profile lists no nic-devices",
+        "or set MC_PROTOCOL=tcp",
+        id="rdma-without-nic-devices",
+    ),
+]
+
+
+@pytest.mark.parametrize("edit, file, what, fix", SITE_DEFECTS)
+def test_lint_refuses_what_the_site_would_refuse_at_its_file_and_line(tmp_path, edit, file, what, fix):
+    repo = scratch_repository(tmp_path)
+    add_site(repo, edit=edit)
+    done = run(repo, "-m", "schemas.lint")
+    assert done.returncode == 1, done.stdout + done.stderr
+    line = next((x for x in done.stdout.splitlines() if what in x), None)
+    assert line is not None, done.stdout
+    assert line.startswith(f"{repo}/configs/{file}:") and line.split(":")[1].isdigit(), line
+    assert fix in line, line
