@@ -89,7 +89,7 @@ record_image() {
     printf 'image=%s\nid=%s\ndigests=%s\n' "$CONTAINER_IMAGE" "${out%% *}" "${out#* }" > "$dir/$STATE_IMAGE.tmp"
     mv -f -- "$dir/$STATE_IMAGE.tmp" "$dir/$STATE_IMAGE"
   else
-    say "cannot inspect $CONTAINER_IMAGE before the run: ${out//$'\n'/ } (docker run pulls it, or says why not)"
+    say "cannot inspect $CONTAINER_IMAGE before the run: ${out//$'\n'/ } (the host check should have found it: docker run says why)"
   fi
 }
 
