@@ -1,0 +1,1 @@
+"""Outside launches held against ours: InferenceX's chain run from a checkout under a recorder."""

@@ -1,0 +1,202 @@
+"""InferenceX's launch obtained by running InferenceX's own chain from a checkout, every command that would
+touch hardware, SLURM, containers or the network replaced by a recorder: the recorded launch.
+
+    python -m recipes.outside.chain --inferencex <checkout> --config <key> [--row N|field=value] --out x.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from recipes.outside import actions, matrix, sandbox
+from recipes.outside.assemble import assemble, read_log
+
+FORMAT = "recorded-launch v1"
+TIMEOUT = 60.0
+RUNNER_SCRIPT = "bash ./runners/launch_"
+FIXTURE = sandbox.FIXTURES / "mi355x"
+
+
+class ChainError(RuntimeError):
+    pass
+
+
+def runner_name(checkout: Path, label: str) -> str:
+    """The first concrete runner of the row's label in InferenceX's runners.yaml (GitHub would pick any)."""
+    labels = yaml.safe_load((checkout / "configs" / "runners.yaml").read_text())["labels"]
+    if not labels.get(label):
+        raise ChainError(f"configs/runners.yaml has no runner for label {label!r}")
+    return str(labels[label][0])
+
+
+def launch_step(script: str) -> tuple[str, dict[str, str]]:
+    """The launch step up to the runner script's call: what follows checks result files a recorded run
+    does not produce."""
+    lines = script.splitlines()
+    cut = next((i for i, line in enumerate(lines) if RUNNER_SCRIPT in line), None)
+    if cut is None:
+        raise ChainError(f"the '{actions.LAUNCH_STEP}' step no longer calls `{RUNNER_SCRIPT}...`")
+    adjustment = {
+        "kind": "path",
+        "what": f"'{actions.LAUNCH_STEP}' step run up to line {cut + 1} (`{lines[cut].strip()}`)",
+        "why": "the lines after it check benchmark result files, which a recorded launch does not produce",
+    }
+    return "\n".join(lines[: cut + 1]) + "\n", adjustment
+
+
+def model_folder(box: sandbox.Sandbox, row: dict[str, Any]) -> dict[str, str]:
+    """The model's folder in the model store, by the names job.slurm looks under (MODEL's last part, and
+    the hf_dir models*.yaml gives it)."""
+    name = str(row["model"]).rsplit("/", 1)[-1]
+    names = {name}
+    for models in sorted((box.checkout / "benchmarks/multi_node/amd_utils").glob("models*.yaml")):
+        entry = (yaml.safe_load(models.read_text()) or {}).get(name) or {}
+        if isinstance(entry, dict) and entry.get("hf_dir"):
+            names.add(str(entry["hf_dir"]))
+    for folder in sorted(names):
+        (box.fs / "it-share/data" / folder).mkdir(parents=True, exist_ok=True)
+    return {
+        "kind": "fixture",
+        "what": f"empty model folder(s) {', '.join(sorted(names))} under /it-share/data",
+        "why": "job.slurm checks on every node that the model folder exists before starting containers",
+    }
+
+
+def environment(box: sandbox.Sandbox, launch: actions.Launch, deadline: float) -> dict[str, str]:
+    fixture = json.loads((FIXTURE / "node.json").read_text())
+    github = {
+        "GITHUB_ACTIONS": "true",
+        "CI": "true",
+        "GITHUB_WORKSPACE": str(box.checkout),
+        "GITHUB_ENV": str(box.root / "github_env"),
+        "RUNNER_TEMP": str(box.root / "runner_temp"),
+        "USER": str(fixture["runner_user"]),
+    }
+    harness = {
+        "PATH": str(box.bin),
+        "HOME": str(box.root / "home"),
+        "LANG": "C.UTF-8",
+        "BASH_ENV": str(box.rc),
+        "RECORDER_ROOT": str(box.root),
+        "RECORDER_LOG": str(box.log),
+        "RECORDER_BIN": str(box.bin),
+        "RECORDER_FIXTURE": str(FIXTURE),
+        "RECORDER_PYTHON": sys.executable,
+        "RECORDER_DEADLINE": str(deadline),
+    }
+    return harness | github | launch.env | launch.step_env
+
+
+def run_step(box: sandbox.Sandbox, script: str, env: dict[str, str], timeout: float) -> int:
+    """`bash -e` as GitHub runs a step; stdin is an open pipe so a foreground call is told apart from a
+    background one (bash gives `cmd &` /dev/null). The whole process group ends with the step."""
+    step = box.root / "step.sh"
+    step.write_text(script)
+    with open(box.root / "chain.out", "w") as out, open(box.root / "chain.err", "w") as err:
+        process = subprocess.Popen(
+            ["/bin/bash", "-e", str(step)], cwd=box.checkout, env=env, stdin=subprocess.PIPE, stdout=out,
+            stderr=err, start_new_session=True,
+        )  # fmt: skip
+        try:
+            return process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            raise ChainError(f"the chain did not finish within {timeout:.0f}s; {last_call(box)}") from None
+        finally:
+            end_lingering(box)
+
+
+def end_lingering(box: sandbox.Sandbox) -> None:
+    for pidfile in sorted((box.root / "run" / "linger").glob("*")):
+        try:
+            os.kill(int(pidfile.name), signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+
+def last_call(box: sandbox.Sandbox) -> str:
+    entries = read_log(box.log)
+    if not entries:
+        return "no command was recorded"
+    last = entries[-1]
+    return f"last recorded call: {last['tool']} {' '.join(last['argv'])[:200]} at {last['loc']}"
+
+
+def record(
+    checkout: Path,
+    key: str,
+    row: str | int | None = None,
+    *,
+    scratch: Path | None = None,
+    timeout: float = TIMEOUT,
+) -> dict[str, Any]:
+    """Runs InferenceX's chain for one row of `key` from `checkout` and returns the recorded launch."""
+    checkout = checkout.resolve()
+    picked = matrix.pick(matrix.rows(checkout, key), row)
+    root = Path(tempfile.mkdtemp(prefix="recorded-launch-")) if scratch is None else scratch
+    box, adjustments = sandbox.build(checkout, root)
+    launch = actions.launch(
+        box.checkout / ".github" / "workflows", picked, runner_name(checkout, picked["runner"])
+    )
+    script, cut = launch_step(launch.script)
+    adjustments += [cut, model_folder(box, picked), fixture_adjustment()]
+    rc = run_step(box, script, environment(box, launch, time.time() + timeout), timeout)
+    head = {
+        "format": FORMAT,
+        "checkout": str(checkout),
+        "config": key,
+        "row": picked,
+        "caller": launch.caller,
+        "exit": rc,
+        "adjustments": adjustments,
+    }
+    recorded = assemble(read_log(box.log), box, head)
+    if rc != 0:
+        tail = (box.root / "chain.err").read_text().splitlines()[-15:]
+        recorded["error"] = f"the launch step exited {rc}; {last_call(box)}; stderr tail:\n" + "\n".join(tail)
+    return recorded
+
+
+def fixture_adjustment() -> dict[str, str]:
+    about = json.loads((FIXTURE / "node.json").read_text())["about"]
+    return {"kind": "fixture", "what": f"recipes/outside/fixtures/mi355x: {about}", "why": "no MI355X here"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m recipes.outside.chain", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--inferencex", type=Path, required=True, help="an InferenceX checkout")
+    parser.add_argument("--config", required=True, help="a key of the checkout's configs/amd-master.yaml")
+    parser.add_argument("--row", help="row index, or field=value[,field=value] (e.g. isl=8192,decode.tp=8)")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--scratch", type=Path, help="keep the scratch folder here (default: a temp folder)")
+    parser.add_argument("--timeout", type=float, default=TIMEOUT)
+    args = parser.parse_args(argv)
+    try:
+        recorded = record(args.inferencex, args.config, args.row, scratch=args.scratch, timeout=args.timeout)
+    except (ChainError, matrix.RowError, actions.ExpressionError, LookupError) as error:
+        print(f"recipes.outside.chain: {args.config}: {error}", file=sys.stderr)
+        return 1
+    args.out.write_text(json.dumps(recorded, indent=2) + "\n")
+    if "error" in recorded:
+        print(f"recipes.outside.chain: {args.config}: {recorded['error']}", file=sys.stderr)
+        return 1
+    print(f"{args.out}: {len(recorded['nodes'])} nodes, {len(recorded['unrecorded'])} unrecorded commands")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
