@@ -87,9 +87,12 @@ render: $(STAMP)
 # file (ours rendered as make render CONFIGS= does); exits 1 on a difference configs/parity/reviewed.yaml does
 # not explain, 2 when the comparison cannot be made (a config that does not render yet says why), 3 when there
 # is nothing to compare with (InferenceX never ran the config's model with its engine on its GPU; said first).
+# RECORDED=<InferenceX checkout>: InferenceX's side from its own chain run under recorders (recipes/outside)
+# instead of the recorded facts; the reviews are not yet redone against it (docs/guides/outside-launches.md).
 parity: $(STAMP)
 	@$(PY) -m recipes.parity $(CONFIG) $(if $(VARIANT),--variant $(VARIANT)) \
-		$(if $(INFERENCEX),--inferencex $(INFERENCEX)) $(if $(CONFIGS),--configs $(CONFIGS))
+		$(if $(INFERENCEX),--inferencex $(INFERENCEX)) $(if $(CONFIGS),--configs $(CONFIGS)) \
+		$(if $(RECORDED),--recorded $(RECORDED))
 
 submit: $(STAMP) .venv-bench/.installed
 	@$(PY) -m recipes.submit $(CONFIG) $(if $(VARIANT),--variant $(VARIANT)) $(if $(DRY_RUN),--dry-run) \

@@ -902,13 +902,17 @@ class NotRendered(ParityError):
     """Our side of the comparison does not render (yet): the render's findings say why."""
 
 
-def compare(key: str, variant: str | None, inferencex: Path, configs: Path | None = None) -> list[Comparison]:
+def compare(
+    key: str, variant: str | None, inferencex: Path, configs: Path | None = None, recorded: Path | None = None
+) -> list[Comparison]:
     """One comparison per variant of KEY (or only VARIANT's). configs: the master file both sides are read
     from, as `make render CONFIGS=` reads it; else ours from our configs (or, for a launch whose configs are
     InferenceX's own entries, from its entry file unless our configs hold a copy of it) and theirs from the
     launch's entry file. Ours is always what `make submit` would launch: a site's copy of InferenceX's
     entry on a runner of its own is rendered on that runner and held against InferenceX's own entry on
-    InferenceX's runner, the two runners a difference like any other (unexplained until reviewed)."""
+    InferenceX's runner, the two runners a difference like any other (unexplained until reviewed).
+    recorded: an InferenceX checkout whose own chain is run under recorders for each variant's matrix row
+    (recipes/outside), InferenceX's side then being what its scripts ran instead of the recorded facts."""
     launch = launch_for(key, configs)
     entry_key = launch.get("entry-key") or key
     own_file = inferencex / _field(launch, "entry")  # InferenceX's own entry
@@ -940,7 +944,10 @@ def compare(key: str, variant: str | None, inferencex: Path, configs: Path | Non
         job_conc = max(b.concurrency for b in plan.benchmarks)
         elsewhere = bool(their_runner) and loaded.launch.label_of(their_runner) != target.runner_label
         try:
-            their_side = theirs(launch, inferencex, entry_file, key, target.point.path, job_conc)
+            if recorded is not None:
+                their_side = _recorded_side(recorded, entry_key, target)
+            else:
+                their_side = theirs(launch, inferencex, entry_file, key, target.point.path, job_conc)
         except ParityError as exc:
             if not elsewhere:
                 raise
@@ -956,6 +963,27 @@ def compare(key: str, variant: str | None, inferencex: Path, configs: Path | Non
         stated = their_runner if elsewhere else None
         out.append(Comparison(plan, *explain(found, reviewed, key, plan.variant), stated))
     return out
+
+
+def _recorded_side(checkout: Path, key: str, target) -> dict:
+    """InferenceX's side from its own chain, run from CHECKOUT for the variant's matrix row."""
+    import tempfile
+
+    from .outside import chain, matrix, sides
+
+    selector = sides.row_selector(target)
+    with tempfile.TemporaryDirectory(prefix="parity-recorded-") as scratch:
+        try:
+            launch = chain.record(checkout, key, selector, scratch=Path(scratch))
+        except matrix.RowError as exc:
+            raise ParityError(f"InferenceX's matrix for {key} has no row {selector}: {exc}") from None
+    if launch.get("error"):
+        raise ParityError(f"InferenceX's chain for {key} ({selector}) did not run through: {launch['error']}")
+    if launch["unrecorded"]:
+        unrecorded = launch["unrecorded"]
+        said = "; ".join(f"{u.get('argv')} at {u.get('script')}:{u.get('line')}" for u in unrecorded)
+        raise ParityError(f"InferenceX's chain for {key} ran commands no recorder covers: {said}")
+    return sides.recorded_side(launch)
 
 
 def report(plan, found: list[Difference], stale: list[dict], their_runner: str | None = None) -> str:
@@ -996,13 +1024,19 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="the master file both sides are read from (ours rendered from it, InferenceX's entry from it)",
     )
+    p.add_argument(
+        "--recorded",
+        type=Path,
+        metavar="CHECKOUT",
+        help="InferenceX's side from its own chain run from this checkout under recorders (recipes/outside)",
+    )
     args = p.parse_args(argv)
     inferencex = args.inferencex or default_inferencex()
     try:
         launch_for(args.config, args.configs)  # nothing to compare with is said before InferenceX's files are
         if not inferencex.is_dir():
             raise ParityError(f"{inferencex} is not a folder: point INFERENCEX= at InferenceX's files")
-        compared = compare(args.config, args.variant, inferencex, args.configs)
+        compared = compare(args.config, args.variant, inferencex, args.configs, args.recorded)
     except NoCounterpart as exc:
         print(f"parity: {exc}", file=sys.stderr)
         return EXIT_NO_COUNTERPART
