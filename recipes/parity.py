@@ -971,12 +971,13 @@ def _recorded_side(checkout: Path, key: str, target) -> dict:
 
     from .outside import chain, matrix, sides
 
+    try:
+        row = sides.row_index(matrix.rows(checkout, key), target)
+    except matrix.RowError as exc:
+        raise ParityError(f"InferenceX's matrix for {key} has no row of {target.variant}: {exc}") from None
     selector = sides.row_selector(target)
     with tempfile.TemporaryDirectory(prefix="parity-recorded-") as scratch:
-        try:
-            launch = chain.record(checkout, key, selector, scratch=Path(scratch))
-        except matrix.RowError as exc:
-            raise ParityError(f"InferenceX's matrix for {key} has no row {selector}: {exc}") from None
+        launch = chain.record(checkout, key, row, scratch=Path(scratch))
     if launch.get("error"):
         raise ParityError(f"InferenceX's chain for {key} ({selector}) did not run through: {launch['error']}")
     if launch["unrecorded"]:

@@ -553,12 +553,14 @@ def router_service(t: Target, backends: list, ports: Ports, timeouts: Timeouts, 
 
 
 def _policies(t: Target) -> list:
-    """As InferenceX's known-working MI355X launch routes: an agentic run's workers (and each worker's DP
-    ranks) chosen at random with the breaker off and a patient health check, so a busy long-context prefill
-    is never ejected; a fixed-length sweep random for both roles with a short circuit breaker and retries."""
+    """As InferenceX's known-working MI355X launch routes: an agentic run's prefill workers (and each
+    worker's DP ranks) chosen by a consistent hash of the request (its agentic launcher's
+    PREFILL_ROUTER_POLICY: a session's turns reach the worker holding its prefix), the breaker off and a
+    patient health check, so a busy long-context prefill is never ejected; a fixed-length sweep random for
+    both roles with a short circuit breaker and retries."""
     if _agentic(t):
         return [
-            *("--policy", "random", "--dp-aware"),
+            *("--policy", "consistent_hashing", "--dp-aware"),
             *("--cache-threshold", "0.3", "--balance-abs-threshold", 2, "--balance-rel-threshold", "1.1"),
             "--disable-circuit-breaker",
             *("--health-failure-threshold", 100, "--health-check-timeout-secs", 600),

@@ -365,7 +365,8 @@ class RdmaTrafficClass(Model):
     """The class the site's RoCE fabric carries RDMA on without drops: the DSCP its NICs map to a PFC no-drop
     priority (`nicctl show qos`: "DSCP : 24 ==> priority : 3" with 3 among "PFC no-drop priorities"). MoRI
     marks its packets with it (MORI_RDMA_TC/MORI_IO_TC, the IP traffic-class byte: DSCP in its upper six
-    bits, so 4 x DSCP; MORI_RDMA_SL/MORI_IO_SL, the priority); unmarked, they travel at priority 0, which
+    bits, so 4 x DSCP; MORI_RDMA_SL/MORI_IO_SL, the priority), and so does Mooncake over rdma (MC_IB_TC,
+    MC_IB_SL); unmarked, they travel at priority 0, which
     PFC does not protect, and a congested fabric drops them. With nic-check.nicctl, every node's host
     checks that each NIC maps this DSCP to this priority and that PFC holds it no-drop, before any container
     starts."""
@@ -741,8 +742,8 @@ class LaunchProfile(Model):
     )
     rdma_traffic_class: RdmaTrafficClass | None = Field(
         None,
-        description="The DSCP and PFC no-drop priority RDMA travels on here (MoRI marks its packets with "
-        "them; SGLang over MoRI refuses to render without them). Checked with nic-check.nicctl.",
+        description="The DSCP and PFC no-drop priority RDMA travels on here (MoRI and Mooncake mark their "
+        "packets with them; SGLang over MoRI refuses to render without them). Checked with nic-check.nicctl.",
     )
     nic_check: NicCheck | None = Field(
         None,

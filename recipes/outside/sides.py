@@ -128,5 +128,18 @@ def row_selector(target) -> str:
     return ",".join(f"{k}={v}" for k, v in parts.items())
 
 
-def rows_of(checkout, key: str) -> list[dict[str, Any]]:
-    return matrix.rows(checkout, key)
+def row_index(found: list[dict[str, Any]], target) -> int:
+    """The index of the variant's row among the generator's: its shape and sequence lengths, then (where the
+    matrix gives each concurrency an allocation of its own, as agentic points) the row holding its
+    concurrency. Said, with the rows there are, when none is or several are."""
+    selector = row_selector(target)
+    wanted = dict(part.split("=", 1) for part in selector.split(","))
+    same = [i for i, row in enumerate(found) if all(matrix._field(row, k) == v for k, v in wanted.items())]
+    conc = getattr(target, "concurrency", None)
+    if len(same) > 1 and conc is not None:
+        same = [i for i in same if conc in (found[i].get("conc") or [])]
+    if len(same) != 1:
+        listing = "\n".join(f"  [{i}] {matrix.describe(r)}" for i, r in enumerate(found))
+        what = f"{selector}" + (f" with concurrency {conc}" if conc is not None else "")
+        raise matrix.RowError(f"{len(same)} rows are {what}; the generator's rows:\n{listing}")
+    return same[0]

@@ -244,10 +244,10 @@ def test_a_model_s_pinned_mori_knobs_replace_the_derived_ones(dsv4_mtp):
 
 def test_mori_on_a_runner_without_its_rdma_traffic_class_is_refused(rendered):
     env = parity.ours(rendered[MORI_TP[0]].plan)["engine-env"]["decode"]
-    # the runner's class (configs/launch.yaml): IP traffic class 4 x DSCP 24, service level its priority
+    # the runner's class (configs/launch.yaml): IP traffic class 4 x DSCP 26, service level its priority
     assert [env[n] for n in ("MORI_RDMA_TC", "MORI_IO_TC", "MORI_RDMA_SL", "MORI_IO_SL")] == [
-        "96",
-        "96",
+        "104",
+        "104",
         "3",
         "3",
     ]
