@@ -74,7 +74,7 @@ def where(entry: dict[str, Any]) -> tuple[str, int | None]:
 def command(entry: dict[str, Any]) -> dict[str, Any]:
     script, line = where(entry)
     found: dict[str, Any] = {"argv": [entry["tool"], *entry["argv"]], "script": script, "line": line}
-    for key in ("refused", "answered", "network"):
+    for key in ("refused", "answered", "network", "skipped", "venv"):
         if key in entry:
             found[key] = entry[key]
     return found
@@ -102,7 +102,19 @@ def service(entry: dict[str, Any], box: Sandbox) -> dict[str, Any]:
         "container": entry["container"],
         "script": script,
         "line": line,
-    }
+    } | ({"venv": entry["venv"]} if "venv" in entry else {})
+
+
+def installs(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every package install the node's scripts ran (recorded, never run): the build of the container's
+    additions and of the client's virtualenv."""
+    return [command(e) | e["install"] for e in entries if "install" in e]
+
+
+def downloads(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Model and dataset fetches (`hf download ...`), recorded, never run."""
+    tools = ("hf", "huggingface-cli")
+    return [command(e) for e in entries if e["tool"] in tools and "download" in e["argv"][:1]]
 
 
 def container(entry: dict[str, Any], box: Sandbox) -> dict[str, Any]:
@@ -131,6 +143,8 @@ def node(rank: str, entries: list[dict[str, Any]], box: Sandbox) -> dict[str, An
         "sidecars": [container(e, box) for e in runs if e not in main],
         "container_commands": [command(e) for e in plain if e["container"] is not None],
         "services": [service(e, box) for e in mine if "service" in e],
+        "installs": installs(mine),
+        "downloads": downloads(mine),
     }
 
 

@@ -162,11 +162,74 @@ def record(
         "exit": rc,
         "adjustments": adjustments,
     }
-    recorded = assemble(read_log(box.log), box, head)
+    entries = read_log(box.log)
+    adjustments += client_adjustments(entries)
+    recorded = assemble(entries, box, head)
+    pin_submodules(recorded, checkout)
+    if picked.get("scenario-type") == "agentic-coding" and not clients(recorded):
+        recorded["no_client"] = {
+            "why": "the row is agentic but the scripts launched no benchmark client",
+            "log_errors": log_errors(box),
+        }
     if rc != 0:
         tail = (box.root / "chain.err").read_text().splitlines()[-15:]
         recorded["error"] = f"the launch step exited {rc}; {last_call(box)}; stderr tail:\n" + "\n".join(tail)
     return recorded
+
+
+def client_adjustments(entries: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """The departures that let the scripts reach a client run from a virtualenv they build at run time,
+    listed when the chain built one."""
+    if not any(e["tool"] == "uv" and "venv" in e for e in entries):
+        return []
+    return [
+        {"kind": "shim",
+         "what": "`uv venv PATH` makes PATH/bin with recorders for python, pip, aiperf and hf",
+         "why": "the benchmark client runs from a virtualenv the scripts build at run time; its `aiperf` is "
+                "recorded as the client service with its argv and environment"},
+        {"kind": "shim",
+         "what": "`uv pip install` / `pip install` recorded with the packages they name (requirement files "
+                 "and editable folders read from the checkout), never run; `hf download` recorded, never run",
+         "why": "installs and downloads reach the network; what they name is the client's build"},
+        {"kind": "shim",
+         "what": "the virtualenv's `python` records the scripts' result processing (aggregation, plots, "
+                 "validation) without running it",
+         "why": "it reads the benchmark's result files, which a recorded launch does not produce"},
+        {"kind": "shim",
+         "what": "`command -v uv` finds the recorder, so the scripts' fallback `curl .../uv/install.sh | sh` "
+                 "is not taken",
+         "why": "whether the image ships uv is not known here"},
+    ]  # fmt: skip
+
+
+def clients(recorded: dict[str, Any]) -> list[dict[str, Any]]:
+    return [s for n in recorded["nodes"] for s in n["services"] if s["kind"] == "client"]
+
+
+def log_errors(box: sandbox.Sandbox, limit: int = 20) -> list[str]:
+    """Lines of the nodes' logs (what the containers wrote under the node's /tmp and the log mounts) that
+    start with Error/ERROR: why a launch stopped short."""
+    found: list[str] = []
+    for log in sorted(box.fs.rglob("*.log")):
+        for line in log.read_text(errors="replace").splitlines():
+            if line.startswith(("Error", "ERROR")):
+                found.append(f"{log.name}: {line.strip()}")
+    return list(dict.fromkeys(found))[:limit]
+
+
+def pin_submodules(recorded: dict[str, Any], checkout: Path) -> None:
+    """An editable install from a folder the checkout holds as a git submodule is pinned by the submodule's
+    commit: read it (`git ls-tree`, read-only) when the checkout is a git work tree."""
+    for install in [i for n in recorded["nodes"] for i in n["installs"]]:
+        for package in install["packages"]:
+            if "checkout_path" not in package or not (checkout / ".git").exists():
+                continue
+            listed = subprocess.run(
+                ["git", "-C", str(checkout), "ls-tree", "HEAD", package["checkout_path"]],
+                capture_output=True, text=True, check=False,
+            ).stdout.split()  # fmt: skip
+            if listed[:2] == ["160000", "commit"]:
+                package["submodule_commit"] = listed[2]
 
 
 def fixture_adjustment() -> dict[str, str]:
@@ -194,6 +257,9 @@ def main(argv: list[str] | None = None) -> int:
     if "error" in recorded:
         print(f"recipes.outside.chain: {args.config}: {recorded['error']}", file=sys.stderr)
         return 1
+    if "no_client" in recorded:
+        why = "; ".join(recorded["no_client"]["log_errors"]) or "no error line in the node logs"
+        print(f"recipes.outside.chain: {args.config}: no benchmark client launched ({why})", file=sys.stderr)
     print(f"{args.out}: {len(recorded['nodes'])} nodes, {len(recorded['unrecorded'])} unrecorded commands")
     return 0
 

@@ -56,11 +56,18 @@ PATH_RULES = (
     PathRule("/run_logs", "container path where job.slurm mounts the node's /tmp for logs"),
     PathRule("/benchmark_logs", "container path where job.slurm mounts BENCHMARK_LOGS_DIR"),
     PathRule("/config/hicache_mc.env", "container path where job.slurm mounts the HiCache/Mooncake settings"),
-    PathRule("/tmp", "node-local scratch (router canary output, log mounts) kept out of this host's /tmp"),
+    PathRule(
+        "/tmp",
+        "node-local scratch (router canary output, log mounts, the client's virtualenv) kept out of this "
+        "host's /tmp",
+    ),
 )
 
-# A whole path word: not part of a longer path (`$(pwd)/models.yaml` is not `/models`).
-ANY_RULE = re.compile(rf"(?<![\w./$-])(?:{'|'.join(re.escape(r.path) for r in PATH_RULES)})(?![\w.-])")
+# A whole path word: not part of a longer path (`$(pwd)/models.yaml` is not `/models`), or a bash default
+# (`${TMPDIR:-/tmp}/...`, `${INFMAX_CONTAINER_WORKSPACE:-/workspace}`).
+ANY_RULE = re.compile(
+    rf"(?:(?<=:-)|(?<![\w./$-]))(?:{'|'.join(re.escape(r.path) for r in PATH_RULES)})(?![\w.-])"
+)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ WRITE_TOOLS = ("mkdir", "rm", "cp", "mv", "tee", "chmod", "chown", "touch", "ln"
 NETWORK_TOOLS = ("pip", "pip3", "uv", "git", "apt-get", "hf", "huggingface-cli")
 
 ROOT = Path(os.environ["RECORDER_ROOT"])
+SHIM = Path(__file__).resolve()
 FIXTURE = json.loads((Path(os.environ["RECORDER_FIXTURE"]) / "node.json").read_text())
 
 
@@ -39,7 +40,7 @@ def record(tool: str, argv: list[str], **extra: object) -> None:
         "node": os.environ.get("RECORDER_NODE"),
         "container": os.environ.get("RECORDER_CONTAINER"),
         "time": time.monotonic_ns(),
-        **extra,
+        **{key: value for key, value in extra.items() if value is not None},
     }
     fd = os.open(os.environ["RECORDER_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
@@ -245,9 +246,138 @@ def end_lingering() -> None:
             pidfile.unlink(missing_ok=True)
 
 
-def service(tool: str, argv: list[str], kind: str) -> int:
-    record(tool, argv, service=kind)
+def service(tool: str, argv: list[str], kind: str, venv: str | None = None) -> int:
+    record(tool, argv, service=kind, venv=venv)
     return linger(tool)
+
+
+# --- installs and the client's virtualenv -----------------------------------------------------------------
+
+# pip / `uv pip install` options that take a value (the value is not a package).
+INSTALL_VALUED = (
+    "--python", "-p", "-i", "--index-url", "--extra-index-url", "-f", "--find-links", "-c", "--constraint",
+    "-t", "--target", "--prefix", "--root", "--cache-dir", "--index-strategy", "--python-version",
+)  # fmt: skip
+VENV_TOOLS = ("python", "python3", "pip", "pip3", "aiperf", "hf", "huggingface-cli")
+RESULTS_PYTHON = "runs on the benchmark's result files, which a recorded launch does not produce"
+
+
+def checkout_path(path: str) -> str | None:
+    """A path as the repository holds it (the container's /workspace is a link to the scratch copy)."""
+    resolved = os.path.realpath(path)
+    checkout = os.path.realpath(ROOT / "checkout")
+    return os.path.relpath(resolved, checkout) if resolved.startswith(checkout + os.sep) else None
+
+
+def project(folder: str) -> dict[str, object]:
+    """An editable install's source: its name and version from pyproject.toml when the checkout holds it
+    (a git submodule the reference copy left out is named so, the submodule's commit being its pin)."""
+    found: dict[str, object] = {"editable": folder, "present": os.path.isdir(folder)}
+    relative = checkout_path(folder)
+    if relative:
+        found["checkout_path"] = relative
+    pyproject = Path(folder) / "pyproject.toml"
+    if pyproject.is_file():
+        import tomllib
+
+        meta = tomllib.loads(pyproject.read_text()).get("project", {})
+        found |= {"name": meta.get("name"), "version": meta.get("version")}
+    modules = ROOT / "checkout" / ".gitmodules"
+    if relative and modules.is_file():
+        text = modules.read_text()
+        match = re.search(rf"path\s*=\s*{re.escape(relative)}\s*\n\s*url\s*=\s*(\S+)", text)
+        if match:
+            found["submodule_url"] = match.group(1)
+    return found
+
+
+def requirements(path: str) -> dict[str, object]:
+    found: dict[str, object] = {"requirements": path, "present": os.path.isfile(path)}
+    if os.path.isfile(path):
+        lines = [line.split("#", 1)[0].strip() for line in Path(path).read_text().splitlines()]
+        found["specs"] = [line for line in lines if line]
+    return found
+
+
+def packages(words: list[str]) -> list[dict[str, object]]:
+    """What an install command names: requirement specifiers, requirement files (read when the checkout
+    holds them) and editable folders."""
+    found: list[dict[str, object]] = []
+    index = 0
+    while index < len(words):
+        word = words[index]
+        name, eq, value = word.partition("=")
+        if name in ("-r", "--requirement", "-e", "--editable"):
+            if not eq:
+                index += 1
+                value = words[index] if index < len(words) else ""
+            target = os.path.join(os.getcwd(), value)
+            found.append(requirements(target) if name in ("-r", "--requirement") else project(target))
+        elif name in INSTALL_VALUED and not eq:
+            index += 1
+        elif not word.startswith("-"):
+            found.append({"spec": word})
+        index += 1
+    return found
+
+
+def install(tool: str, argv: list[str], words: list[str], venv: str | None = None) -> int:
+    """An install is recorded, never run: what it names is the build of whatever runs from it."""
+    target = argv[argv.index("--python") + 1] if "--python" in argv[:-1] else None
+    into = venv or (str(Path(target).parent.parent) if target else None)
+    record(tool, argv, network=True, install={"into": into, "packages": packages(words)}, venv=venv)
+    return 0
+
+
+def make_venv(argv: list[str]) -> int:
+    """`uv venv [options] PATH`: a virtualenv whose bin/ holds recorders, so what the chain runs from it
+    (the benchmark client, `hf download`, its pip) is recorded like any other command."""
+    words: list[str] = []
+    index = argv.index("venv") + 1
+    while index < len(argv):
+        if argv[index] in (*INSTALL_VALUED, "--prompt"):
+            index += 1
+        elif not argv[index].startswith("-"):
+            words.append(argv[index])
+        index += 1
+    path = os.path.join(os.getcwd(), words[-1] if words else ".venv")
+    if not inside_scratch(path):
+        return fail("uv", argv, f"would write outside the scratch folder: {path}")
+    record("uv", argv, network=True, venv=path)
+    folder = Path(path) / "bin"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in VENV_TOOLS:
+        launcher = folder / name
+        launcher.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "{SHIM}" "{name}@{path}" "$@"\n')
+        launcher.chmod(0o755)
+    return 0
+
+
+def uv(argv: list[str]) -> int:
+    words = [a for a in argv if not a.startswith("-")]
+    if words[:1] == ["venv"]:
+        return make_venv(argv)
+    if words[:2] == ["pip", "install"]:
+        start = argv.index("install") + 1
+        return install("uv", argv, argv[start:])
+    record("uv", argv, network=True)
+    return 0
+
+
+def pip(tool: str, argv: list[str], venv: str | None = None) -> int:
+    if "install" in argv and "--help" not in argv:
+        return install(tool, argv, argv[argv.index("install") + 1 :], venv)
+    record(tool, argv, network=True, venv=venv)
+    return 0
+
+
+def venv_python(tool: str, argv: list[str], venv: str) -> int:
+    """The client's virtualenv Python: its pip installs; anything else (the scripts aggregate, plot and
+    validate the client's results with it) is recorded, not run."""
+    if argv[:2] in (["-m", "pip"], ["-m", "pip3"]):
+        return pip(tool, argv, venv)
+    record(tool, argv, skipped=RESULTS_PYTHON, venv=venv)
+    return 0
 
 
 PYTHON_MODULES = {
@@ -270,8 +400,7 @@ def python(tool: str, argv: list[str]) -> int:
         if module in PYTHON_MODULES:
             return service(tool, argv, PYTHON_MODULES[module])
         if module.split(".")[0] in ("pip", "uv"):
-            record(tool, argv, network=True)
-            return 0
+            return pip(tool, argv) if module == "pip" else uv(argv[argv.index("-m") + 2 :])
         return fail(tool, argv, f"unknown module `python -m {module}`", 127)
     script = next((a for a in argv if not a.startswith("-")), None)
     if "-c" in options or script is None:
@@ -309,7 +438,17 @@ def recorded(answer: int = 0) -> Callable[[str, list[str]], int]:
 
 
 def main() -> int:
-    tool, argv = sys.argv[1], sys.argv[2:]
+    tool, _, venv = sys.argv[1].partition("@")  # `aiperf@<venv>`: a launcher in a recorded virtualenv
+    argv = sys.argv[2:]
+    if venv:
+        if tool in ("python", "python3"):
+            return venv_python(tool, argv, venv)
+        if tool in ("pip", "pip3"):
+            return pip(tool, argv, venv)
+        if tool == "aiperf":
+            return service(tool, argv, "client", venv)
+        record(tool, argv, network=True, venv=venv)  # hf / huggingface-cli: downloads, never run
+        return 0
     if tool in ("sbatch", "srun", "scontrol", "squeue", "docker"):
         from hops import HOPS  # type: ignore[import-not-found]  # a sibling file, as the shim runs
 
@@ -343,6 +482,10 @@ def main() -> int:
     }
     if tool in services:
         return service(tool, argv, services[tool])
+    if tool == "uv":
+        return uv(argv)
+    if tool in ("pip", "pip3"):
+        return pip(tool, argv)
     if tool in NETWORK_TOOLS:
         record(tool, argv, network=True)
         return 0
