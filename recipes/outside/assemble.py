@@ -134,13 +134,16 @@ def node(rank: str, entries: list[dict[str, Any]], box: Sandbox) -> dict[str, An
     mine = [e for e in entries if e["node"] == rank]
     runs = [e for e in mine if e["tool"] == "docker" and e["argv"][:1] == ["run"]]
     main = [e for e in runs if not {"-d", "--detach"} & set(e["argv"])]
+    # the node's container is its engine's: a node may also run the client in a container of its own
+    engines = {e["container"] for e in mine if e.get("service") == "engine"}
+    main.sort(key=lambda e: e["container_name"] in engines)
     plain = [e for e in mine if "service" not in e and e not in runs and not e.get("unknown")]
     return {
         "rank": int(rank),
         "name": next((e["env"].get("SLURMD_NODENAME") for e in mine if "SLURMD_NODENAME" in e["env"]), None),
         "host": [command(e) for e in plain if e["container"] is None],
         "container": container(main[-1], box) if main else None,
-        "sidecars": [container(e, box) for e in runs if e not in main],
+        "sidecars": [container(e, box) for e in runs if not main or e is not main[-1]],
         "container_commands": [command(e) for e in plain if e["container"] is not None],
         "services": [service(e, box) for e in mine if "service" in e],
         "installs": installs(mine),

@@ -135,3 +135,14 @@ def test_the_dsv4_client_runs_from_trace_replay(launches: dict[str, Any]) -> Non
 )
 def test_path_rules_cover_bash_defaults(line: str, moved: bool) -> None:
     assert bool(sandbox.ANY_RULE.search(line)) is moved
+
+
+def test_a_node_s_container_is_its_engine_s_and_the_client_s_is_a_sidecar(launches: dict[str, Any]) -> None:
+    """Node 0 of DSv4's agentic launch runs the engine's container and, after it, the client's: parity holds
+    our container against the engine's (its image is the entry's), never the client's."""
+    node = launches["dsv4"]["nodes"][0]
+    engines = {s["container"] for s in node["services"] if s["kind"] == "engine"}
+    assert node["container"]["name"] in engines
+    assert node["container"]["image"] == launches["dsv4"]["row"]["image"]
+    [client] = clients(launches["dsv4"])
+    assert client["container"] in {c["name"] for c in node["sidecars"]}
