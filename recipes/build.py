@@ -311,7 +311,7 @@ def _engine_env(t: Target, engine, ports: Ports, timeouts: Timeouts) -> dict:
     if t.disagg and t.launch.mooncake_registration == "ibv-reg-mr":
         env["MOONCAKE_DISABLE_HIP_DMABUF"] = 1  # the site's dma-buf path crashes (Mooncake #2752)
     tc = t.launch.rdma_traffic_class
-    if tc is not None and engine.uses_rdma(t) and t.kv_transfer == "mooncake":
+    if tc is not None and _mooncake_rdma(t):
         # Mooncake's transfer engine sets its queue pairs' IP traffic class (DSCP << 2) and service level
         # from these; unset, KV travels at priority 0, which PFC does not protect.
         env.update(MC_IB_TC=tc.traffic_class, MC_IB_SL=tc.priority)
@@ -606,11 +606,14 @@ def _container_host_args(t: Target) -> tuple:
         sysfs = p.nic_check.rdma_sysfs if p.nic_check and p.nic_check.rdma_sysfs else None
         words += ["--rdma-sysfs", sysfs] if sysfs else []
         words += [x for device in p.nic_devices for x in ("--rdma-device", device)]
-        if (
-            t.kv_transfer == "mooncake"
-        ):  # Mooncake's verbs stack, as InferenceX mounts it for its Mooncake launch
+        if _mooncake_rdma(t):  # Mooncake's verbs stack, as InferenceX mounts it for its Mooncake launch
             words += [x for lib in o.rdma_userspace for x in ("--host-file", f"{lib.host}={lib.at or ''}")]
     return tuple(words)
+
+
+def _mooncake_rdma(t: Target) -> bool:
+    """This variant's KV moves through Mooncake over RDMA (not MoRI, not tcp)."""
+    return t.kv_transfer == "mooncake" and ENGINES[t.engine].uses_rdma(t)
 
 
 def _rdma_probe(t: Target) -> tuple | None:
