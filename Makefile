@@ -33,7 +33,7 @@ help:
 	@echo "              a job found at fault (causes of blame node), which make submit leaves out; explain, clear"
 	@echo "make lint       validate configs/*-master.yaml, runners.yaml, launch.yaml, models.yaml, known-issues.yaml, engine-builds.yaml,"
 	@echo "                perf-changelog.yaml; every entry judged by the renderer too (one verdict)"
-	@echo "make parity CONFIG=<key> [VARIANT=<v>] [INFERENCEX=<dir>]   our launch against InferenceX's known-working one"
+	@echo "make parity CONFIG=<key> [VARIANT=<v>] [INFERENCEX=<checkout>]   our launch against what InferenceX's scripts run"
 	@echo "              [CONFIGS=<master file>]: both sides from that file; every variant unless VARIANT="
 	@echo "make check-engines [CONFIG=<key>] [CONFIGS=<master file>] [DIR=<rendered dir>]   every rendered engine"
 	@echo "              command line through the real vLLM/SGLang parsers, every client line through AIPerf's"
@@ -82,17 +82,15 @@ render: $(STAMP)
 	@$(PY) -m recipes.render $(CONFIG) $(if $(OUT),--out $(OUT)) $(if $(SOAK),--soak $(SOAK)) \
 		$(if $(CONFIGS),--configs $(CONFIGS))
 
-# make parity CONFIG=<key> [VARIANT=<v>] [INFERENCEX=<dir>] [CONFIGS=<master file>]: our launch held against
-# InferenceX's known-working one, every variant unless VARIANT names one; CONFIGS: both sides from that master
-# file (ours rendered as make render CONFIGS= does); exits 1 on a difference configs/parity/reviewed.yaml does
-# not explain, 2 when the comparison cannot be made (a config that does not render yet says why), 3 when there
-# is nothing to compare with (InferenceX never ran the config's model with its engine on its GPU; said first).
-# RECORDED=<InferenceX checkout>: InferenceX's side from its own chain run under recorders (recipes/outside)
-# instead of the recorded facts; the reviews are not yet redone against it (docs/guides/outside-launches.md).
+# make parity CONFIG=<key> [VARIANT=<v>] [INFERENCEX=<checkout>] [CONFIGS=<master file>]: our launch held
+# against what InferenceX's own scripts launch for the same entry: its chain (matrix generator, workflow, runner
+# script, per-entry launcher, amd_utils) run from an InferenceX checkout under recorders (recipes/outside), every
+# variant unless VARIANT names one; CONFIGS: both sides' entry from that master file. Exits 1 on a difference
+# configs/parity/reviewed.yaml does not explain, 2 when the comparison cannot be made, 3 when there is nothing
+# to compare with (InferenceX never ran the config, or its matrix runs none of the config's shapes).
 parity: $(STAMP)
 	@$(PY) -m recipes.parity $(CONFIG) $(if $(VARIANT),--variant $(VARIANT)) \
-		$(if $(INFERENCEX),--inferencex $(INFERENCEX)) $(if $(CONFIGS),--configs $(CONFIGS)) \
-		$(if $(RECORDED),--recorded $(RECORDED))
+		$(if $(INFERENCEX),--inferencex $(INFERENCEX)) $(if $(CONFIGS),--configs $(CONFIGS))
 
 submit: $(STAMP) .venv-bench/.installed
 	@$(PY) -m recipes.submit $(CONFIG) $(if $(VARIANT),--variant $(VARIANT)) $(if $(DRY_RUN),--dry-run) \

@@ -105,7 +105,7 @@ def _atom_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> Ser
     for flag, value in (
         ("--gpu-memory-utilization", s["GPU_MEMORY_UTILIZATION"]),
         ("--max-num-seqs", seqs),
-        ("--max-model-len", s["MAX_MODEL_LEN"]),
+        ("--max-model-len", s["MAX_MODEL_LEN"] or _fixed_seq_context(t)),
     ):
         if value is not None:
             args += [flag, value]
@@ -162,6 +162,18 @@ def shell_env(t: Target) -> tuple:
 
 def shell_notes(t: Target) -> tuple:
     return ()
+
+
+# InferenceX's matrix generator gives every fixed-seq-len row max-model-len = isl + osl + 256, which its
+# workflow exports as MAX_MODEL_LEN and server_atom.sh passes as --max-model-len.
+FIXED_SEQ_CONTEXT_MARGIN = 256
+
+
+def _fixed_seq_context(t: Target) -> int | None:
+    lengths = t.scenario_params
+    if lengths.get("isl") is None or lengths.get("osl") is None:
+        return None
+    return int(lengths["isl"]) + int(lengths["osl"]) + FIXED_SEQ_CONTEXT_MARGIN
 
 
 def caveats(t: Target) -> tuple:

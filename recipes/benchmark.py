@@ -229,7 +229,17 @@ def client_env(t: Target) -> list:
         word("HF_DATASETS_CACHE=", Ref("RUN_DIR"), f"/{DATASETS_CACHE}"),
         f"AIPERF_DATASET_CONFIGURATION_TIMEOUT={seconds}",
         f"AIPERF_SERVICE_PROFILE_CONFIGURE_TIMEOUT={seconds}",
+        *_session_routing_key(t),
     ]
+
+
+def _session_routing_key(t: Target) -> list[str]:
+    """SGLang's router hashes a request to a prefill DP rank by its X-SMG-Routing-Key: AIPerf sends the
+    session's correlation id as that key, so a session's turns reach the rank holding its prefix (as
+    InferenceX's trace_replay.sh turns it on for DP-attention prefill)."""
+    if t.engine == "sglang" and t.worker("prefill").dp_attn:
+        return ["AIPERF_HTTP_X_SMG_ROUTING_KEY_FROM_CORRELATION_ID=true"]
+    return []
 
 
 def _agentic_replay(t: Target) -> list:

@@ -170,8 +170,23 @@ def build_plan(t: Target, *, timeouts: Timeouts | None = None, soak_seconds: int
         shipped=_shipped(t),
         workarounds=ki.recorded_workarounds(t.entry, t.issues),
         caveats=engine.caveats(t),
+        not_comparable_with_inferencex=_inferencex_client(t),
         log_signatures=signatures,
     )
+
+
+# InferenceX's fixed-seq-len client (utils/bench_serving/benchmark_serving.py at 843c6254), which AIPerf
+# cannot reproduce: its prompts are random token ids, not text.
+INFERENCEX_FIXED_SEQ_CLIENT = (
+    "not comparable with InferenceX: its fixed-seq-len client sends random token ids with input and output "
+    "lengths drawn uniformly from [0.8, 1] of the target, 10 x concurrency prompts after a warm-up; this "
+    "run sends AIPerf's synthetic text at the exact lengths over a timed steady state (the request shape "
+    "and, with MTP, the acceptance, which depends on the text, differ)"
+)
+
+
+def _inferencex_client(t: Target) -> str | None:
+    return INFERENCEX_FIXED_SEQ_CLIENT if t.point.scenario == "fixed-seq-len" else None
 
 
 def ports_of(profile) -> Ports:

@@ -1,19 +1,22 @@
-"""`make parity`: our rendered launch held against InferenceX's known-working launch of the same entry,
-difference by difference (engine flags and environment per role, container options, LMCache server, router,
-benchmark client, derived values). InferenceX's side is read from its own files: its data files as data (the
-master entry, models_vllm.yaml) and what lives only in its bash from configs/parity/inferencex.yaml, each fact
-with its file and line. Every difference must be listed, with its reason and evidence, in
-configs/parity/reviewed.yaml; anything else is unexplained and the command exits 1.
+"""`make parity`: our rendered launch held against what InferenceX's own scripts launch for the same entry,
+difference by difference (engine flags and environment per role, container options and image, LMCache server,
+router, benchmark client, sbatch options). InferenceX's side is never transcribed: its chain (matrix
+generator, workflow, runner script, per-entry launcher, amd_utils) runs from an InferenceX checkout under
+recorders (recipes/outside), and what its processes would have been started with is compared with ours.
+configs/parity/inferencex.yaml says which checkout each config is held against; every difference must be
+listed, with its reason and evidence, in configs/parity/reviewed.yaml; anything else is unexplained and the
+command exits 1.
 
-    python -m recipes.parity CONFIG [--variant V] [--inferencex DIR] [--configs FILE]
+    python -m recipes.parity CONFIG [--variant V] [--inferencex CHECKOUT] [--configs FILE]
 
-Every variant of CONFIG is compared unless --variant names one. --configs: the master file both sides are read
-from (ours rendered from it as `make render CONFIGS=` does, InferenceX's entry read from it); without it ours
-comes from configs/*-master.yaml and theirs from the launch's own `entry` file (a launch whose configs are
-InferenceX's own entries, `ours-from-entry`, renders ours from that file too, unless our configs hold a copy).
-A site's copy on a runner of its own is rendered on its runner, held against InferenceX's own entry, and the
-runner is a difference. Exit 0: all explained; 1: a difference unexplained; 2: the comparison cannot be made;
-3: no known-working counterpart (InferenceX never ran the config's model with its engine on its GPU).
+Every variant of CONFIG is compared unless --variant names one; a variant whose shape InferenceX's matrix
+never runs is said as never compared. --configs: the master file both sides' entry is read from (ours
+rendered from it as `make render CONFIGS=` does); without it ours comes from configs/*-master.yaml (or, for
+InferenceX's own entries, from the checkout's master file unless our configs hold a copy). A site's copy on a
+runner of its own is rendered on its runner, held against InferenceX's own entry, and the runner is a
+difference. Exit 0: all explained; 1: a difference unexplained; 2: the comparison cannot be made; 3: no
+known-working counterpart (InferenceX never ran the config's model with its engine on its GPU, or its matrix
+runs none of the config's shapes).
 """
 
 from __future__ import annotations
@@ -23,26 +26,30 @@ import fnmatch
 import json
 import os
 import re
-import shlex
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from schemas import lint, yamlio
 from schemas.findings import did_you_mean
 
+from . import nodesetup
 from .build import build_plan
 from .engines.lines import PROGRAMS
+from .outside import chain
+from .plan import Plan
 from .render import ROOT_DIR, RenderError, load
 from .target import Unsupported
 
-FACTS_FILE = ROOT_DIR / "configs" / "parity" / "inferencex.yaml"
+LAUNCHES_FILE = ROOT_DIR / "configs" / "parity" / "inferencex.yaml"
 REVIEWED_FILE = ROOT_DIR / "configs" / "parity" / "reviewed.yaml"
 CATEGORIES = ("engine-args", "engine-env", "container", "lmcache", "router", "client", "derived")
 ROLES = ("prefill", "decode")
 ABSENT = None  # a flag or variable one side does not have
-IMAGE_PYTHONPATH = "<the image's PYTHONPATH>"  # what env.sh's prefix goes before (the facts file's spelling)
+# What a launch puts before the image's own search paths is compared; the image's values are placeholders
+# (spelled so on both sides: the recorder's containers hold them, recipes/outside/shims/hops.py).
+IMAGE_PYTHONPATH = "<the image's PYTHONPATH>"
 IMAGE_LD_LIBRARY_PATH = "<the image's LD_LIBRARY_PATH>"
 
 
@@ -157,7 +164,7 @@ def _empty_side() -> Side:
 
 def ours(plan) -> dict:
     """category -> role -> {item: value} of our rendered plan."""
-    values = {**dict(plan.env_shell), "LOCAL_ADDR": "127.0.0.1"}
+    values = {**dict(plan.env_shell), "LOCAL_ADDR": "127.0.0.1", **node_addresses(len(plan.nodes))}
     side = _empty_side()
     exported = {k: str(v) for k, v in plan.env_exported}
     if plan.python_path_first:  # prepended to the image's own in env.sh
@@ -165,6 +172,10 @@ def ours(plan) -> dict:
     if plan.library_path_first:
         exported["LD_LIBRARY_PATH"] = ":".join([*plan.library_path_first, IMAGE_LD_LIBRARY_PATH])
     for role in plan.roles:
+        # a role's engine is compared on its first node: its own address is that node's
+        first = next((n.rank for n in plan.nodes if n.role == role.name), 0)
+        here = f"<node {first} address>"
+        values["NODE_ADDR"] = here
         for service in role.services:
             words = [_expand(w, values) for w in service.argv]
             if service.name in ENGINE_SERVICES:
@@ -172,7 +183,8 @@ def ours(plan) -> dict:
                 start = next((words.index(w) + 1 for w in ENGINE_PROGRAMS if w in words), 0)
                 prefix = {w.partition("=")[0]: w.partition("=")[2] for w in words[:start] if "=" in w}
                 side["engine-args"][role.name] = _flatten(flag_map(words[start:]))
-                side["engine-env"][role.name] = {**exported, **prefix}
+                env = {k: v.replace("${NODE_ADDR}", here) for k, v in exported.items()}
+                side["engine-env"][role.name] = {**env, **prefix}
             elif service.name == "lmcache":
                 side["lmcache"]["prefill"] = flag_map(words[2:])
     if plan.router is not None:
@@ -186,11 +198,43 @@ def ours(plan) -> dict:
         words = [_expand(w, values) for w in plan.benchmarks[0].argv]
         client = flag_map(words[words.index("profile") + 1 :])
         side["client"]["all"] = {k: v for k, v in client.items() if k not in PER_BENCHMARK}
-        if plan.benchmarks[0].before:  # what InferenceX's client does first (configs/parity/inferencex.yaml)
+        side["client"]["all"]["build"] = _client_build(plan)
+        before = words[: words.index("aiperf")] if "aiperf" in words else []
+        side["client"]["all"].update(
+            {f"env {k}": v for k, _, v in (w.partition("=") for w in before) if k.startswith(CLIENT_ENV)}
+        )
+        if plan.benchmarks[0].before:  # caches emptied before each point (InferenceX's agentic client does)
             side["client"]["all"][FLUSH_ITEM] = FLUSH_VALUE
     side["container"]["all"] = _container_words(plan, values)
-    side["derived"]["all"] = {"time-limit": plan.slurm.time_limit}
+    if side["container"]["all"]:
+        side["container"]["all"]["image"] = plan.image
+        side["container"]["all"][INSTALLS] = _installs(plan)
+    side["derived"]["all"] = {"time-limit": plan.slurm.time_limit, "sbatch --partition": plan.slurm.partition}
+    launch = [_expand(w, values) for w in plan.launch]
+    for word in launch[1 : launch.index("--")] if launch[:1] == ["srun"] and "--" in launch else []:
+        flag, _, value = word.partition("=")
+        if flag in SRUN_COMPARED:
+            side["derived"]["all"][f"srun {flag}"] = value or "true"
+    side["derived"]["all"].update(
+        {f"sbatch --{k}": str(v) for k, v in plan.slurm.extras if f"--{k}" in SBATCH_COMPARED}
+    )
     return side
+
+
+INSTALLS = "installs at container start"
+
+
+def _installs(plan) -> str:
+    """What goes onto the image's own Python path before the engines start (a site's wheel of a library the
+    image lacks, from the run's hashed wheelhouse); tools in environments of their own are not the image's."""
+    layered = [s for s in (plan.node_setup.sets if plan.node_setup else ()) if s.layer]
+    said = [f"{s.name} {s.version}".strip() + " from the run's hashed wheelhouse" for s in layered]
+    return "; ".join(said) or "none"
+
+
+def node_addresses(nodes: int) -> dict[str, str]:
+    """Node N's address as both sides name it: what its host looked up at run time."""
+    return {f"PEER_ADDR[{rank}]": f"<node {rank} address>" for rank in range(nodes)}
 
 
 def _program(argv, values) -> str:
@@ -246,6 +290,22 @@ def _host_options(words: list[str]) -> dict:
     return out
 
 
+# The job's sbatch options beyond its shape that decide where and how it runs (both sides).
+SRUN_COMPARED = ("--signal", "--kill-on-bad-exit")  # how the node steps are signalled and ended
+SBATCH_COMPARED = ("--partition", "--signal", "--exclude", "--gres", "--qos", "--reservation", "--constraint")
+CLIENT_ENV = "AIPERF_"  # the client's own settings by environment (both sides' AIPerf)
+
+
+def _client_build(plan) -> str:
+    """Which AIPerf the client is: the version the run's wheelhouse pins (node setup), else the image's."""
+    for s in plan.node_setup.sets if plan.node_setup else ():
+        if "aiperf" in s.commands:
+            lock = (nodesetup.LOCKS / s.lock).read_text()
+            pinned = re.search(r"^aiperf==(\S+)", lock, re.M)
+            return f"aiperf=={pinned[1] if pinned else '?'} from the run's hashed wheelhouse ({s.lock})"
+    return "aiperf from the image"
+
+
 PER_BENCHMARK = ("--concurrency", "--output-artifact-dir")  # the sweep's, one per point: not launch facts
 # Every engine's caches emptied before each benchmark, as both sides' facts name it.
 FLUSH_ITEM, FLUSH_VALUE = "--flush-caches-before-each", "POST /flush_cache on every worker"
@@ -255,98 +315,6 @@ REPEATED = ("--device", "--ulimit", "--cap-add", "--security-opt", "-v", "--grou
 # ---- InferenceX's side -----------------------------------------------------------------------------------
 
 
-def theirs(
-    launch: dict, inferencex: Path, entry_file: Path, key: str, point_path: tuple = (), job_conc: int = 0
-) -> dict:
-    """category -> role -> {item: value}: the models file and master entry read as data, the bash facts as
-    recorded. point_path: where the compared variant's search-space item sits in the entry (its key first);
-    job_conc: the largest concurrency of the compared allocation (`${JOB_CONC}` in a recorded fact: what
-    InferenceX's launch derives from the job's concurrencies)."""
-    if launch.get("engine") == "sglang":
-        return _theirs_sglang(launch, inferencex, entry_file, key, point_path, job_conc)
-    if launch.get("engine") == "atom":
-        return _theirs_atom(launch, inferencex, entry_file, key, point_path, job_conc)
-    side = _empty_side()
-    entry = {**_entry_settings(entry_file, launch.get("entry-key") or key), "JOB_CONC": str(job_conc)}
-    models = _read_yaml(inferencex / _field(launch, "models"))
-    name = _field(_entry(entry_file, launch.get("entry-key") or key), "model", entry_file).split("/")[-1]
-    if name not in models:
-        raise ParityError(f"{launch['models']} has no entry {name!r} (it has: {', '.join(sorted(models))})")
-    recipe = models[name]
-    for role in ROLES:
-        flags = flag_map(shlex.split(str(_field(recipe, f"{role}_flags", launch["models"]))))
-        recorded = launch.get("engine-args", {})
-        for fact in recorded.get(role, []) + recorded.get("all", []):
-            when = fact.get("when-setting")
-            if when and entry.get(when[0]) != str(when[1]):
-                continue
-            if fact.get("remove"):
-                flags.pop(fact["flag"], None)
-            else:
-                flags[fact["flag"]] = _subst(fact.get("value", True), entry, fact)
-        side["engine-args"][role] = _flatten(flags)
-        env = dict(pair.split("=", 1) for pair in str(recipe.get("env", "")).split() if "=" in pair)
-        for fact in launch.get("engine-env", []):
-            env[fact["name"]] = _subst(str(fact["value"]), entry, fact)
-        side["engine-env"][role] = env
-    side["lmcache"]["prefill"] = {
-        f["flag"]: _subst(str(f["value"]), entry, f) for f in launch.get("lmcache", [])
-    }
-    return _recorded(launch, side, entry, {})
-
-
-def _recorded(launch: dict, side: dict, names: dict, conditions: dict) -> dict:
-    """The router, client, container and derived facts of a launch (those whose `when` holds)."""
-    router = launch.get("router", {})
-    side["router"]["all"] = {"program": router.get("program")}
-    side["router"]["all"].update(_facts(router.get("flags", []), names, conditions))
-    side["client"]["all"] = _facts(launch.get("client", []), names, conditions)
-    side["container"]["all"] = dict(
-        _option(f["flag"], f.get("value", True)) for f in launch.get("container", [])
-    )
-    side["derived"]["all"] = {f["name"]: str(f["value"]) for f in launch.get("derived", [])}
-    return side
-
-
-def _facts(facts: list, names: dict, conditions: dict) -> dict:
-    """Flag -> value of the facts that hold; a fact `per: prefill-workers` (or decode-workers) is its flag
-    once per worker of that role, its values joined as flag_map joins a repeated flag's."""
-    out = {}
-    for f in filter(lambda f: _holds(f, conditions), facts):
-        value = _subst(f.get("value", True), names, f)
-        out[f["flag"]] = " ".join([str(value)] * int(names[f["per"]])) if "per" in f else value
-    return out
-
-
-def _holds(fact: dict, conditions: dict) -> bool:
-    """Whether a recorded fact's `when: {condition: value}` holds for this variant (no `when`: always)."""
-    when = fact.get("when") or {}
-    unknown = sorted(set(when) - set(conditions))
-    if unknown:
-        raise ParityError(f"{FACTS_FILE.name}: {fact.get('at')}: unknown condition {unknown[0]!r}")
-    return all(conditions[k] == v for k, v in when.items())
-
-
-_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-def _subst(value, names: dict, fact: dict | None = None):
-    """A recorded value with `${NAME}` filled in from `names` (the entry's settings, and for SGLang the
-    variables its bash has set). A value that is one reference to a name not set is absent."""
-    if not isinstance(value, str):
-        return value
-    whole = _REF.fullmatch(value)
-    if whole:
-        return _json_or(names[whole[1]]) if whole[1] in names else ABSENT
-
-    def one(m):
-        if m[1] not in names:
-            raise ParityError(f"{FACTS_FILE.name}: {(fact or {}).get('at')}: {m[1]} is not set")
-        return str(names[m[1]])
-
-    return _json_or(_REF.sub(one, value))
-
-
 def _entry(path: Path, key: str) -> dict:
     data = _read_yaml(path)
     if not isinstance(data.get(key), dict):
@@ -354,372 +322,35 @@ def _entry(path: Path, key: str) -> dict:
     return data[key]
 
 
-def _entry_settings(path: Path, key: str) -> dict:
-    """Every additional setting of the entry's first search-space item (prefill's, then decode's)."""
-    scenarios = _entry(path, key).get("scenarios") or {}
-    for group in (g for groups in scenarios.values() for g in groups or ()):
-        for item in group.get("search-space", []):
-            return _additional_settings(item)
-    return {}
-
-
-def _additional_settings(item: dict) -> dict:
-    out = {}
-    for role in ("decode", "prefill"):
-        for pair in (item.get(role) or {}).get("additional-settings") or []:
-            name, _, value = str(pair).partition("=")
-            out[name] = value
-    return out
-
-
-def _field(data, key: str, where: object = FACTS_FILE.name):
+def _field(data, key: str, where: object = LAUNCHES_FILE.name):
     """data[key], or a ParityError naming the file and the key (a file of InferenceX's is hostile input)."""
     if not isinstance(data, dict) or key not in data:
         raise ParityError(f"{where}: no {key!r}")
     return data[key]
 
 
-# ---- InferenceX's SGLang + MoRI launch (amd_utils/server_sglang.sh) ---------------------------------------
+def checkout_of(launch: dict, inferencex: Path) -> Path:
+    """The InferenceX checkout a launch is recorded from: INFERENCEX itself when it is one (it holds
+    benchmarks/multi_node), else the launch's `checkout` folder inside it (the reference folder holds one
+    checkout per launch InferenceX ran)."""
+    if (inferencex / "benchmarks" / "multi_node").is_dir():
+        return inferencex
+    checkout = inferencex / str(_field(launch, "checkout"))
+    if not (checkout / "benchmarks" / "multi_node").is_dir():
+        raise ParityError(
+            f"{inferencex} is neither an InferenceX checkout (no benchmarks/multi_node) nor a folder holding "
+            f"{launch['checkout']}/: point INFERENCEX= at a checkout at {launch.get('commit', 'its commit')}"
+        )
+    return checkout
 
 
-@dataclass(frozen=True)
-class Worker:
-    """One role's worker as server_sglang.sh is given it: TP size, EP on (--ep-size = tp), DP attention on
-    (--dp-size = tp), and the nodes it spans (its (tp + 7) / 8)."""
-
-    tp: int
-    ep: bool = False
-    dp: bool = False
-
-    @property
-    def nodes(self) -> int:
-        return (self.tp + 7) // 8
-
-
-@dataclass(frozen=True)
-class Run:
-    """What InferenceX's SGLang launch reads of one search-space item of its entry."""
-
-    prefill: Worker
-    decode: Worker
-    max_conc: int  # BENCH_MAX_CONC_VALUE: the item's largest concurrency
-    mtp: int = 0  # DECODE_MTP_SIZE
-    agentic: bool = False
-    hicache: bool = False  # KV_OFFLOADING dram with KV_OFFLOAD_BACKEND hicache (server_sglang.sh:486)
-    kv_transfer: str | None = None  # KV_P2P_TRANSFER: the entry's kv-p2p-transfer
-    names: dict = field(default_factory=dict)  # the item's additional settings, MODEL_NAME, ISL, OSL
-    workers: dict = field(default_factory=dict)  # prefill-workers, decode-workers: the item's num-worker
-
-    def worker(self, role: str) -> Worker:
-        return self.prefill if role == "prefill" else self.decode
-
-
-def sglang_flags(block: dict, role: str, run: Run, names: dict, where: str = "models.yaml") -> list[str]:
-    """One role's engine flags as server_sglang.sh composes them from its models file's block for the model
-    (build_server_config, PREFILL_MODE_FLAGS, DECODE_MODE_FLAGS): parallelism, base flags (the entry's
-    kv-p2p-transfer replacing their transfer backend), EP flags, MTP flags on both roles, DP flags, then the
-    role's own. `names`: the integers its formulas may name (env.sh's MoRI budgets, the TP sizes)."""
-    w = run.worker(role)
-    words = ["--tp-size", str(w.tp)] + (["--ep-size", str(w.tp)] if w.ep else [])
-    words += ["--dp-size", str(w.tp)] if w.dp else []
-    base = shlex.split(str(block.get("base_flags", "")))
-    if run.kv_transfer:
-        base = _without(base, "--disaggregation-transfer-backend") + [
-            "--disaggregation-transfer-backend",
-            run.kv_transfer,
-        ]
-    words += base + (shlex.split(str(block.get("ep_flags", ""))) if w.ep else [])
-    if run.mtp > 0:
-        words += shlex.split(str(block.get("mtp_flags", "")))
-        words += ["--speculative-num-steps", str(run.mtp), "--speculative-num-draft-tokens", str(run.mtp + 1)]
-    words += shlex.split(str(block.get("dp_flags", ""))) if w.dp else []
-    prefill = _table(block, "prefill", where)
-    arm = _table(prefill, "dp" if run.prefill.dp else "no_dp", f"{where} prefill")
-    context = str(arm.get("context_length", ""))  # decode falls back to prefill's
-    if role == "prefill":
-        if w.dp:
-            graphs = str(arm.get("cuda_graph_bs", "1 2 3")).split()
-            running = run.max_conc if w.ep else arm.get("max_running_requests", 24)
-        else:
-            graphs = _seq(arm.get("cuda_graph_bs_range", "1-128"), (1, 128), where)
-            running = arm.get("max_running_requests", 128)
-        chunk = product(arm.get("chunked_prefill_size", 262144), names, where)
-        words += ["--mem-fraction-static", str(prefill.get("mem_fraction_static", 0.8))]
-        words += ["--max-running-requests", str(running), "--chunked-prefill-size", str(chunk)]
-        words += ["--disable-cuda-graph"] if _true(prefill.get("disable_cuda_graph", False)) else []
-        words += [] if _true(prefill.get("disable_cuda_graph", False)) else ["--cuda-graph-bs", *graphs]
-        if _true(prefill.get("disable_radix_cache", True)) and not run.agentic:
-            words += ["--disable-radix-cache"]
-        words += ["--context-length", context] if context else []
-        total = str(arm.get("max_total_tokens", ""))
-        words += ["--max-total-tokens", total] if total else []
-        words += ["--enable-two-batch-overlap"] if w.dp and _true(arm.get("enable_two_batch_overlap")) else []
-        return words
-    decode = _table(block, "decode", where)
-    name, default = ("dp", "1-160") if w.dp else ("ep_only", "1-256") if w.ep else ("no_dp", "1-128")
-    arm = _table(decode, name, f"{where} decode")
-    end = int(default.split("-")[1])
-    graphs = _seq(arm.get("cuda_graph_bs_range", default), (1, end), where)
-    if w.dp:
-        running = run.max_conc if w.ep else int(graphs[-1]) * w.tp
-    else:
-        running = arm.get("max_running_requests", 256 if w.ep else 128)
-    words += ["--mem-fraction-static", str(decode.get("mem_fraction_static", 0.85))]
-    words += ["--max-running-requests", str(running), "--cuda-graph-bs", *graphs]
-    words += (
-        ["--prefill-round-robin-balance"] if _true(decode.get("prefill_round_robin_balance", True)) else []
-    )
-    context = str(arm.get("context_length", "")) or context
-    words += ["--context-length", context] if context else []
-    if _true(decode.get("disagg_decode_enable_radix_cache", False)):
-        words += ["--disaggregation-decode-enable-radix-cache"]
-    return words
-
-
-def sglang_variables(env: dict, run: Run) -> dict:
-    """env.sh's variables as server_sglang.sh updates them for the run: with DP attention and EP on decode,
-    the decode dispatch budget is the largest concurrency per rank and the inter-kernel switch twice that;
-    with MTP the decode budget grows by the draft tokens (amd_utils/server_sglang.sh:241-249, 292-294)."""
-    env, d = dict(env), run.decode
-    if d.dp and d.ep:
-        tokens = run.max_conc // d.tp
-        env["MORI_MAX_DISPATCH_TOKENS_DECODE"] = str(tokens)
-        env["SGLANG_MORI_DISPATCH_INTER_KERNEL_SWITCH_THRESHOLD"] = str(tokens * 2)
-    if run.mtp > 0:
-        tokens = product("MORI_MAX_DISPATCH_TOKENS_DECODE", env, "env.sh")
-        env["MORI_MAX_DISPATCH_TOKENS_DECODE"] = str(tokens * (run.mtp + 1))
-    return env
-
-
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_INTEGER = re.compile(r"[0-9]{1,12}")
-
-
-def product(formula, names: dict, where: str = "models.yaml") -> int:
-    """A models-file size: an integer, or names and integers joined by `*` ("MORI_MAX_DISPATCH_TOKENS_PREFILL
-    * PREFILL_TP_SIZE"), each name an integer of `names`. Nothing else is read (never eval)."""
-    if isinstance(formula, bool) or not isinstance(formula, int | float | str):
-        raise ParityError(f"{where}: {formula!r} is not a size")
-    if not isinstance(formula, str):
-        return int(formula)
-    terms = [t.strip() for t in formula.split("*")]
-    if len(formula) > 200 or len(terms) > 8:
-        raise ParityError(f"{where}: {formula[:60]!r}... is too long for a size")
-    out = 1
-    for term in terms:
-        if _INTEGER.fullmatch(term):
-            out *= int(term)
-        elif _NAME.fullmatch(term) and term in names and _INTEGER.fullmatch(str(names[term])):
-            out *= int(str(names[term]))
-        elif _NAME.fullmatch(term):
-            raise ParityError(f"{where}: {formula!r}: {term} is not an integer setting")
-        else:
-            raise ParityError(f"{where}: {formula!r}: only names and integers joined by * are read")
-    return out
-
-
-def _seq(spec, default: tuple, where: str) -> list[str]:
-    """cuda_graph_bs_range "1-128" as `seq 1 128` expands it (no dash: the default range)."""
-    text = str(spec)
-    start, end = text.split("-", 1) if "-" in text else map(str, default)
-    if not (_INTEGER.fullmatch(start.strip()) and _INTEGER.fullmatch(end.strip())):
-        raise ParityError(f"{where}: cuda_graph_bs_range {text!r} is not <start>-<end>")
-    first, last = int(start), int(end)
-    if last - first > 4096:
-        raise ParityError(f"{where}: cuda_graph_bs_range {text!r} spans more than 4096 sizes")
-    return [str(n) for n in range(first, last + 1)]
-
-
-def _table(data: dict, key: str, where: str) -> dict:
-    value = data.get(key) or {}
-    if not isinstance(value, dict):
-        raise ParityError(f"{where}: {key} is not a mapping")
-    return value
-
-
-def _true(value) -> bool:
-    return str(value) in ("True", "true")
-
-
-def _without(words: list[str], flag: str) -> list[str]:
-    out, skip = [], False
-    for word in words:
-        if skip:
-            skip = False
-        elif word == flag:
-            skip = True
-        else:
-            out.append(word)
-    return out
-
-
-def _their_run(path: Path, key: str, point_path: tuple, job_conc: int = 0) -> tuple[dict, Run]:
-    """InferenceX's entry and the search-space item at point_path (the compared variant's), as data. An
-    agentic item's largest concurrency is the job's (job_conc): InferenceX's matrix runs every agentic point
-    in a job of its own (utils/matrix_logic/generate_sweep_configs.py), as ours does."""
-    entry = _entry(path, key)
-    item: object = entry
-    for i, step in enumerate(point_path[1:]):
-        if isinstance(item, dict) and step in item:
-            item = item[step]
-        elif isinstance(item, list) and isinstance(step, int) and 0 <= step < len(item):
-            item = item[step]
-        else:
-            raise ParityError(f"{path}: {key} has no {'.'.join(map(str, point_path[1 : i + 2]))}")
-    if not isinstance(item, dict):
-        raise ParityError(f"{path}: {'.'.join(map(str, point_path))} is not a search-space item")
-
-    def worker(role):
-        spec = _field(item, role, f"{path}: {key}")
-        tp, ep = _integer(spec.get("tp"), f"{role}.tp", path), _integer(spec.get("ep", 1), f"{role}.ep", path)
-        return Worker(tp, ep > 1, spec.get("dp-attn") is True)
-
-    concs = item.get("conc-list") or [item.get("conc-end")]
-    settings = _additional_settings(item)
-    group = entry["scenarios"][point_path[2]][point_path[3]] if len(point_path) > 3 else {}
-    names = {**settings, "MODEL_NAME": str(_field(entry, "model", path)).split("/")[-1]}
-    names.update({k.upper(): str(group[k]) for k in ("isl", "osl") if isinstance(group, dict) and k in group})
-    run = Run(
-        prefill=worker("prefill"),
-        decode=worker("decode"),
-        max_conc=job_conc
-        if job_conc and point_path[2:3] == ("agentic-coding",)
-        else max(_integer(c, "conc-list", path) for c in concs),
-        mtp=_integer(_number(settings.get("DECODE_MTP_SIZE") or "0"), "DECODE_MTP_SIZE", path),
-        agentic=point_path[2:3] == ("agentic-coding",),
-        hicache=item.get("kv-offloading") == "dram"
-        and (item.get("kv-offload-backend") or {}).get("name") == "hicache",
-        kv_transfer=item.get("kv-p2p-transfer") or entry.get("kv-p2p-transfer"),
-        names=names,
-        workers={
-            f"{r}-workers": _integer(_field(item, r, path).get("num-worker"), f"{r}.num-worker", path)
-            for r in ROLES
-        },
-    )
-    return entry, run
-
-
-def _number(text: str):
-    return int(text) if _INTEGER.fullmatch(text) else text
-
-
-def _integer(value, what: str, path: Path) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ParityError(f"{path}: {what} is {value!r}, not an integer")
-    return value
-
-
-def _model_block(launch: dict, inferencex: Path, run: Run, variants: bool = True) -> tuple[str, dict]:
-    """(where, block) of the model's entry in the launch's models file as its server script reads it:
-    with variants, `<model>-AgentX` for an agentic run, `<model>-DI` else, the bare name when that is
-    absent (amd_utils/server_sglang.sh:85-96); without, the bare name (server_atom.sh:86-87)."""
-    models_file = _field(launch, "models")
-    models = _read_yaml(inferencex / models_file)
-    name = run.names["MODEL_NAME"]
-    chosen = (f"{name}-AgentX" if run.agentic else f"{name}-DI") if variants else name
-    chosen = chosen if chosen in models else name
-    if not isinstance(models.get(chosen), dict):
-        raise ParityError(f"{models_file} has no entry {chosen!r} (it has: {', '.join(sorted(models))})")
-    return f"{models_file} {chosen}", models[chosen]
-
-
-def _theirs_sglang(
-    launch: dict, inferencex: Path, entry_file: Path, key: str, point_path: tuple, job_conc: int = 0
-) -> dict:
-    side = _empty_side()
-    entry, run = _their_run(entry_file, launch.get("entry-key") or key, point_path, job_conc)
-    where, block = _model_block(launch, inferencex, run)
-    name = run.names["MODEL_NAME"]
-    shape = {
-        "PREFILL_TP_SIZE": run.prefill.tp,
-        "DECODE_TP_SIZE": run.decode.tp,
-        "xP": run.workers["prefill-workers"],
-        "yD": run.workers["decode-workers"],
-    }
-    conditions = {
-        "model": name,
-        "agentic": run.agentic,
-        "mtp": run.mtp > 0,
-        "mtp-steps": run.mtp,
-        "hicache": run.hicache,
-    }
-    env: dict = {}
-    for fact in launch.get("engine-env", []):  # env.sh, in its order: a later line overrides an earlier one
-        if not _holds(fact, conditions):
-            continue
-        if fact.get("unset"):
-            env.pop(fact["name"], None)
-        elif "formula" in fact:
-            env[fact["name"]] = str(
-                product(fact["formula"], {**shape, **env}, f"{FACTS_FILE.name} {fact['at']}")
-            )
-        else:
-            env[fact["name"]] = str(_subst(str(fact.get("value", "")), {**run.names, **env}, fact))
-    script_only = {f["name"] for f in launch.get("engine-env", []) if f.get("script-only")}
-    formulas = {**{k: str(v) for k, v in shape.items()}, **env}  # its inline Python reads the environment
-    env = sglang_variables(env, run)
-    names = {**run.names, **env}
-    for role in ROLES:
-        words = sglang_flags(block, role, run, formulas, where)
-        flags = flag_map(words)
-        role_conditions = {**conditions, "multi-node-worker": run.worker(role).nodes > 1}
-        role_names = {**names, "NODES_PER_WORKER": str(run.worker(role).nodes)}
-        recorded = launch.get("engine-args", {})
-        flags.update(_facts(recorded.get("all", []) + recorded.get(role, []), role_names, role_conditions))
-        side["engine-args"][role] = _flatten(flags)
-        prefix = {}
-        for fact in launch.get("engine-env-prefix", {}).get(role, []):
-            if not _holds(fact, conditions):
-                continue
-            value = next((env[n] for n in fact.get("from", []) if env.get(n)), str(fact.get("value", "")))
-            if value or not fact.get("when-set"):
-                prefix[fact["name"]] = value
-        if "--enable-two-batch-overlap" in flags and role == "prefill":
-            prefix["MORI_ENABLE_SDMA"] = "true"  # PREFILL_SDMA_ENV (amd_utils/server_sglang.sh:274-277)
-        seen = {**env, **prefix}  # what the engine process inherits, less what only InferenceX's bash reads
-        side["engine-env"][role] = {k: v for k, v in seen.items() if k not in script_only}
-    return _recorded(launch, side, {**names, **run.workers}, {**conditions, "multi-node-worker": False})
-
-
-def atom_flags(block: dict, role: str, run: Run) -> list[str]:
-    """One role's ATOM flags as server_atom.sh composes them from its models file's block for the model:
-    -tp, the model's TP+DPA or EP+DPA flags (the role's own, else the shared ones) for a DP-attention worker,
-    MTP's method and the draft steps on both roles, the model's KV-cache flag; its bash adds the rest."""
-    w = run.worker(role)
-    words = ["-tp", str(w.tp)]
-    if w.dp:
-        mode = "ep_dp_flags" if w.ep else "tp_dp_flags"
-        words += shlex.split(str(block.get(f"{role}_{mode}", block.get(mode, ""))))
-    if block.get("mtp_flags") and run.mtp > 0:
-        words += [*shlex.split(str(block["mtp_flags"])), str(run.mtp)]
-    return words + shlex.split(str(block.get("kv_cache_flags", "")))
-
-
-def _atom_env(block: dict, w: Worker) -> dict:
-    """The model's environment as server_atom.sh exports it: always its env, and a DP-attention worker's
-    TP+DPA or EP+DPA environment."""
-    pairs = str(block.get("env", "")).split()
-    if w.dp:
-        pairs += str(block.get("ep_dp_env" if w.ep else "tp_dp_env", "")).split()
-    return dict(pair.split("=", 1) for pair in pairs if "=" in pair)
-
-
-def _theirs_atom(
-    launch: dict, inferencex: Path, entry_file: Path, key: str, point_path: tuple, job_conc: int = 0
-) -> dict:
-    side = _empty_side()
-    _, run = _their_run(entry_file, launch.get("entry-key") or key, point_path, job_conc)
-    _, block = _model_block(launch, inferencex, run, variants=False)
-    names = {**run.names, "MAX_CONC": str(run.max_conc)}
-    conditions = {"model": run.names["MODEL_NAME"], "agentic": run.agentic, "mtp": run.mtp > 0}
-    base_env = {f["name"]: str(f["value"]) for f in launch.get("engine-env", []) if not f.get("script-only")}
-    for role in ROLES:
-        flags = flag_map(atom_flags(block, role, run))
-        recorded = launch.get("engine-args", {})
-        flags.update(_facts(recorded.get("all", []) + recorded.get(role, []), names, conditions))
-        side["engine-args"][role] = _flatten(flags)
-        side["engine-env"][role] = {**base_env, **_atom_env(block, run.worker(role))}
-    return _recorded(launch, side, {**names, **run.workers}, conditions)
+def edits_of(launch: dict) -> tuple[chain.Edit, ...]:
+    """The launch's declared edits of InferenceX's files (each with its reason), as the chain applies them."""
+    out = []
+    for i, e in enumerate(launch.get("edits") or ()):
+        where = f"{LAUNCHES_FILE.name}: edits[{i}]"
+        out.append(chain.Edit(*(str(_field(e, k, where)) for k in ("file", "after", "insert", "why"))))
+    return tuple(out)
 
 
 def _read_yaml(path: Path) -> dict:
@@ -787,19 +418,17 @@ def explain(
     mine = reviewed_items(reviewed, key, variant)
     used, out = set(), []
     for d in found:
-        match = next(
-            (
-                i
-                for i, r in enumerate(mine)
-                if r["category"] == d.category
-                and r.get("role", "all") in (d.role, "all")
-                and r["item"] == d.item
-                and _norm(r["ours"]) == _norm(d.ours)
-                and _norm(r["theirs"]) == _norm(d.theirs)
-            ),
-            None,
-        )
-        used.add(match)
+        matches = [
+            i
+            for i, r in enumerate(mine)
+            if r["category"] == d.category
+            and r.get("role", "all") in (d.role, "all")
+            and r["item"] == d.item
+            and _norm(r["ours"]) == _norm(d.ours)
+            and _norm(r["theirs"]) == _norm(d.theirs)
+        ]
+        match = matches[0] if matches else None
+        used.update(matches)  # a review that also holds (a role's and every role's) is not stale
         out.append(Difference(**{**d.__dict__, "explained_by": mine[match] if match is not None else None}))
     stale = [r for i, r in enumerate(mine) if i not in used]
     return out, stale
@@ -820,17 +449,17 @@ def _gpu_in_key(key: str, model: str) -> str | None:
 
 
 def launch_for(key: str, configs: Path | None = None) -> dict:
-    """InferenceX's recorded launch KEY is held against (configs/parity/inferencex.yaml lists the keys
+    """InferenceX's launch KEY is held against (configs/parity/inferencex.yaml lists the keys
     each launch covers). None recorded, the config itself says why, without InferenceX's files: a
     ParityError naming the recorded keys of its model and engine on its GPU when InferenceX ran that (KEY
     is to be recorded under one of them), NoCounterpart when InferenceX never ran its model with its
     engine on its GPU (or runner). A model is its `<model-prefix>-<precision>`, a GPU the one a key
     names, else the runner's profile label."""
-    launches = _read_yaml(FACTS_FILE).get("launches") or {}
+    launches = _read_yaml(LAUNCHES_FILE).get("launches") or {}
     launch = next((f for f in launches.values() if key in f.get("configs", [])), None)
     if launch is not None:
         return launch
-    facts = _shown_path(FACTS_FILE)
+    facts = _shown_path(LAUNCHES_FILE)
     masters = [_read_yaml(p) for p in ([configs] if configs else lint.default_configs())]
     entry = next((m[key] for m in masters if isinstance(m.get(key), dict)), None)
     if entry is None:
@@ -892,30 +521,31 @@ def launch_for(key: str, configs: Path | None = None) -> dict:
 
 @dataclass(frozen=True)
 class Comparison:
-    plan: object
+    plan: Plan
     found: list
     stale: list
     their_runner: str | None = None  # InferenceX's runner, when ours is a site's copy on a runner of its own
+    uncompared: str | None = None  # why this variant has nothing to be held against
 
 
 class NotRendered(ParityError):
     """Our side of the comparison does not render (yet): the render's findings say why."""
 
 
-def compare(
-    key: str, variant: str | None, inferencex: Path, configs: Path | None = None, recorded: Path | None = None
-) -> list[Comparison]:
-    """One comparison per variant of KEY (or only VARIANT's). configs: the master file both sides are read
+def compare(key: str, variant: str | None, inferencex: Path, configs: Path | None = None) -> list[Comparison]:
+    """One comparison per variant of KEY (or only VARIANT's). InferenceX's side is what its own chain ran
+    for the variant's matrix row (recipes/outside: the checkout's matrix generator, workflow, runner script,
+    per-entry launcher and amd_utils run under recorders). configs: the master file both sides are read
     from, as `make render CONFIGS=` reads it; else ours from our configs (or, for a launch whose configs are
-    InferenceX's own entries, from its entry file unless our configs hold a copy of it) and theirs from the
-    launch's entry file. Ours is always what `make submit` would launch: a site's copy of InferenceX's
-    entry on a runner of its own is rendered on that runner and held against InferenceX's own entry on
-    InferenceX's runner, the two runners a difference like any other (unexplained until reviewed).
-    recorded: an InferenceX checkout whose own chain is run under recorders for each variant's matrix row
-    (recipes/outside), InferenceX's side then being what its scripts ran instead of the recorded facts."""
+    InferenceX's own entries, from the checkout's master file unless our configs hold a copy of it) and
+    theirs from the checkout's. Ours is always what `make submit` would launch: a site's copy of
+    InferenceX's entry on a runner of its own is rendered on that runner and held against InferenceX's own
+    entry on InferenceX's runner, the two runners a difference like any other (unexplained until reviewed).
+    A variant InferenceX's matrix has no row for is a Comparison with `uncompared` saying so."""
     launch = launch_for(key, configs)
     entry_key = launch.get("entry-key") or key
-    own_file = inferencex / _field(launch, "entry")  # InferenceX's own entry
+    checkout = checkout_of(launch, inferencex)
+    own_file = checkout / _field(launch, "entry")  # InferenceX's own entry
     site_copy = configs is None and any(
         isinstance(_read_yaml(p).get(key), dict) for p in lint.default_configs()
     )
@@ -939,15 +569,16 @@ def compare(
             entry_file = own_file
     their_runner = str(_entry(entry_file, entry_key).get("runner") or "")
     reviewed = _read_yaml(REVIEWED_FILE).get("differences", [])
+    edits = edits_of(launch)
+    _record_rows(checkout, entry_key, plans, edits)
     out = []
     for target, plan in plans:
-        job_conc = max(b.concurrency for b in plan.benchmarks)
         elsewhere = bool(their_runner) and loaded.launch.label_of(their_runner) != target.runner_label
         try:
-            if recorded is not None:
-                their_side = _recorded_side(recorded, entry_key, target)
-            else:
-                their_side = theirs(launch, inferencex, entry_file, key, target.point.path, job_conc)
+            their_side = recorded_side(checkout, entry_key, target, edits, _concurrencies(plan))
+        except NoRow as exc:
+            out.append(Comparison(plan, [], [], their_runner if elsewhere else None, uncompared=str(exc)))
+            continue
         except ParityError as exc:
             if not elsewhere:
                 raise
@@ -965,19 +596,52 @@ def compare(
     return out
 
 
-def _recorded_side(checkout: Path, key: str, target) -> dict:
+class NoRow(ParityError):
+    """InferenceX's matrix runs no row of the variant's shape and sequence lengths: nothing to compare it
+    with (said per variant; the config's other variants are compared)."""
+
+
+_RECORDED: dict[tuple, dict] = {}  # one chain run per (checkout, key, row, edits) in a process
+
+
+def _record_rows(checkout: Path, key: str, plans: list, edits: tuple) -> None:
+    """Runs the chain for every variant's row at once (each run mostly waits on its shell's processes);
+    a variant with no row, or a run that fails, is said by recorded_side when its turn comes."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(pair) -> None:
+        try:
+            recorded_side(checkout, key, pair[0], edits, _concurrencies(pair[1]))
+        except ParityError:
+            pass  # said again, in order, by compare
+
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+        list(pool.map(one, plans))
+
+
+def _concurrencies(plan) -> tuple[int, ...]:
+    return tuple(b.concurrency for b in plan.benchmarks)
+
+
+def recorded_side(checkout: Path, key: str, target, edits: tuple = (), concurrencies: tuple = ()) -> dict:
     """InferenceX's side from its own chain, run from CHECKOUT for the variant's matrix row."""
     import tempfile
 
-    from .outside import chain, matrix, sides
+    from .outside import matrix, sides
 
     try:
-        row = sides.row_index(matrix.rows(checkout, key), target)
+        row = sides.row_index(matrix.rows(checkout, key), target, concurrencies)
     except matrix.RowError as exc:
-        raise ParityError(f"InferenceX's matrix for {key} has no row of {target.variant}: {exc}") from None
+        raise NoRow(f"InferenceX's matrix for {key} has no row of {target.variant}: {exc}") from None
     selector = sides.row_selector(target)
-    with tempfile.TemporaryDirectory(prefix="parity-recorded-") as scratch:
-        launch = chain.record(checkout, key, row, scratch=Path(scratch))
+    cached = (str(checkout.resolve()), key, row, edits)
+    if cached not in _RECORDED:
+        with tempfile.TemporaryDirectory(prefix="parity-recorded-") as scratch:
+            try:
+                _RECORDED[cached] = chain.record(checkout, key, row, scratch=Path(scratch), edits=edits)
+            except chain.ChainError as exc:
+                raise ParityError(f"InferenceX's chain for {key} ({selector}) could not run: {exc}") from None
+    launch = _RECORDED[cached]
     if launch.get("error"):
         raise ParityError(f"InferenceX's chain for {key} ({selector}) did not run through: {launch['error']}")
     if launch["unrecorded"]:
@@ -987,11 +651,14 @@ def _recorded_side(checkout: Path, key: str, target) -> dict:
     return sides.recorded_side(launch)
 
 
-def report(plan, found: list[Difference], stale: list[dict], their_runner: str | None = None) -> str:
-    lines = [f"parity {plan.config_key} {plan.variant} against InferenceX's known-working launch"]
+def report(c: Comparison) -> str:
+    plan, found, stale, their_runner = c.plan, c.found, c.stale, c.their_runner
+    if c.uncompared:
+        return f"parity {plan.config_key} {plan.variant}: never compared: {c.uncompared}"
+    lines = [f"parity {plan.config_key} {plan.variant} against what InferenceX's own scripts launch"]
     if their_runner:  # a site's copy: its own launch, on its own runner, is what is compared
         lines = [
-            f"parity {plan.config_key} {plan.variant} on {plan.runner} against InferenceX's known-working "
+            f"parity {plan.config_key} {plan.variant} on {plan.runner} against what InferenceX's own scripts "
             f"launch on {their_runner}",
             f"InferenceX never ran this entry on {plan.runner}: what is compared is the launch rendered for "
             f"{plan.runner}, and the runner itself is a difference to review like any other",
@@ -1012,6 +679,7 @@ def report(plan, found: list[Difference], stale: list[dict], their_runner: str |
 
 
 def default_inferencex() -> Path:
+    """The folder holding one InferenceX checkout per launch (INFERENCEX_REF, else the reference folder)."""
     return Path(os.environ.get("INFERENCEX_REF") or ROOT_DIR.parent / "shared" / "reference" / "inferencex")
 
 
@@ -1019,36 +687,41 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="make parity", description=__doc__.splitlines()[0])
     p.add_argument("config")
     p.add_argument("--variant", help="compare this variant only (default: every variant of the config)")
-    p.add_argument("--inferencex", type=Path, help="InferenceX's files (amd_utils/, pr1924/, its entries)")
+    p.add_argument(
+        "--inferencex",
+        type=Path,
+        help="an InferenceX checkout at the launch's commit (or a folder holding one per launch, "
+        f"named as {os.path.relpath(LAUNCHES_FILE)} names them)",
+    )
     p.add_argument(
         "--configs",
         type=Path,
         help="the master file both sides are read from (ours rendered from it, InferenceX's entry from it)",
-    )
-    p.add_argument(
-        "--recorded",
-        type=Path,
-        metavar="CHECKOUT",
-        help="InferenceX's side from its own chain run from this checkout under recorders (recipes/outside)",
     )
     args = p.parse_args(argv)
     inferencex = args.inferencex or default_inferencex()
     try:
         launch_for(args.config, args.configs)  # nothing to compare with is said before InferenceX's files are
         if not inferencex.is_dir():
-            raise ParityError(f"{inferencex} is not a folder: point INFERENCEX= at InferenceX's files")
-        compared = compare(args.config, args.variant, inferencex, args.configs, args.recorded)
+            raise ParityError(f"{inferencex} is not a folder: point INFERENCEX= at an InferenceX checkout")
+        compared = compare(args.config, args.variant, inferencex, args.configs)
     except NoCounterpart as exc:
         print(f"parity: {exc}", file=sys.stderr)
         return EXIT_NO_COUNTERPART
     except ParityError as exc:
         print(f"parity: {exc}", file=sys.stderr)
         return EXIT_CANNOT_COMPARE
-    print("\n\n".join(report(c.plan, c.found, c.stale, c.their_runner) for c in compared))
-    bad = [c for c in compared if c.stale or any(d.explained_by is None for d in c.found)]
+    print("\n\n".join(report(c) for c in compared))
+    held = [c for c in compared if not c.uncompared]
+    if not held:
+        print(f"\nparity: no variant of {args.config} has a row in InferenceX's matrix", file=sys.stderr)
+        return EXIT_NO_COUNTERPART
+    bad = [c for c in held if c.stale or any(d.explained_by is None for d in c.found)]
     if len(compared) > 1:
+        never = len(compared) - len(held)
         print(
-            f"\n{len(compared)} variants compared, {len(bad)} with unexplained differences or stale reviews"
+            f"\n{len(compared)} variants: {len(held)} compared, {len(bad)} with unexplained differences or "
+            f"stale reviews" + (f", {never} never compared (no InferenceX row)" if never else "")
         )
     return EXIT_UNEXPLAINED if bad else 0
 

@@ -263,6 +263,9 @@ class Plan:
     workarounds: tuple[dict[str, Any], ...] = ()
     # why these numbers compare only with runs that share them (simulated MTP acceptance)
     caveats: tuple[str, ...] = ()
+    # why these numbers do not compare with InferenceX's for the same entry (its fixed-seq-len client sends
+    # another request shape); None: the client is InferenceX's own (agentic: AIPerf under the scenario lock)
+    not_comparable_with_inferencex: str | None = None
     # {issue, title, regex, fix} the node-side watcher fails the job on
     log_signatures: tuple[dict[str, str], ...] = ()
     nic_check: bool = False  # the host check includes the runner's NICs (its nic-check)

@@ -222,6 +222,8 @@ def summarize(run_dir: Path) -> dict:
         # Known-issue workarounds change performance: such results compare only with runs of the same.
         "workarounds": [f"{w['issue']}: {w['workaround']}" for w in plan.get("workarounds", [])],
         "caveats": list(plan.get("caveats", [])),
+        "comparable_with_inferencex": plan.get("not_comparable_with_inferencex") is None,
+        "not_comparable_with_inferencex": plan.get("not_comparable_with_inferencex"),
         "rows": rows,
         "resumed": lock.get("resumed"),
         "image_caveat": image_caveat(images),
@@ -248,6 +250,8 @@ def caveats(summary: dict) -> list[str]:
     for w in summary.get("workarounds", []):
         out.append(f"known-issue workaround applied ({w}): compare only with runs that apply it too")
     out += summary.get("caveats", [])
+    if summary.get("not_comparable_with_inferencex"):
+        out.append(summary["not_comparable_with_inferencex"])
     if summary.get("image_caveat"):
         out.append(summary["image_caveat"])
     reused = [r for r in summary["rows"] if r.get("resumed_from")]

@@ -22,20 +22,45 @@ ROLES = (
 
 
 class Paths:
-    """Scratch paths back to what they stand for, so the record does not depend on where it ran."""
+    """Scratch paths and the fixture's invented values back to what they stand for, so the record depends
+    neither on where it ran nor on the fixture: a node's address is `<node N address>`, the default route's
+    interface `<the default route's interface>` (both what the scripts looked up on the node), a host tool
+    the recorder stood in for is at its host path, the runner's home is `$HOME`."""
 
-    def __init__(self, box: Sandbox) -> None:
+    def __init__(self, box: Sandbox, fixture: dict[str, Any]) -> None:
+        tools = {f"{box.bin}/{tool}": path for tool, path in sorted(fixture["host_tools"].items())}
         self.pairs = [
+            *tools.items(),
             (str(box.fs), ""),
             (str(box.checkout), "$GITHUB_WORKSPACE"),
             (str(box.bin), "$RECORDER_BIN"),
+            (str(box.root / "home"), "$HOME"),
+            (str(box.root), "$SCRATCH"),
         ]
-        self.pairs.append((str(box.root), "$SCRATCH"))
+        prefix, first = re.escape(fixture["address_prefix"]), int(fixture["address_first"])
+        self.address = re.compile(rf"(?<![\w.]){prefix}(\d+)(?![\w.])")
+        self.first, self.gateway = first, fixture["gateway"]
+        self.interface = re.compile(rf"(?<![\w.-]){re.escape(fixture['default_interface'])}(?![\w.-])")
+        rdma = re.escape(fixture.get("rdma_address_prefix") or "-")
+        self.rdma = re.compile(rf"(?<![\w.]){rdma}(\d+)\.(\d+)(?![\w.])")
+
+    def _address(self, match: re.Match[str]) -> str:
+        if match.group(0) == self.gateway:
+            return "<the default gateway>"
+        return f"<node {int(match.group(1)) - self.first} address>"
+
+    @staticmethod
+    def _rdma(match: re.Match[str]) -> str:
+        nic, host = match[1], int(match[2])
+        side = "its switch port" if host % 2 else "address"
+        return f"<node {host // 2} RDMA NIC {nic} {side}>"
 
     def text(self, value: str) -> str:
         for path, name in self.pairs:
             value = value.replace(path, name)
-        return value
+        value = self.address.sub(self._address, value)
+        value = self.rdma.sub(self._rdma, value)
+        return self.interface.sub("<the default route's interface>", value)
 
     def all(self, value: Any) -> Any:
         if isinstance(value, str):
@@ -157,7 +182,9 @@ def read_log(log: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
 
 
-def assemble(entries: list[dict[str, Any]], box: Sandbox, head: dict[str, Any]) -> dict[str, Any]:
+def assemble(
+    entries: list[dict[str, Any]], box: Sandbox, head: dict[str, Any], fixture: dict[str, Any]
+) -> dict[str, Any]:
     submits = [e for e in entries if e["tool"] == "sbatch"]
     sbatch = None
     if submits:
@@ -181,4 +208,4 @@ def assemble(entries: list[dict[str, Any]], box: Sandbox, head: dict[str, Any]) 
         "unrecorded": unrecorded,
         "refused": refused,
     }
-    return dict(Paths(box).all(launch))
+    return dict(Paths(box, fixture).all(launch))

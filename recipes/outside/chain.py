@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,38 @@ FIXTURE = sandbox.FIXTURES / "mi355x"
 
 class ChainError(RuntimeError):
     pass
+
+
+@dataclass(frozen=True)
+class Edit:
+    """A declared change to one of InferenceX's files in the scratch copy: INSERT goes after the one line
+    of FILE that is AFTER (stripped), for the reason WHY. An anchor found no time or twice is an error."""
+
+    file: str
+    after: str
+    insert: str
+    why: str
+
+
+def apply_edits(box: sandbox.Sandbox, edits: tuple[Edit, ...]) -> list[dict[str, str]]:
+    out = []
+    for edit in edits:
+        path = box.checkout / edit.file
+        if not path.is_file():
+            raise ChainError(f"declared edit: {edit.file} is not in the checkout")
+        lines = path.read_text().splitlines(keepends=True)
+        hits = [i for i, line in enumerate(lines) if line.strip() == edit.after.strip()]
+        if len(hits) != 1:
+            raise ChainError(
+                f"declared edit: {edit.file} has {len(hits)} lines {edit.after.strip()!r}, not one"
+            )
+        lines.insert(hits[0] + 1, edit.insert if edit.insert.endswith("\n") else edit.insert + "\n")
+        path.write_text("".join(lines))
+        shown = " ".join(edit.insert.split())
+        out.append(
+            {"kind": "edit", "what": f"{edit.file}: after `{edit.after.strip()}`: `{shown}`", "why": edit.why}
+        )
+    return out
 
 
 def runner_name(checkout: Path, label: str) -> str:
@@ -108,6 +141,7 @@ def run_step(box: sandbox.Sandbox, script: str, env: dict[str, str], timeout: fl
             ["/bin/bash", "-e", str(step)], cwd=box.checkout, env=env, stdin=subprocess.PIPE, stdout=out,
             stderr=err, start_new_session=True,
         )  # fmt: skip
+        (box.root / "run" / "step.pgid").write_text(str(process.pid))  # the kill recorder spares it
         try:
             return process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -116,14 +150,63 @@ def run_step(box: sandbox.Sandbox, script: str, env: dict[str, str], timeout: fl
             raise ChainError(f"the chain did not finish within {timeout:.0f}s; {last_call(box)}") from None
         finally:
             end_lingering(box)
+            end_group(process.pid)
 
 
-def end_lingering(box: sandbox.Sandbox) -> None:
-    for pidfile in sorted((box.root / "run" / "linger").glob("*")):
+def end_group(pgid: int, grace: float = 5.0) -> None:
+    """Kills what the step left running in its session (a backgrounded loop, a detached container's
+    command) and waits until none is left, so nothing writes into the scratch folder afterwards."""
+    deadline = time.monotonic() + grace
+    while True:
         try:
-            os.kill(int(pidfile.name), signal.SIGTERM)
+            os.killpg(pgid, signal.SIGKILL)
         except ProcessLookupError:
-            pass
+            return
+        if time.monotonic() > deadline:
+            raise ChainError(f"processes of the chain's session {pgid} outlived SIGKILL for {grace:.0f}s")
+        time.sleep(0.05)  # until the kernel has removed them (bounded by the deadline)
+
+
+def end_lingering(box: sandbox.Sandbox, grace: float = 5.0) -> None:
+    """Ends the recorded services still running (TERM, then KILL after GRACE seconds), and waits until they
+    are gone, so nothing writes into the scratch folder once the chain has returned. Only the recorded
+    processes themselves: a pid whose start time differs from its pidfile's is another process now (several
+    chains run at once, and pids wrap)."""
+    files = sorted((box.root / "run" / "linger").glob("*"))
+    pids = {int(p.name): p.read_text() for p in files}
+    pids = {pid: start for pid, start in pids.items() if start and started(pid) == start}
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + grace
+        while pids and time.monotonic() < deadline:
+            for pid in [p for p in pids if not _alive(p, pids[p])]:
+                del pids[pid]
+            if pids:
+                time.sleep(0.05)  # a poll of the processes' exit, bounded by the deadline
+        if not pids:
+            return
+
+
+def started(pid: int) -> str | None:
+    """When process PID started (/proc/PID/stat field 22); None when there is no such process (or only its
+    zombie, which writes nothing)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] == "Z" else fields[19]
+
+
+def _alive(pid: int, start: str) -> bool:
+    try:
+        os.waitpid(pid, os.WNOHANG)  # reaps it if it is our child
+    except ChildProcessError:
+        pass
+    return started(pid) == start
 
 
 def last_call(box: sandbox.Sandbox) -> str:
@@ -141,12 +224,15 @@ def record(
     *,
     scratch: Path | None = None,
     timeout: float = TIMEOUT,
+    edits: tuple[Edit, ...] = (),
 ) -> dict[str, Any]:
-    """Runs InferenceX's chain for one row of `key` from `checkout` and returns the recorded launch."""
+    """Runs InferenceX's chain for one row of `key` from `checkout` and returns the recorded launch; EDITS:
+    declared changes to the scratch copy, each listed in its adjustments with its reason."""
     checkout = checkout.resolve()
     picked = matrix.pick(matrix.rows(checkout, key), row)
     root = Path(tempfile.mkdtemp(prefix="recorded-launch-")) if scratch is None else scratch
     box, adjustments = sandbox.build(checkout, root)
+    adjustments += apply_edits(box, edits)
     launch = actions.launch(
         box.checkout / ".github" / "workflows", picked, runner_name(checkout, picked["runner"])
     )
@@ -164,7 +250,7 @@ def record(
     }
     entries = read_log(box.log)
     adjustments += client_adjustments(entries)
-    recorded = assemble(entries, box, head)
+    recorded = assemble(entries, box, head, json.loads((FIXTURE / "node.json").read_text()))
     pin_submodules(recorded, checkout)
     if picked.get("scenario-type") == "agentic-coding" and not clients(recorded):
         recorded["no_client"] = {

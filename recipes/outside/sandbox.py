@@ -14,9 +14,9 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 # Tools that only read, compute or print locally: the real binaries, unrecorded.
 WHITELIST = (
-    "bash", "sh", "cat", "grep", "egrep", "awk", "sed", "head", "tail", "tr", "cut", "paste", "sort", "uniq",
+    "bash", "sh", "cat", "grep", "egrep", "awk", "sed", "head", "tr", "cut", "paste", "sort", "uniq",
     "wc", "seq", "date", "dirname", "basename", "readlink", "realpath", "ls", "stat", "sync", "id", "xargs",
-    "find", "true", "false", "env", "printf", "expr", "setsid", "ps", "yq", "which", "nproc", "od", "mktemp",
+    "find", "true", "false", "env", "printf", "expr", "setsid", "yq", "which", "nproc", "od", "mktemp",
     "md5sum", "sha256sum", "timeout", "nohup", "flock", "numfmt", "column", "getconf", "test", "jq", "cmp",
     "diff", "comm", "fold", "rev", "nl", "tac", "shuf", "uname", "mawk", "gawk", "echo",
 )  # fmt: skip
@@ -24,20 +24,22 @@ WHITELIST = (
 SHIMMED = (
     "sbatch", "srun", "scontrol", "squeue", "scancel", "salloc", "docker", "sudo", "sleep", "nicctl",
     "rocm-smi", "amd-smi", "ibv_devinfo", "hostname", "ip", "whoami", "curl", "wget", "python", "python3",
-    "vllm", "vllm-router", "atom", "lmcache", "mooncake_master", "aiperf", "pip", "pip3", "uv", "git",
-    "apt-get", "hf", "huggingface-cli", "pkill", "killall", "mkdir", "rm", "cp", "mv", "tee", "chmod",
-    "chown", "touch", "ln", "tar", ".unknown",
+    "vllm", "vllm-router", "atom", "atomesh", "lmcache", "mooncake_master", "aiperf", "pip", "pip3", "uv",
+    "git", "apt-get", "hf", "huggingface-cli", "pkill", "killall", "mkdir", "rm", "cp", "mv", "tee", "chmod",
+    "chown", "touch", "ln", "tar", "kill", "tail", "ps", ".unknown",
 )  # fmt: skip
 
 # Every bash the chain starts sources this (BASH_ENV): it names the script and line of each command for the
 # records (one line: $LINENO counts the trap's own lines), restores the recorder PATH a login shell's
-# /etc/profile replaced, and records unknown commands.
+# /etc/profile replaced, records unknown commands, and routes `kill` (job specs aside) to a recorder that
+# signals only this chain's processes (chains run side by side here, and pids wrap).
 BASH_RC = """\
 case ":$PATH:" in *":$RECORDER_BIN:"*) ;; *) PATH="$RECORDER_BIN" ;; esac
 case "${RECORDER_LOC:-}" in "bash -c:"*|"") ;; *) export RECORDER_PARENT="$RECORDER_LOC" ;; esac
 set -T
 trap '[[ ${BASH_SOURCE:-} == "$BASH_ENV" ]] || export RECORDER_LOC="${BASH_SOURCE:-bash -c}:$LINENO"' DEBUG
 command_not_found_handle() { "$RECORDER_BIN/.unknown" "$@"; }
+kill() { case " $* " in *" %"*) builtin kill "$@" ;; *) "$RECORDER_BIN/kill" "$@" ;; esac; }
 """
 
 
@@ -95,9 +97,20 @@ class Sandbox:
         return self.root / "bashrc"
 
 
+# A shimmed program called by its absolute path (`/usr/local/bin/atomesh`) would bypass PATH and fail here
+# unrecorded: the call is pointed at its recorder (a `#!` line is left alone).
+PROGRAM_DIRS = ("/usr/local/bin", "/usr/bin", "/usr/sbin", "/opt/conda/bin")
+ANY_PROGRAM = re.compile(
+    rf"(?<![\w./$!-])(?:{'|'.join(map(re.escape, PROGRAM_DIRS))})/"
+    rf"({'|'.join(re.escape(t) for t in SHIMMED if not t.startswith('.'))})(?![\w.-])"
+)
+
+
 def rewrite_scripts(checkout: Path, root: Path) -> list[dict[str, str]]:
-    """Applies PATH_RULES to the copy's shell scripts; returns one adjustment per rule that matched."""
+    """Applies PATH_RULES to the copy's shell scripts, and points shimmed programs called by absolute path
+    at their recorders; returns one adjustment per rule that matched."""
     hits: dict[str, list[str]] = {}
+    programs: dict[str, list[str]] = {}
     scripts = sorted([*checkout.glob("benchmarks/**/*.sh"), *checkout.glob("benchmarks/**/*.slurm")])
     for script in [*scripts, *sorted(checkout.glob("runners/*.sh"))]:
         original = script.read_text()
@@ -105,6 +118,9 @@ def rewrite_scripts(checkout: Path, root: Path) -> list[dict[str, str]]:
         text = ANY_RULE.sub(lambda match: str(root / "fs") + match.group(0), original)
         for path in sorted({match.group(0) for match in ANY_RULE.finditer(original)}):
             hits.setdefault(path, []).append(str(script.relative_to(checkout)))
+        for path in sorted({match.group(0) for match in ANY_PROGRAM.finditer(text)}):
+            programs.setdefault(path, []).append(str(script.relative_to(checkout)))
+        text = ANY_PROGRAM.sub(lambda match: str(root / "bin" / match.group(1)), text)
         if text != original:
             script.write_text(text)
     return [
@@ -112,6 +128,10 @@ def rewrite_scripts(checkout: Path, root: Path) -> list[dict[str, str]]:
          "why": rule.why}
         for rule in PATH_RULES
         if rule.path in hits
+    ] + [
+        {"kind": "shim", "what": f"{path} -> its recorder in {', '.join(where)}",
+         "why": "a program called by its absolute path is recorded like one found on PATH"}
+        for path, where in sorted(programs.items())
     ]  # fmt: skip
 
 
@@ -121,9 +141,11 @@ def install_bin(box: Sandbox) -> None:
         real = shutil.which(tool, path="/usr/bin:/bin:/usr/sbin:/sbin")
         if real:
             (box.bin / tool).symlink_to(real)
+    # -E: the recorder's own interpreter ignores the chain's PYTHON* variables (they are recorded, not obeyed:
+    # a PYTHONPYCACHEPREFIX the chain never got to create would make every call recompile the stdlib)
     for tool in SHIMMED:
         launcher = box.bin / tool
-        launcher.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "{SHIMS / "shim.py"}" "{tool}" "$@"\n')
+        launcher.write_text(f'#!/bin/sh\nexec "{sys.executable}" -E -S "{SHIMS / "shim.py"}" "{tool}" "$@"\n')
         launcher.chmod(0o755)
 
 

@@ -81,6 +81,59 @@ def _container(argv: list[str], image: str | None) -> dict[str, Any]:
     return out
 
 
+def client_build(recorded: dict[str, Any], client: dict[str, Any]) -> str:
+    """What the client is: what was installed into its virtualenv (each package as the install named it,
+    an editable checkout folder with the submodule commit that pins it, or `unpinned`), else the script the
+    scripts ran on the container's Python."""
+    venv = client.get("venv")
+    if not venv:
+        script = next((w for w in client["argv"][1:] if w.endswith(".py")), client["argv"][0])
+        return f"{script.removeprefix('/workspace/')} (the checkout's) on the container image's python3"
+    parts = []
+    for install in (i for n in recorded["nodes"] for i in n.get("installs", []) if i.get("into") == venv):
+        for p in install["packages"]:
+            if "editable" in p:
+                pin = f"submodule {p['submodule_commit'][:12]}" if p.get("submodule_commit") else "unpinned"
+                parts.append(f"{p.get('checkout_path', p['editable'])} editable ({pin})")
+            elif "requirements" in p:
+                parts.append(f"-r {p['requirements'].removeprefix('/workspace/')}")
+            elif "spec" in p:
+                parts.append(str(p["spec"]))
+    return "; ".join(parts) or "nothing recorded as installed into its virtualenv"
+
+
+def container_installs(recorded: dict[str, Any]) -> str:
+    """What the scripts install into the engines' containers as they start (not into a client's
+    virtualenv), each as the install named it, with where: the image's contents as the job changes them."""
+    seen: dict[str, str] = {}
+    for node in recorded["nodes"]:
+        for install in (i for i in node.get("installs", []) if not i.get("into")):
+            words = [w for w in install["argv"] if not w.startswith("-") and w not in PIP_WORDS]
+            seen.setdefault(" ".join(words), f"{install.get('script')}:{install.get('line')}")
+    said = [f"{what} (unpinned, from the network: {at})" for what, at in sorted(seen.items())]
+    return "; ".join(said) or "none"
+
+
+PIP_WORDS = ("pip", "pip3", "install")
+
+
+def _srun_options(host: list[dict[str, Any]]) -> dict[str, str]:
+    """How the job script's steps are signalled and ended (`srun --signal`, `--kill-on-bad-exit`), from the
+    steps that set either: the ones that run the nodes' containers."""
+    out: dict[str, str] = {}
+    for command in (h for h in host if h["argv"][:1] == ["srun"]):
+        for word in command["argv"][1:]:
+            flag, _, value = word.partition("=")
+            if flag in parity.SRUN_COMPARED:
+                out[f"srun {flag}"] = value or "true"
+    return out
+
+
+def _flushes(argv: list[str]) -> bool:
+    """A worker's caches emptied over HTTP (`curl -X POST <worker>/flush_cache`), as parity names ours."""
+    return argv[:1] == ["curl"] and "POST" in argv and any(w.endswith("/flush_cache") for w in argv)
+
+
 def recorded_side(recorded: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
     """The recorded launch as parity's InferenceX side: the first engine of each role (its argv after the
     program, its environment less placement), LMCache's server, the router, the first benchmark client less
@@ -103,14 +156,28 @@ def recorded_side(recorded: dict[str, Any]) -> dict[str, dict[str, dict[str, Any
     if clients:
         flags = parity.flag_map(clients[0]["argv"])
         side["client"]["all"] = {k: v for k, v in flags.items() if k not in CLIENT_PER_POINT}
+        side["client"]["all"]["build"] = client_build(recorded, clients[0])
+        env = clients[0].get("env", {})
+        side["client"]["all"].update(
+            {f"env {k}": v for k, v in env.items() if k.startswith(parity.CLIENT_ENV)}
+        )
+    commands = [c for n in recorded["nodes"] for c in n.get("container_commands", []) + n.get("host", [])]
+    if any(_flushes(c["argv"]) for c in commands):
+        side["client"]["all"][parity.FLUSH_ITEM] = parity.FLUSH_VALUE
     first = recorded["nodes"][0].get("container") if recorded["nodes"] else None
     if first:
         side["container"]["all"] = _container(first["argv"], first.get("image"))
+        side["container"]["all"][parity.INSTALLS] = container_installs(recorded)
+    refused = recorded.get("refused", [])
+    routes = sorted({" ".join(r["argv"]) for r in refused if r["argv"][:2] == ["ip", "route"]})
     options = recorded["sbatch"]["options"]
     side["derived"]["all"] = {"time-limit": options.get("--time")}
     side["derived"]["all"].update(
-        {f"sbatch {k}": v for k, v in sorted(options.items()) if k in ("--signal", "--exclude", "--gres")}
+        {f"sbatch {k}": v for k, v in sorted(options.items()) if k in parity.SBATCH_COMPARED}
     )
+    side["derived"]["all"].update(_srun_options(recorded["sbatch"].get("host", [])))
+    if routes:  # what the scripts would change in a node's routing table (ours never does)
+        side["derived"]["all"]["node route changes"] = "; ".join(routes)
     return side
 
 
@@ -128,16 +195,19 @@ def row_selector(target) -> str:
     return ",".join(f"{k}={v}" for k, v in parts.items())
 
 
-def row_index(found: list[dict[str, Any]], target) -> int:
+def row_index(found: list[dict[str, Any]], target, concurrencies: tuple[int, ...] = ()) -> int:
     """The index of the variant's row among the generator's: its shape and sequence lengths, then (where the
     matrix gives each concurrency an allocation of its own, as agentic points) the row holding its
-    concurrency. Said, with the rows there are, when none is or several are."""
+    concurrency, then (two search-space items of one shape) the row whose concurrencies are the variant's.
+    Said, with the rows there are, when none is or several are."""
     selector = row_selector(target)
     wanted = dict(part.split("=", 1) for part in selector.split(","))
     same = [i for i, row in enumerate(found) if all(matrix._field(row, k) == v for k, v in wanted.items())]
     conc = getattr(target, "concurrency", None)
     if len(same) > 1 and conc is not None:
         same = [i for i in same if conc in (found[i].get("conc") or [])]
+    if len(same) > 1 and concurrencies:
+        same = [i for i in same if set(found[i].get("conc") or []) == set(concurrencies)]
     if len(same) != 1:
         listing = "\n".join(f"  [{i}] {matrix.describe(r)}" for i, r in enumerate(found))
         what = f"{selector}" + (f" with concurrency {conc}" if conc is not None else "")

@@ -347,6 +347,9 @@ def overview(entry, rendered: list, targets: list, runners) -> dict:
         "gate": bench,
         "duration": flag_value(bench.argv, "--benchmark-duration") if bench else None,
         "workload": _workload_sentence(plans),
+        "not_comparable": _distinct(
+            p.not_comparable_with_inferencex for p in plans if p.not_comparable_with_inferencex
+        ),
         "refs": ref_rows(plans),
         "workarounds": [f"{w['issue']}: {w['workaround']}" for w in p0.workarounds],
     }

@@ -116,7 +116,7 @@ def test_the_dsv4_client_runs_from_trace_replay(launches: dict[str, Any]) -> Non
     argv = client["argv"]
     assert flag(argv, "--concurrency") == "1" and flag(argv, "--benchmark-duration") == "3600"
     assert flag(argv, "--public-dataset") == "semianalysis_cc_traces_weka_062126"
-    assert flag(argv, "--server-metrics") == "http://10.235.27.11:8000/metrics"
+    assert flag(argv, "--server-metrics") == "http://<node 0 address>:8000/metrics"
     assert "--max-context-length" not in argv
     assert not [r for r in launches["dsv4"]["refused"] if "inferencex-agentic" in str(r["argv"])]
     assert client["venv"].startswith("/tmp/inferencex-agentic-")

@@ -1,21 +1,10 @@
-"""A recorded launch as parity's InferenceX side (recipes/outside/sides.py), and `make parity RECORDED=`
-holding our launch against what InferenceX's scripts ran: a value changed in InferenceX's launcher shows as a
-new difference, which a transcription could never show."""
+"""A recorded launch as parity's InferenceX side (recipes/outside/sides.py): each category from what the
+scripts ran (tests/outside/test_parity_mutations.py holds `make parity` against changed scripts)."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
-from pathlib import Path
-
-import pytest
-
 from recipes.outside.sides import recorded_side
 
-ROOT = Path(__file__).resolve().parents[2]
-CHECKOUT = ROOT.parent / "shared" / "reference" / "inferencex" / "checkout-843c6254"
 RECORDED = {
     "sbatch": {"options": {"--time": "08:00:00", "--gres": "gpu:8", "--signal": "TERM@30"}},
     "nodes": [
@@ -51,42 +40,47 @@ def test_each_category_comes_from_what_the_scripts_ran():
     assert side["engine-env"]["prefill"] == {"MORI_RDMA_TC": "104"}
     assert side["container"]["all"] == {
         "--init": True, "--device /dev/kfd": True, "--device /dev/dri": True, "-v /sys:/sys": True,
-        "image": "img:1",
+        "image": "img:1", "installs at container start": "none",
     }  # fmt: skip
     assert side["router"]["all"] == {"program": "sglang_router.launch_router", "--policy": "random"}
-    assert side["client"]["all"] == {"--dataset-name": "random"}  # the concurrency is per point
+    assert side["client"]["all"] == {  # the concurrency is per point
+        "--dataset-name": "random",
+        "build": "benchmark_serving.py (the checkout's) on the container image's python3",
+    }
     assert side["derived"]["all"] == {
         "time-limit": "08:00:00", "sbatch --gres": "gpu:8", "sbatch --signal": "TERM@30"
     }  # fmt: skip
 
 
-def _checkout() -> Path:
-    if CHECKOUT.is_dir():
-        return CHECKOUT
-    if os.environ.get("CI") == "true":
-        raise FileNotFoundError(f"InferenceX checkout missing: {CHECKOUT}")
-    pytest.skip(f"InferenceX checkout missing: {CHECKOUT} (the reference corpus is not in this clone)")
-
-
-def parity(checkout: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "recipes.parity", "qwen3.5-fp8-mi355x-sglang-disagg", "--variant",
-         "fsl8k1k_p1x4_d1x8", "--recorded", str(checkout)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-
-
-def test_a_launcher_value_changed_in_inferencex_is_a_new_difference(tmp_path):
-    """TIME_LIMIT is set by InferenceX's per-entry launcher (amd_utils only has a fallback): changed in a
-    scratch copy of the checkout, parity against the recorded chain shows it."""
-    checkout = _checkout()
-    baseline = parity(checkout)
-    assert baseline.returncode in (0, 1), baseline.stderr
-    assert "derived     all     time-limit" not in baseline.stdout
-    mutated = tmp_path / "checkout"
-    shutil.copytree(checkout, mutated)
-    launcher = mutated / "benchmarks" / "multi_node" / "qwen3.5_fp8_mi355x_sglang-disagg.sh"
-    launcher.write_text(launcher.read_text().replace('TIME_LIMIT="08:00:00"', 'TIME_LIMIT="03:30:00"'))
-    changed = parity(mutated)
-    assert changed.returncode == 1, changed.stderr
-    assert "derived     all     time-limit: ours '08:00:00', InferenceX '03:30:00'" in changed.stdout
+def test_the_client_s_build_and_the_workers_cache_flush_come_from_what_ran():
+    node = RECORDED["nodes"][0]
+    client = {
+        "kind": "client",
+        "argv": ["aiperf", "profile", "--concurrency", "8"],
+        "venv": "/tmp/v",
+        "env": {"AIPERF_HTTP_X_SMG_ROUTING_KEY_FROM_CORRELATION_ID": "true", "SLURM_JOB_ID": "1"},
+    }
+    install = {
+        "into": "/tmp/v",
+        "packages": [
+            {"editable": "/workspace/utils/aiperf", "checkout_path": "utils/aiperf", "present": False},
+            {"requirements": "/workspace/utils/agentic-benchmark/requirements.txt", "present": False},
+            {"spec": "datasets>=4.7.0"},
+        ],
+    }
+    flush = {"argv": ["curl", "-sf", "-X", "POST", "http://<node 1 address>:8000/flush_cache"]}
+    recorded = {
+        **RECORDED,
+        "nodes": [
+            {**node, "services": [client], "installs": [install], "container_commands": [flush]},
+            *RECORDED["nodes"][1:],
+        ],
+    }
+    side = recorded_side(recorded)["client"]["all"]
+    assert side["build"] == (
+        "utils/aiperf editable (unpinned); -r utils/agentic-benchmark/requirements.txt; datasets>=4.7.0"
+    )
+    assert side["env AIPERF_HTTP_X_SMG_ROUTING_KEY_FROM_CORRELATION_ID"] == "true"
+    assert "env SLURM_JOB_ID" not in side
+    assert side["--flush-caches-before-each"] == "POST /flush_cache on every worker"
+    assert "--flush-caches-before-each" not in recorded_side(RECORDED)["client"]["all"]

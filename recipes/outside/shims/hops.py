@@ -161,11 +161,20 @@ def squeue(argv: list[str]) -> int:
     return 0
 
 
+# The spelling make parity gives the image's own values on both sides (recipes/parity.py IMAGE_*).
+IMAGE_SEARCH_PATHS = {
+    "PYTHONPATH": "<the image's PYTHONPATH>",
+    "LD_LIBRARY_PATH": "<the image's LD_LIBRARY_PATH>",
+}
+
+
 def container_env(options: list[tuple[str, str]]) -> dict[str, str]:
-    """What a process in the container sees: the -e / --env-file values only (the image's own ENV is not
-    known here), plus the recorder's PATH and bookkeeping."""
+    """What a process in the container sees: the -e / --env-file values, plus the recorder's PATH and
+    bookkeeping. The image's own ENV is not known here: the search paths a script extends
+    (`PYTHONPATH=/x:$PYTHONPATH`) hold a placeholder for it, so what the script put first stays comparable."""
     env = {k: v for k, v in os.environ.items() if k.startswith(("RECORDER_", "BASH_ENV"))}
     env |= {"PATH": os.environ["RECORDER_BIN"], "HOME": str(ROOT / "fs" / "root")}
+    env |= IMAGE_SEARCH_PATHS
     for name, value in options:
         if name == "--env-file":
             lines = Path(value).read_text().splitlines()

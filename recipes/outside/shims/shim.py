@@ -107,9 +107,21 @@ def compress_hostlist(count: int) -> str:
 # --- harmless answers ----------------------------------------------------------------------------------
 
 
+def rdma_addresses(rank: int) -> list[tuple[str, str]]:
+    """(interface, address) of the node's RoCE NICs: NIC i's /31 to its switch, 192.168.<i>.<2 x rank> (the
+    layout server_vllm.sh's route fix describes), or none when the fixture gives no RDMA subnet."""
+    prefix = FIXTURE.get("rdma_address_prefix")
+    if not prefix:
+        return []
+    nics = [link for link in FIXTURE["links"] if link.startswith("benic")]
+    return [(nic, f"{prefix}{i}.{2 * rank}") for i, nic in enumerate(nics, start=1)]
+
+
 def answer_hostname(argv: list[str]) -> int:
     rank = current_rank()
-    if "-I" in argv or "-i" in argv:
+    if "-I" in argv:
+        print(" ".join([node_address(rank or 0), *(a for _, a in rdma_addresses(rank or 0))]))
+    elif "-i" in argv:
         print(node_address(rank or 0))
     else:
         print(node_name(rank) if rank is not None else FIXTURE["runner_host"])
@@ -120,11 +132,18 @@ def answer_ip(argv: list[str]) -> int:
     rank = current_rank() or 0
     iface, gateway, address = FIXTURE["default_interface"], FIXTURE["gateway"], node_address(rank)
     words = [a for a in argv if not a.startswith("-")]
+    changes = ("add", "replace", "change", "append", "del", "flush")
+    if words[:1] == ["route"] and words[1:2] and words[1] in changes:
+        return fail("ip", argv, "would change the node's routing table (recorded as refused, not run)")
     if words[:2] == ["route", "get"]:
         print(f"{words[2]} via {gateway} dev {iface} src {address} uid 0\n    cache")
     elif words[:1] == ["route"]:
         print(f"default via {gateway} dev {iface} proto static metric 100")
         print(f"{FIXTURE['address_prefix']}0/24 dev {iface} proto kernel scope link src {address}")
+    elif words[:1] in (["addr"], ["address"], ["a"]):
+        pairs = [(iface, f"{address}/24"), *((n, f"{a}/31") for n, a in rdma_addresses(rank))]
+        for index, (name, cidr) in enumerate(pairs, start=2):
+            print(f"{index}: {name}    inet {cidr} scope global {name}\\       valid_lft forever")
     elif words[:1] == ["link"]:
         for index, link in enumerate(FIXTURE["links"], start=1):
             print(f"{index}: {link}: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 9000 state UP")
@@ -228,7 +247,7 @@ def linger(tool: str) -> int:
         os.dup2(devnull, fd)  # never hold a pipe open: `$(...)` and `| tee` readers must see EOF
     pidfile = ROOT / "run" / "linger" / str(os.getpid())
     pidfile.parent.mkdir(parents=True, exist_ok=True)
-    pidfile.write_text(tool)
+    pidfile.write_text(started_at(os.getpid()) or "")
     signals = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
     signal.pthread_sigmask(signal.SIG_BLOCK, signals)
     deadline = float(os.environ.get("RECORDER_DEADLINE", time.time() + 30))
@@ -240,8 +259,12 @@ def linger(tool: str) -> int:
 def end_lingering() -> None:
     folder = ROOT / "run" / "linger"
     for pidfile in sorted(folder.glob("*")) if folder.is_dir() else []:
+        pid = int(pidfile.name)
+        if started_at(pid) != pidfile.read_text():
+            pidfile.unlink(missing_ok=True)  # gone (killed by the scripts): its pid may be another's now
+            continue
         try:
-            os.kill(int(pidfile.name), signal.SIGTERM)
+            os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
             pidfile.unlink(missing_ok=True)
 
@@ -348,7 +371,7 @@ def make_venv(argv: list[str]) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     for name in VENV_TOOLS:
         launcher = folder / name
-        launcher.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "{SHIM}" "{name}@{path}" "$@"\n')
+        launcher.write_text(f'#!/bin/sh\nexec "{sys.executable}" -E -S "{SHIM}" "{name}@{path}" "$@"\n')
         launcher.chmod(0o755)
     return 0
 
@@ -429,6 +452,109 @@ def sudo(argv: list[str]) -> int:
     return subprocess.run([str(launcher), *argv[1:]], timeout=remaining()).returncode
 
 
+def ours(pid: int) -> bool:
+    """Whether PID (or, negative, the process group it leads) belongs to this chain: its environment names
+    this chain's scratch folder. Chains run side by side on one host and pids wrap, so a pid the scripts
+    kept may be another chain's process by the time they signal it."""
+    try:
+        environ = Path(f"/proc/{abs(pid)}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return f"RECORDER_ROOT={ROOT}".encode() in environ
+
+
+def kill(argv: list[str]) -> int:
+    """bash's `kill` (the BASH_ENV function routes it here, job specs aside): signals only this chain's
+    processes; any other pid is answered as gone, as it would be on a node of its own."""
+    if any(a in ("-l", "-L") for a in argv):
+        os.execv("/bin/kill", ["kill", *argv])
+    sig, targets = int(signal.SIGTERM), list(argv)  # bash: kill [-s SIG | -n NUM | -SIG] [--] pid...
+    if targets[:1] in (["-s"], ["-n"]) and len(targets) > 2:
+        sig, targets = _signal(targets[1]), targets[2:]
+    elif targets and targets[0].startswith("-") and targets[0] != "--" and len(targets) > 1:
+        sig, targets = _signal(targets[0][1:]), targets[1:]
+    if targets[:1] == ["--"]:
+        targets = targets[1:]
+    rc = 0
+    step = ROOT / "run" / "step.pgid"
+    for target in targets:
+        pid = int(target)
+        if pid <= 0 and step.is_file() and str(-pid) in (step.read_text(), "0"):
+            # the whole recorded chain is the harness's group, not a node's: a script ending its own group
+            # (`kill 0`, or a group read before its setsid took effect) ends only what it started on a node
+            return fail("kill", argv, "would signal the recorder's whole chain (its process group)")
+        if not ours(pid):
+            print(f"kill: ({target}) - No such process", file=sys.stderr)
+            rc = 1
+            continue
+        try:
+            (os.killpg(-pid, sig) if pid < 0 else os.kill(pid, sig))
+        except ProcessLookupError:
+            print(f"kill: ({target}) - No such process", file=sys.stderr)
+            rc = 1
+    return rc
+
+
+def tail(argv: list[str]) -> int:
+    """`tail -F ... --pid=P` follows a log until P ends, checking every `-s` seconds (InferenceX's runner
+    script polls its job that way, 2 s); here it prints the file once P has ended. Any other tail is real."""
+    pid = next((int(a.split("=", 1)[1]) for a in argv if a.startswith("--pid=")), None)
+    if pid is None:
+        os.execv("/usr/bin/tail", ["tail", *argv])
+    deadline = time.monotonic() + remaining()
+    while time.monotonic() < deadline and started_at(pid) is not None:
+        time.sleep(0.02)  # the followed process's exit, bounded by the harness's deadline
+    keep, skip = [], {"-s", "--sleep-interval"}
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word in skip:
+            i += 2
+            continue
+        if word not in ("-F", "-f", "--follow") and not word.startswith(("--pid=", "--sleep-interval=")):
+            keep.append(word)
+        i += 1
+    os.execv("/usr/bin/tail", ["tail", *keep])
+    return 0  # not reached
+
+
+def ps(argv: list[str]) -> int:
+    """The real ps; but `ps -o pgid= -p PID` right after `setsid cmd &` (InferenceX's scripts read the
+    group they will kill at teardown that way) first waits, up to 2 s, for PID to have left the caller's
+    group: under a loaded recorder the child may not have run setsid yet, and the caller's group is the
+    whole recorded chain."""
+    if "-p" in argv and any(a.startswith("pgid") for a in argv):
+        pid = argv[argv.index("-p") + 1] if argv.index("-p") + 1 < len(argv) else ""
+        deadline = time.monotonic() + 2.0
+        while pid.isdigit() and time.monotonic() < deadline and _pgid(int(pid)) == os.getpgid(0):
+            time.sleep(0.01)  # bounded: the child's setsid, or 2 s
+    os.execv("/usr/bin/ps", ["ps", *argv])
+    return 0  # not reached
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[2])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def started_at(pid: int) -> str | None:
+    """PID's start time (/proc/PID/stat field 22), None when it is gone or only its zombie is left."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] == "Z" else fields[19]
+
+
+def _signal(name: str) -> int:
+    if name.isdigit():
+        return int(name)
+    name = name.upper()
+    return int(getattr(signal, name if name.startswith("SIG") else f"SIG{name}"))
+
+
 def recorded(answer: int = 0) -> Callable[[str, list[str]], int]:
     def run(tool: str, argv: list[str]) -> int:
         record(tool, argv)
@@ -466,6 +592,12 @@ def main() -> int:
         return answers[tool](argv)
     if tool == "sudo":
         return sudo(argv)
+    if tool == "kill":
+        return kill(argv)
+    if tool == "tail":
+        return tail(argv)
+    if tool == "ps":
+        return ps(argv)
     if tool in WRITE_TOOLS:
         return guarded(tool, argv)
     if tool in ("curl", "wget"):
@@ -476,6 +608,7 @@ def main() -> int:
         return service(tool, argv, "engine")
     services = {
         "vllm-router": "router",
+        "atomesh": "router",
         "lmcache": "lmcache",
         "mooncake_master": "kv-store",
         "aiperf": "client",
