@@ -25,7 +25,6 @@ import argparse
 import fnmatch
 import json
 import os
-import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -300,9 +299,8 @@ def _client_build(plan) -> str:
     """Which AIPerf the client is: the version the run's wheelhouse pins (node setup), else the image's."""
     for s in plan.node_setup.sets if plan.node_setup else ():
         if "aiperf" in s.commands:
-            lock = (nodesetup.LOCKS / s.lock).read_text()
-            pinned = re.search(r"^aiperf==(\S+)", lock, re.M)
-            return f"aiperf=={pinned[1] if pinned else '?'} from the run's hashed wheelhouse ({s.lock})"
+            pins = {p.name: p.version for p in nodesetup.read_lock(nodesetup.LOCKS / s.lock)}
+            return f"aiperf=={pins.get('aiperf', '?')} from the run's hashed wheelhouse ({s.lock})"
     return "aiperf from the image"
 
 
@@ -601,7 +599,8 @@ class NoRow(ParityError):
     with (said per variant; the config's other variants are compared)."""
 
 
-_RECORDED: dict[tuple, dict] = {}  # one chain run per (checkout, key, row, edits) in a process
+# one chain run per (checkout, key, row, edits) in a process: its recorded launch, or why it could not run
+_RECORDED: dict[tuple, dict | ParityError] = {}
 
 
 def _record_rows(checkout: Path, key: str, plans: list, edits: tuple) -> None:
@@ -640,8 +639,11 @@ def recorded_side(checkout: Path, key: str, target, edits: tuple = (), concurren
             try:
                 _RECORDED[cached] = chain.record(checkout, key, row, scratch=Path(scratch), edits=edits)
             except chain.ChainError as exc:
-                raise ParityError(f"InferenceX's chain for {key} ({selector}) could not run: {exc}") from None
+                why = f"InferenceX's chain for {key} ({selector}) could not run: {exc}"
+                _RECORDED[cached] = ParityError(why)
     launch = _RECORDED[cached]
+    if isinstance(launch, ParityError):
+        raise launch
     if launch.get("error"):
         raise ParityError(f"InferenceX's chain for {key} ({selector}) did not run through: {launch['error']}")
     if launch["unrecorded"]:

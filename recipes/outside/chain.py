@@ -22,6 +22,7 @@ import yaml
 
 from recipes.outside import actions, matrix, sandbox
 from recipes.outside.assemble import assemble, read_log
+from recipes.outside.shims.procs import started_at
 
 FORMAT = "recorded-launch v1"
 TIMEOUT = 60.0
@@ -174,7 +175,7 @@ def end_lingering(box: sandbox.Sandbox, grace: float = 5.0) -> None:
     chains run at once, and pids wrap)."""
     files = sorted((box.root / "run" / "linger").glob("*"))
     pids = {int(p.name): p.read_text() for p in files}
-    pids = {pid: start for pid, start in pids.items() if start and started(pid) == start}
+    pids = {pid: start for pid, start in pids.items() if start and started_at(pid) == start}
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in pids:
             try:
@@ -191,22 +192,12 @@ def end_lingering(box: sandbox.Sandbox, grace: float = 5.0) -> None:
             return
 
 
-def started(pid: int) -> str | None:
-    """When process PID started (/proc/PID/stat field 22); None when there is no such process (or only its
-    zombie, which writes nothing)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return None if fields[0] == "Z" else fields[19]
-
-
 def _alive(pid: int, start: str) -> bool:
     try:
         os.waitpid(pid, os.WNOHANG)  # reaps it if it is our child
     except ChildProcessError:
         pass
-    return started(pid) == start
+    return started_at(pid) == start
 
 
 def last_call(box: sandbox.Sandbox) -> str:

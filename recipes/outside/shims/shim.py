@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from procs import pgid, started_at  # type: ignore[import-not-found]  # a sibling file, as the shim runs
+
 HARNESS_KEYS = ("RECORDER_", "BASH_ENV")
 WRITE_TOOLS = ("mkdir", "rm", "cp", "mv", "tee", "chmod", "chown", "touch", "ln", "tar")
 NETWORK_TOOLS = ("pip", "pip3", "uv", "git", "apt-get", "hf", "huggingface-cli")
@@ -526,26 +528,10 @@ def ps(argv: list[str]) -> int:
     if "-p" in argv and any(a.startswith("pgid") for a in argv):
         pid = argv[argv.index("-p") + 1] if argv.index("-p") + 1 < len(argv) else ""
         deadline = time.monotonic() + 2.0
-        while pid.isdigit() and time.monotonic() < deadline and _pgid(int(pid)) == os.getpgid(0):
+        while pid.isdigit() and time.monotonic() < deadline and pgid(int(pid)) == os.getpgid(0):
             time.sleep(0.01)  # bounded: the child's setsid, or 2 s
     os.execv("/usr/bin/ps", ["ps", *argv])
     return 0  # not reached
-
-
-def _pgid(pid: int) -> int | None:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[2])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def started_at(pid: int) -> str | None:
-    """PID's start time (/proc/PID/stat field 22), None when it is gone or only its zombie is left."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return None if fields[0] == "Z" else fields[19]
 
 
 def _signal(name: str) -> int:
