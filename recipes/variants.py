@@ -62,7 +62,8 @@ def targets(key: str, entry, *, runners, launch, issues: tuple, models=None) -> 
     seen: dict[str, int] = {}
     groups = entry.scenarios.fixed_seq_len or ()
     runner = launch.label_of(entry.runner)  # an alias: the profile it names
-    hardware, profile = runners.hardware[runner], launch.profiles[runner]
+    hardware, profile = runners.shape(runner), launch.profiles[runner]
+    assert hardware is not None  # lint's _runner_exists: a config reaching the planner has its node shape
     for pt in points(entry, (key,)):
         params = {}
         if pt.scenario == "fixed-seq-len":

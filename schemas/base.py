@@ -233,6 +233,22 @@ SettingText = Annotated[
         allowed="KEY=VALUE of ASCII letters, digits and '._/:,+=@%[]-'",
     ),
 ]
+# A recipe pointer as InferenceX writes it: a path in its tree, and for a schema-2 recipe the section to merge
+# over its base (srt-slurm's `<file>:override_<name>`, or `[i]` of a zip/list override). Relative, so it never
+# names anything outside the tree it is read from.
+RECIPE_REF = r"(?!/)(?!.*(^|/)\.\.?(/|:|$))[A-Za-z0-9._/+-]+\.ya?ml(:[A-Za-z0-9_.-]+(\[[0-9]{1,4}\])?)?"
+RECIPE_REF_WORDS = (
+    "a relative path of ASCII letters, digits and '._/+-' ending in .yaml, optionally ':<override section>'"
+)
+RecipeRef = Annotated[
+    str,
+    shape(
+        RECIPE_REF,
+        "an srt-slurm recipe",
+        max_length=512,
+        allowed=RECIPE_REF_WORDS,
+    ),
+]
 # Prose (titles, descriptions): any text on one line. Quotes are fine (only a JSON serializer or a report
 # ever writes it); control characters, line breaks and bidi overrides would forge or hide output.
 _PROSE = r"[^\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]"

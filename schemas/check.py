@@ -14,10 +14,11 @@ from .known_issues import KnownIssue
 from .launch import LaunchProfiles
 from .models import Models
 from .rules import Context, check_entry
+from .rules_inferencex import NEWEST
 from .runners import Runners
 from .yamlio import Document, Path_
 
-PROFILES = ("strict", "inferencex")
+PROFILES = ("strict", "inferencex", "inferencex-legacy")
 
 
 def duplicate_findings(doc: Document) -> list[Finding]:
@@ -58,9 +59,27 @@ def validate(
         return None, [p.at(doc) for p in validation_problems(exc, model, base)]
 
 
-def check_runners(doc: Document) -> tuple[Runners | None, list[Finding]]:
+def check_runners(doc: Document, profile: str = "strict") -> tuple[Runners | None, list[Finding]]:
+    """The runners file; under `inferencex` also in the one form InferenceX's newest validator takes (labels
+    and `clusters:`, no `hardware:`)."""
     runners, findings = validate(doc, Runners, doc.data)
+    if runners is not None and profile == "inferencex":
+        if not runners.clusters:
+            findings.append(
+                Problem(("labels",), NEWER_RUNNERS + "needs `clusters:` beside labels", CLUSTERS_FIX).at(doc)
+            )
+        if runners.hardware:
+            findings.append(
+                Problem(("hardware",), NEWER_RUNNERS + "refuses `hardware:`", CLUSTERS_FIX).at(doc)
+            )
     return runners, duplicate_findings(doc) + findings
+
+
+NEWER_RUNNERS = f"InferenceX's validator since {NEWEST} "
+CLUSTERS_FIX = (
+    "give each node shape as clusters.<id> (gpus-per-node, available-cpu-dram-mib, arch, scheduler and its "
+    "record) with its cluster:<id> label; or lint under inferencex-legacy, InferenceX's older form"
+)
 
 
 def check_launch(doc: Document) -> tuple[LaunchProfiles | None, list[Finding]]:

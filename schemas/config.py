@@ -17,6 +17,7 @@ from .base import (
     ModelId,
     Name,
     Parallel,
+    RecipeRef,
     SettingText,
     Tokens,
     Version,
@@ -74,6 +75,26 @@ class Worker(Model):
     additional_settings: list[SettingText] = Field(default_factory=list, description=_SETTINGS)
 
 
+_RECIPE = (
+    "The srt-slurm recipe this point runs (InferenceX's pointer): <path>.yaml, or "
+    "<path>.yaml:override_<name> for one section of a schema-2 recipe."
+)
+
+
+class AggregateWorker(Model):
+    """The one role of an aggregated multinode point (disagg: false): workers that prefill and decode."""
+
+    num_worker: Parallel = Field(1, description=f"Engine instances, {_PARALLEL}")
+    tp: Parallel = Field(description=f"Tensor-parallel GPUs per engine, {_PARALLEL}")
+    pp: Parallel | None = Field(None, description=f"Pipeline stages, {_PARALLEL}")
+    dcp_size: Parallel | None = Field(None, description=f"Decode context parallel size, {_PARALLEL}")
+    pcp_size: Parallel | None = Field(None, description=f"Prefill context parallel size, {_PARALLEL}")
+    ep: Parallel | None = Field(None, description=f"Expert-parallel size, {_PARALLEL}")
+    dp_attn: bool | None = None
+    hardware: Label | None = Field(None, description="Runner label when it runs on other hardware.")
+    additional_settings: list[SettingText] = Field(default_factory=list, description=_SETTINGS)
+
+
 class SearchSpace(Model):
     """One point family of the sweep: topology plus the concurrencies to run it at."""
 
@@ -95,6 +116,16 @@ class SearchSpace(Model):
     dp_attn: bool | None = None
     prefill: Worker | None = None
     decode: Worker | None = None
+    worker: AggregateWorker | None = Field(
+        None, exclude_if=_absent, description="Multinode, disagg: false: the workers that serve both phases."
+    )
+    num_nodes: Parallel | None = Field(
+        None, exclude_if=_absent, description=f"Multinode, disagg: false: nodes of the point, {_PARALLEL}"
+    )
+    srt_recipe: RecipeRef | None = Field(None, exclude_if=_absent, description=_RECIPE)
+    eval_srt_recipe: RecipeRef | None = Field(
+        None, exclude_if=_absent, description="The srt-slurm recipe of this point's accuracy eval, same form."
+    )
     # A cap, not a taste: each concurrency is one benchmark run of minutes, and 20,000 of them rendered a
     # 21 MB script that bash could not run.
     conc_list: list[Concurrency] | None = Field(
@@ -128,6 +159,11 @@ class FixedSeqLen(Model):
 
     isl: Tokens = Field(description=f"Input sequence length, {_TOKENS}")
     osl: Tokens = Field(description=f"Output sequence length, {_TOKENS}")
+    require_power: bool = Field(
+        False,
+        exclude_if=lambda v: not v,  # groups without it hash (config_sha256) as before the key existed
+        description="InferenceX: the points of this group record GPU power (runners with power telemetry).",
+    )
     search_space: list[SearchSpace] = Field(min_length=1)
 
 

@@ -66,7 +66,7 @@ class Context:
         return self.launch.label_of(runner) if self.launch else runner
 
     def hardware(self, label: str) -> Hardware | None:
-        return self.runners.hardware.get(self.label(label)) if self.runners else None
+        return self.runners.shape(self.label(label)) if self.runners else None
 
     def points(self) -> Iterator[Point]:
         return points(self.entry, self.path)

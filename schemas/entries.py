@@ -85,6 +85,22 @@ def parsed_settings(worker: Worker) -> dict[str, Any]:
     return out
 
 
+def recipe_pointers(space: SearchSpace, key: str = "srt-recipe") -> list[tuple[Path_, str]]:
+    """Where the point names the srt-slurm recipe it runs (`key`: srt-recipe; eval-srt-recipe: its eval's),
+    relative to the point: the key itself, and InferenceX's older form, a CONFIG_FILE (EVAL_CONFIG_FILE)
+    setting on one of its workers."""
+    setting = "CONFIG_FILE" if key == "srt-recipe" else "EVAL_CONFIG_FILE"
+    value = space.srt_recipe if key == "srt-recipe" else space.eval_srt_recipe
+    found: list[tuple[Path_, str]] = [((key,), value)] if value else []
+    for role in (*reg.ROLES, "worker"):
+        worker = getattr(space, role)
+        for i, item in enumerate(worker.additional_settings if worker else ()):
+            name, _, raw = item.partition("=")
+            if name == setting:
+                found.append(((role, "additional-settings", i), raw))
+    return found
+
+
 def role_gpus(worker: Worker) -> int:
     """GPUs one engine instance of this role spans: tp x pp x pcp-size."""
     return dram.footprint(worker.tp, worker.pp, worker.pcp_size)

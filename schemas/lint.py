@@ -55,9 +55,9 @@ def default_configs() -> list[Path]:
     return sorted(ROOT.glob(DEFAULT_CONFIG_GLOB))
 
 
-def lint_runners(path, report: Report):
+def lint_runners(path, report: Report, profile: str = "strict"):
     try:
-        runners, findings = check_runners(read(path))
+        runners, findings = check_runners(read(path), profile)
     except YamlSyntaxError as exc:
         runners, findings = None, [unreadable(exc)]
     report.findings += findings
@@ -248,7 +248,7 @@ def run(args: argparse.Namespace) -> Report:
     runners_path = args.runners or ROOT / DEFAULT_RUNNERS
     runners = None
     if check_configs or args.runners:
-        runners = lint_runners(runners_path, report)
+        runners = lint_runners(runners_path, report, args.profile)
     # The inferencex profile has no known-issue or launch rule: InferenceX has neither file.
     issues, launch = (), None
     strict_configs = check_configs and args.profile == "strict"

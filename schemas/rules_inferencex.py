@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from . import settings as reg
+from .config import AggregateWorker, Worker
 from .context import Context
 from .entries import server_worker
 from .findings import Problem
+from .yamlio import Path_
 
 CLUSTER_PREFIX = "cluster:"  # agentic entries run on one exact fleet
 COMPONENTS = ("router", "kv-p2p-transfer")  # declared at the top or per point, never both
@@ -66,23 +68,55 @@ def _conc_list_xor_range(ctx: Context) -> Iterator[Problem]:
 
 
 def _topology_matches_multinode(ctx: Context) -> Iterator[Problem]:
-    """A multinode point is prefill and decode workers, a single-node point one server of tp GPUs; never
-    both, and a multinode point has no settings of its own."""
+    """A single-node point is one server of tp GPUs; a disaggregated multinode point is prefill and decode
+    workers; an aggregated multinode point (disagg: false) is one worker block on num-nodes nodes. Never
+    mixed, and a multinode point has no settings of its own."""
+    e = ctx.entry
     for pt in ctx.points():
         sp = pt.space
         roles = [r for r in reg.ROLES if getattr(sp, r) is not None]
-        if ctx.entry.multinode and len(roles) < 2:
-            missing = " and ".join(r for r in reg.ROLES if r not in roles)
-            yield Problem(pt.path, f"multinode entry without {missing}", "give prefill and decode blocks")
-        if not ctx.entry.multinode and sp.tp is None:
-            yield Problem(pt.path, "single-node entry without tp", "set tp (GPUs per engine)")
-        if sp.tp is not None and roles:
+        aggregate = [k for k, v in (("worker", sp.worker), ("num-nodes", sp.num_nodes)) if v is not None]
+        if not e.multinode:
+            for key in roles + aggregate:
+                yield Problem(pt.path + (key,), f"{key} on a single-node point", "a single-node point is tp")
+            if sp.tp is None:
+                yield Problem(pt.path, "single-node entry without tp", "set tp (GPUs per engine)")
+        elif e.disagg:
+            if len(roles) < 2:
+                missing = " and ".join(r for r in reg.ROLES if r not in roles)
+                yield Problem(pt.path, f"multinode entry without {missing}", "give prefill and decode blocks")
+            for key in aggregate:
+                yield Problem(
+                    pt.path + (key,),
+                    f"{key} on a disaggregated point (disagg: true)",
+                    "prefill and decode; worker and num-nodes are an aggregated point's (disagg: false)",
+                )
+        else:
+            for key in roles:
+                yield Problem(
+                    pt.path + (key,),
+                    f"{key} on an aggregated multinode point (disagg: false)",
+                    "one worker block and num-nodes, or disagg: true",
+                )
+            if sp.worker is None:
+                yield Problem(
+                    pt.path,
+                    "aggregated multinode point (disagg: false) without worker",
+                    "worker: {num-worker, tp, ep, dp-attn}",
+                )
+            if sp.num_nodes is None:
+                yield Problem(
+                    pt.path,
+                    "aggregated multinode point (disagg: false) without num-nodes",
+                    "num-nodes: <nodes>",
+                )
+        if sp.tp is not None and (roles or sp.worker is not None):
             yield Problem(
                 pt.path + ("tp",),
                 "a point is one server (tp) or prefill and decode workers, not both",
                 "multinode: prefill and decode; single-node: tp",
             )
-        if ctx.entry.multinode and sp.additional_settings:
+        if e.multinode and sp.additional_settings:
             yield Problem(
                 pt.path + ("additional-settings",),
                 "a multinode point has no server of its own to apply these to",
@@ -105,9 +139,13 @@ def _point_keys_fit_its_kind(ctx: Context) -> Iterator[Problem]:
 
 def _workers_declare_ep_and_dp_attn(ctx: Context) -> Iterator[Problem]:
     """Every prefill and decode worker says its ep and dp-attn (InferenceX requires both)."""
-    for path, role, worker, _ in ctx.workers():
-        if role not in reg.ROLES:
-            continue
+    engines: list[tuple[Path_, str, Worker | AggregateWorker]] = [
+        (path, role, worker) for path, role, worker, _ in ctx.workers() if role in reg.ROLES
+    ]
+    engines += [
+        (pt.path + ("worker",), "aggregate", pt.space.worker) for pt in ctx.points() if pt.space.worker
+    ]
+    for path, role, worker in engines:
         missing = [k for k, v in (("ep", worker.ep), ("dp-attn", worker.dp_attn)) if v is None]
         if missing:
             yield Problem(
@@ -260,6 +298,72 @@ INFERENCEX = (
     _components_declared_once,
     _agentic_runner_is_cluster,
 )
+
+
+# ---------------------------------------------------------------- InferenceX's newer validator only
+
+NEWEST = (
+    "07db303e"  # the newest InferenceX validator these rules are held to (tests run it on the same files)
+)
+# Settings that once chose a point's srt-slurm recipe from a worker's additional-settings -> the point key
+# that does now.
+RECIPE_SETTINGS = {
+    "CONFIG_FILE": "srt-recipe",
+    "SRT_RECIPE": "srt-recipe",
+    "EVAL_CONFIG_FILE": "eval-srt-recipe",
+    "EVAL_SRT_RECIPE": "eval-srt-recipe",
+}
+
+
+def _recipe_chosen_by_its_key(ctx: Context) -> Iterator[Problem]:
+    """The srt-slurm recipe a point runs is its srt-recipe (its eval's, eval-srt-recipe): InferenceX's newer
+    validator refuses the older CONFIG_FILE=<recipe> in a worker's additional-settings."""
+    for pt in ctx.points():
+        for role in (*reg.ROLES, "worker"):
+            worker = getattr(pt.space, role)
+            for i, item in enumerate(worker.additional_settings if worker else ()):
+                name, _, value = item.partition("=")
+                if name in RECIPE_SETTINGS:
+                    key = RECIPE_SETTINGS[name]
+                    yield Problem(
+                        pt.path + (role, "additional-settings", i),
+                        f"{name} in additional-settings: InferenceX's validator since {NEWEST} takes a "
+                        f"point's recipe only from its {key}",
+                        f"{key}: {value} on the point, without this setting",
+                    )
+
+
+NEWER = (_recipe_chosen_by_its_key,)
+
+
+# ---------------------------------------------------------------- InferenceX's older validator only
+
+OLDER = "ba3e5976"  # the validator before NEWEST: its multinode points chose their recipe by CONFIG_FILE
+
+
+def _keys_the_older_validator_lacks(ctx: Context) -> Iterator[Problem]:
+    """InferenceX's older validator has no eval-srt-recipe, no srt-recipe on a multinode fixed-seq-len point
+    (its recipe is a worker's CONFIG_FILE; an agentic point's may be either) and no require-power on a
+    single-node entry."""
+    said = f"InferenceX's validator before {NEWEST} ({OLDER}) refuses the key"
+    fix = "lint under inferencex, its newer validator, which takes it"
+    for pt in ctx.points():
+        if pt.space.eval_srt_recipe is not None:
+            yield Problem(pt.path + ("eval-srt-recipe",), f"eval-srt-recipe: {said}", fix)
+        if ctx.entry.multinode and pt.scenario == "fixed-seq-len" and pt.space.srt_recipe is not None:
+            yield Problem(
+                pt.path + ("srt-recipe",),
+                f"srt-recipe on a multinode fixed-seq-len point: {said}",
+                f"CONFIG_FILE={pt.space.srt_recipe} in the prefill's additional-settings; or {fix}",
+            )
+    if not ctx.entry.multinode:
+        for i, group in enumerate(ctx.entry.scenarios.fixed_seq_len or ()):
+            if "require_power" in group.model_fields_set:
+                where = ctx.path + ("scenarios", "fixed-seq-len", i, "require-power")
+                yield Problem(where, f"require-power on a single-node entry: {said}", fix)
+
+
+OLDER_ONLY = (_keys_the_older_validator_lacks,)
 
 
 # ---------------------------------------------------------------- this repository's extension keys

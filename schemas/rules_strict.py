@@ -20,10 +20,11 @@ from .entries import (
     kv_transfer,
     offloading_worker,
     parsed_settings,
+    recipe_pointers,
     role_gpus,
     role_nodes,
 )
-from .findings import Problem, did_you_mean, one_of
+from .findings import Problem, did_you_mean, format_path, one_of
 from .images import (
     VENDOR_WORDS,
     engine_version,
@@ -259,9 +260,9 @@ def _runner_exists(ctx: Context) -> Iterator[Problem]:
         elif ctx.hardware(label) is None:
             yield Problem(
                 path,
-                f"runner {label!r} has no hardware entry in runners.yaml",
-                "add hardware.<label> with gpus-per-node (and available-cpu-dram-mib where KV offloads to "
-                "DRAM)",
+                f"runner {label!r} has no node shape in runners.yaml",
+                "add hardware.<label> (for a cluster:<id> label: its clusters.<id> record) with "
+                "gpus-per-node (and available-cpu-dram-mib where KV offloads to DRAM)",
             )
 
 
@@ -483,7 +484,55 @@ def _known_issues_handled(ctx: Context) -> Iterator[Problem]:
     yield from ki.entry_problems(ctx.path, ctx.entry, launches, ctx.issues, build)
 
 
+def _recipe_named_once(ctx: Context) -> Iterator[Problem]:
+    """A point names its srt-slurm recipe (and its eval's) in one place: its srt-recipe key, or InferenceX's
+    older CONFIG_FILE setting on one worker, never two that could disagree."""
+    for pt in ctx.points():
+        for key in ("srt-recipe", "eval-srt-recipe"):
+            found = recipe_pointers(pt.space, key)
+            if len(found) > 1:
+                (first, _), (second, _) = found[0], found[1]
+                yield Problem(
+                    pt.path + second,
+                    f"the point's {key} is named twice: also by its {format_path(first)}",
+                    f"name it once, as the point's {key}",
+                )
+
+
+RECIPE_NOT_READ = (
+    "its engine flags, environment and speculative depth live in that recipe, which render does not read "
+    "yet; rendering without it would launch something other than what the recipe runs"
+)
+
+
+def _recipe_not_read(ctx: Context) -> Iterator[Problem]:
+    """A point that runs an srt-slurm recipe is refused until render reads the recipe: without it, the launch
+    would not be the recipe's."""
+    for pt in ctx.points():
+        for where, value in recipe_pointers(pt.space)[:1]:
+            yield Problem(
+                pt.path + where,
+                f"the point runs the srt-slurm recipe {value}: {RECIPE_NOT_READ}",
+                "docs/guides/srt-slurm.md says what renders",
+            )
+
+
+def _aggregate_multinode_not_rendered(ctx: Context) -> Iterator[Problem]:
+    """An aggregated multinode point (disagg: false, worker and num-nodes) is InferenceX's; this repository
+    renders disaggregated prefill/decode launches and single-node servers only."""
+    for pt in ctx.points():
+        if ctx.entry.multinode and pt.space.worker is not None:
+            yield Problem(
+                pt.path + ("worker",),
+                "an aggregated multinode point (worker on num-nodes nodes) is not rendered here",
+                "this repository renders disaggregated (prefill/decode) and single-node points",
+            )
+
+
 STRICT = (
+    _recipe_named_once,
+    _recipe_not_read,
+    _aggregate_multinode_not_rendered,
     _framework_rendered,
     _image_public_and_pinned,
     _image_fits_gpu_vendor,

@@ -28,6 +28,7 @@ _ABS_PATH = re.compile(r"(/(?!\.\.?(/|$))[A-Za-z0-9._+-]+)+/?", re.ASCII)
 _KEY = re.compile(r"[A-Z][A-Z0-9_]*", re.ASCII)
 # Plain ASCII numbers only: int()/float() also take ' 8', '1_0', Arabic-Indic digits, 'nan' and 'inf'; at
 # most 18 digits, so int() never meets a number too long to convert (Python refuses > 4300 digits).
+_RECIPE = re.compile(base.RECIPE_REF, re.ASCII)
 _INT = re.compile(r"-?[0-9]{1,18}", re.ASCII)
 _TOKENS = re.compile(r"([0-9]{1,18})([kKmMgG]?)", re.ASCII)
 _TOKEN_SUFFIX = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}
@@ -41,7 +42,7 @@ class SettingError(ValueError):
 @dataclass(frozen=True)
 class Setting:
     name: str
-    kind: str  # int | tokens | float | bool | choice | ident | path | image | derived
+    kind: str  # int | tokens | float | bool | choice | ident | path | image | recipe | derived
     help: str
     roles: tuple[str, ...] = ALL_ROLES
     engines: tuple[str, ...] = ENGINES  # engines it has a meaning for (a framework's first word)
@@ -123,6 +124,11 @@ class Setting:
                 "expected an absolute path of ASCII letters, digits, '._/+-' without '.' or '..' parts "
                 f"(at most 1024), got {base.clip(raw)}"
             )
+        return raw
+
+    def _parse_recipe(self, raw: str) -> str:
+        if len(raw) > 512 or not _RECIPE.fullmatch(raw):
+            raise SettingError(f"expected {base.RECIPE_REF_WORDS}, got {base.clip(raw)}")
         return raw
 
     def _parse_derived(self, raw: str) -> int:
@@ -423,6 +429,20 @@ REGISTRY: dict[str, Setting] = {
             "SGLang --disable-cuda-graph (slower: results are not comparable with CUDA-graph runs).",
             flag="--disable-cuda-graph",
             engines=_SGLANG,
+        ),
+        *(
+            _s(
+                name,
+                "recipe",
+                f"InferenceX's older pointer to the srt-slurm recipe of the point's {what} (<file>.yaml"
+                ":override_<name>), on one worker; its newer validator wants it in the point's {key}.",
+                roles=ROLES,
+                served_by=f"the point's {what} is the srt-slurm recipe it names, read as the point's {key}",
+            )
+            for name, key, what in (
+                ("CONFIG_FILE", "srt-recipe", "run"),
+                ("EVAL_CONFIG_FILE", "eval-srt-recipe", "accuracy eval"),
+            )
         ),
     )
 }

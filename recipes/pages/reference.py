@@ -337,16 +337,22 @@ def _rule_text(rule) -> str:
     return rule.__name__.strip("_").replace("_", " ")  # no docstring: its name says it
 
 
+def _profiles_of(rule) -> str:
+    return ", ".join(p for p in rules.PROFILES if rule in rules.PROFILES[p])
+
+
 def _rules_part() -> list[str]:
     groups = (
-        (rules.INFERENCEX, "inferencex, strict", "rules_inferencex.py"),
-        (rules.EXTENSIONS, "inferencex", "rules_inferencex.py"),
-        (rules.STRICT, "strict", "rules_strict.py"),
-        (rules.LOCAL, "strict", "rules_local.py"),
+        (rules.INFERENCEX, "rules_inferencex.py"),
+        (rules.NEWER, "rules_inferencex.py"),
+        (rules.OLDER_ONLY, "rules_inferencex.py"),
+        (rules.EXTENSIONS, "rules_inferencex.py"),
+        (rules.STRICT, "rules_strict.py"),
+        (rules.LOCAL, "rules_local.py"),
     )
     rows = [
-        (f"`{r.__name__}`", profiles, f"[{file}](../schemas/{file})", _rule_text(r))
-        for group, profiles, file in groups
+        (f"`{r.__name__}`", _profiles_of(r), f"[{file}](../schemas/{file})", _rule_text(r))
+        for group, file in groups
         for r in group
     ]
     return [
@@ -354,9 +360,11 @@ def _rules_part() -> list[str]:
         "",
         "`make lint` checks each file against its schema, then runs these rules over every config entry",
         "([schemas/rules.py](../schemas/rules.py) names the profiles). `inferencex` is InferenceX's own",
-        "validator: its rules, and the refusal of this repository's two extension keys, so its verdict on an",
-        "entry is InferenceX's. `strict`, the default, is every InferenceX rule and this repository's own;",
-        "it accepts the two extension keys (docs/guides/validation.md).",
+        "newest validator: its rules, and the refusal of this repository's two extension keys, so its",
+        "verdict on an entry is InferenceX's; `inferencex-legacy` is its older validator. `strict`, the",
+        "default, is",
+        "every rule both share and this repository's own; it accepts the two extension keys",
+        "(docs/guides/validation.md).",
         "",
         *_table(("rule", "profiles", "defined in", "checks"), rows),
     ]

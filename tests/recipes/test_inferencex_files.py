@@ -143,11 +143,16 @@ def test_inferencex_profile_accepts_what_its_validator_accepts(tmp_path):
     path = tmp_path / "nvidia-master.yaml"
     path.write_text(ENTRY)
     runners = reference("runners.yaml")
-    args = lint.parser().parse_args(["--profile", "inferencex", "--runners", str(runners), str(path)])
+    args = lint.parser().parse_args(["--profile", "inferencex-legacy", "--runners", str(runners), str(path)])
     report = lint.run(args)
     assert [f.format() for f in report.findings if f.file == str(path)] == []
+    # its newest validator wants the recipe as the point's srt-recipe
+    newest = lint.run(lint.parser().parse_args(["--profile", "inferencex", str(path)]))
+    assert [f.message.split(":")[0] for f in newest.findings if f.file == str(path)] == [
+        "CONFIG_FILE in additional-settings"
+    ]
     strict = lint.run(lint.parser().parse_args(["--runners", str(runners), str(path)]))
-    assert any("unknown setting 'CONFIG_FILE'" in f.message for f in strict.findings)  # ours stays strict
+    assert any("recipes/x.yaml:override[0]" in f.message for f in strict.findings)  # ours reads the recipe
 
 
 DEP_MTP = "dsr1-fp8-mi355x-sglang-disagg-mtp"

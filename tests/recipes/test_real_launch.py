@@ -207,6 +207,8 @@ NOT_VLLM = {
     },
     "CLIENT_IMAGE": "InferenceX's client image: our pinned AIPerf does its job, env.sh says so "
     "(test_hicache.py)",
+    "CONFIG_FILE": "the point's srt-slurm recipe, read as its srt-recipe (tests/outside/test_srt_recipe*.py)",
+    "EVAL_CONFIG_FILE": "the point's eval recipe, read as its eval-srt-recipe",
 }
 
 

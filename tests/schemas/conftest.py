@@ -120,8 +120,8 @@ def rename(data, path: str, new: str):
 
 def apply(data, ops):
     """Apply ("set", path, value) / ("del", path) / ("rename", path, new) operations in order."""
-    for op, path, *rest in ops:
-        {"set": mutate, "del": delete, "rename": rename}[op](data, path, *rest)
+    for op, path, *rest in ops:  # a value is copied in: cases share their ops, never what they set
+        {"set": mutate, "del": delete, "rename": rename}[op](data, path, *copy.deepcopy(rest))
     return data
 
 

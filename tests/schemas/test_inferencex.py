@@ -10,6 +10,7 @@ strict too (strict = every InferenceX rule + ours).
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import pytest
 
@@ -47,6 +48,22 @@ def _second_point(**changes) -> dict:
 
 
 SECOND = f"{AGENTIC}.search-space[1]"
+WORKER = {"num-worker": 1, "tp": 8, "ep": 1, "dp-attn": False}
+# The baseline as InferenceX's aggregated multinode point (disagg: false): one worker on num-nodes nodes.
+AGGREGATE = [
+    s("disagg", False),
+    d(P),
+    d(D),
+    d(LMC),
+    s(f"{SS}.kv-offloading", "none"),
+    s(f"{SS}.worker", WORKER),
+    s(f"{SS}.num-nodes", 1),
+]
+NEWEST = "InferenceX's validator since 07db303e"
+OLDER = "InferenceX's validator before 07db303e (ba3e5976) refuses the key"
+RECIPE = "recipes/dsr1/sglang/mi355x-fp8/8k1k/disagg-variants.yaml:override_stp_1p2d_tp8"
+LEGACY = {"profile": "inferencex-legacy"}
+POWER = s("scenarios.fixed-seq-len[0].require-power", True)
 
 # fmt: off
 REJECT = [
@@ -78,11 +95,44 @@ REJECT = [
         ("multinode-without-both", [d(P), d(D)], SS, "multinode entry without prefill and decode", None, IX),
         ("single-node-without-tp", SINGLE_NODE + [d(f"{SS}.tp")], SS, "single-node entry without tp",
          "set tp (GPUs per engine)", IX),
+        ("single-node-with-worker", SINGLE_NODE + [s(f"{SS}.worker", WORKER)], f"{SS}.worker",
+         "worker on a single-node point", "a single-node point is tp", IX),
+        ("worker-on-disagg", [s(f"{SS}.worker", WORKER), s(f"{SS}.num-nodes", 2)], f"{SS}.worker",
+         "worker on a disaggregated point (disagg: true)", "worker and num-nodes are an aggregated point's",
+         IX),
+        ("aggregate-with-prefill", [s("disagg", False)], f"{SS}.prefill",
+         "prefill on an aggregated multinode point (disagg: false)", "one worker block and num-nodes", IX),
+        ("aggregate-without-worker", [*AGGREGATE, d(f"{SS}.worker")], SS,
+         "aggregated multinode point (disagg: false) without worker", None, IX),
+        ("aggregate-without-num-nodes", [*AGGREGATE, d(f"{SS}.num-nodes")], SS,
+         "aggregated multinode point (disagg: false) without num-nodes", None, IX),
+        ("tp-beside-worker", [*AGGREGATE, s(f"{SS}.tp", 8)], f"{SS}.tp", "a point is one server (tp)", None,
+         IX),
         ("server-and-workers", [s(f"{SS}.tp", 8)], f"{SS}.tp",
          "a point is one server (tp) or prefill and decode workers, not both", None, IX),
         ("settings-on-a-multinode-point", [s(f"{SS}.additional-settings", ["MAX_MODEL_LEN=4096"])],
          f"{SS}.additional-settings", "a multinode point has no server of its own",
          "put them under prefill or decode", IX),
+    ),
+    *cases("_recipe_chosen_by_its_key",
+        ("config-file-setting", [s(f"{P}.additional-settings", [f"CONFIG_FILE={RECIPE}"])],
+         f"{P}.additional-settings[0]",
+         f"CONFIG_FILE in additional-settings: {NEWEST} takes a point's recipe only from its srt-recipe",
+         f"srt-recipe: {RECIPE} on the point", IX),
+        ("eval-config-file-on-worker",
+         [*AGGREGATE, s(f"{SS}.worker.additional-settings", ["EVAL_CONFIG_FILE=e.yaml"])],
+         f"{SS}.worker.additional-settings[0]", "EVAL_CONFIG_FILE in additional-settings",
+         "eval-srt-recipe: e.yaml", IX),
+    ),
+    *cases("_keys_the_older_validator_lacks",
+        ("eval-srt-recipe", [s(f"{SS}.eval-srt-recipe", "e.yaml")], f"{SS}.eval-srt-recipe",
+         f"eval-srt-recipe: {OLDER}", "lint under inferencex", LEGACY),
+        ("srt-recipe-on-multinode-fixed", [*FIXED_SEQ_LEN, s(f"{FSS}.srt-recipe", RECIPE)],
+         f"{FSS}.srt-recipe", f"srt-recipe on a multinode fixed-seq-len point: {OLDER}",
+         f"CONFIG_FILE={RECIPE}", LEGACY),
+        ("require-power-single-node", [*SINGLE_NODE, FIXED_SEQ_LEN[0], *FIXED_SEQ_LEN[2:], POWER],
+         "scenarios.fixed-seq-len[0].require-power", f"require-power on a single-node entry: {OLDER}", None,
+         LEGACY),
     ),
     *cases("_point_keys_fit_its_kind",
         ("pp-on-a-multinode-agentic-point", [s(f"{SS}.pp", 2)], f"{SS}.pp",
@@ -175,10 +225,20 @@ REJECT = [
 ACCEPT = [
     *cases("model",
         # InferenceX's aggregated run in a multinode entry: the prefill workers serve both
-        ("aggregated-decode-count-0", [s("disagg", False), s(f"{D}.num-worker", 0)], IX),
+        # InferenceX's model takes a decode count of 0 (its WorkerConfig has no bound)
+        ("decode-count-0", [s(f"{D}.num-worker", 0)], IX),
     ),
     *cases("_has_a_scenario",
         ("fixed-seq-len-only", FIXED_SEQ_LEN),
+    ),
+    *cases("_recipe_chosen_by_its_key",
+        ("srt-recipe-on-the-point", [s(f"{SS}.srt-recipe", RECIPE)], IX),
+        ("config-file-under-legacy", [s(f"{P}.additional-settings", [f"CONFIG_FILE={RECIPE}"])], LEGACY),
+    ),
+    *cases("_keys_the_older_validator_lacks",
+        ("srt-recipe-on-multinode-agentic", [s(f"{SS}.srt-recipe", RECIPE)], LEGACY),
+        ("require-power-multinode", [*FIXED_SEQ_LEN, POWER], LEGACY),
+        ("eval-srt-recipe-newest", [s(f"{SS}.eval-srt-recipe", "e.yaml")], IX),
     ),
     *cases("_conc_list_xor_range",
         ("range", [d(f"{SS}.conc-list"), s(f"{SS}.conc-start", 4), s(f"{SS}.conc-end", 32)]),
@@ -224,7 +284,7 @@ ACCEPT = [
                             s(SECOND, _second_point(**{"kv-p2p-transfer": "mooncake", "conc-list": [64]}))]),
     ),
     *cases("_disagg_only_multinode",
-        ("multinode-not-disagg", [s("disagg", False)]),
+        ("multinode-not-disagg", AGGREGATE, IX),
     ),
     *cases("_transfer_only_multinode",
         ("multinode-per-point", [d("kv-p2p-transfer"), s(f"{SS}.kv-p2p-transfer", "mooncake")]),
@@ -247,7 +307,11 @@ def test_reject(case: Case):
     check_reject(case)
 
 
-@pytest.mark.parametrize("case", [p for p in REJECT if p.values[0].rule != "_extension_keys_absent"])
+# Strict takes both recipe forms and the keys the older validator lacks: its own rules judge a recipe.
+NOT_STRICT = {"_extension_keys_absent", "_recipe_chosen_by_its_key", "_keys_the_older_validator_lacks"}
+
+
+@pytest.mark.parametrize("case", [p for p in REJECT if p.values[0].rule not in NOT_STRICT])
 def test_strict_rejects_what_inferencex_rejects(case: Case):
     """Strict = every InferenceX rule + ours: each InferenceX refusal is one under strict too."""
     check_reject(Case(**{**case.__dict__, "profile": "strict"}))
@@ -260,7 +324,7 @@ def test_accept(case: Case):
 
 @pytest.mark.parametrize("table", [REJECT, ACCEPT], ids=["reject", "accept"])
 def test_every_inferencex_rule_has_cases(table):
-    named = {rule.__name__ for rule in rules.INFERENCEX + rules.EXTENSIONS}
+    named = {rule.__name__ for rule in rules.INFERENCEX + rules.NEWER + rules.OLDER_ONLY + rules.EXTENSIONS}
     covered = {param.values[0].rule for param in table}
     assert covered == named | {"model"}
 
@@ -291,10 +355,35 @@ def test_empty_runner_label_list_names_inferencex_reason(tmp_path):
 
 
 def test_runners_without_hardware_are_inferencex_shaped(tmp_path):
-    """InferenceX's runners.yaml may leave hardware out; strict lint asks for the shape of the runners a
-    config uses (_runner_exists)."""
+    """InferenceX's older runners.yaml may leave hardware out; strict lint asks for the shape of the runners
+    a config uses (_runner_exists). Its newest validator wants the shape in `clusters:`."""
     runners = write(tmp_path, "runners.yaml", "labels:\n  h100: [h100-cw_00]\n")
-    assert run_lint("--profile", "inferencex", "--runners", runners)[:2] == (0, "")
+    assert run_lint("--profile", "inferencex-legacy", "--runners", runners)[:2] == (0, "")
+    code, out, _ = run_lint("--profile", "inferencex", "--runners", runners)
+    assert code == 1 and [r[2] for r in rows(out, runners)] == [
+        "InferenceX's validator since 07db303e needs `clusters:` beside labels"
+    ]
+
+
+# The newest form of a runners file: labels and the cluster records they name.
+NEWER_RUNNERS = """\
+labels:
+  cluster:mi355x-amds: [mi355x-amds_00]
+clusters:
+  mi355x-amds: {gpus-per-node: 8, arch: x86_64, scheduler: slurm, slurm: {partition: gpu, exclusive: true}}
+"""
+
+
+def test_our_runners_file_is_the_older_inferencex_form():
+    """Our runners.yaml is InferenceX's older form (labels and hardware): its newest validator refuses it
+    for that alone. The newer form cannot hold it as it is: InferenceX puts each runner in one cluster, and
+    the wide local cluster shares its first nodes with the 3-node one."""
+    code, out, _ = run_lint("--profile", "inferencex", "--runners", RUNNERS)
+    assert code == 1
+    assert [r[2] for r in rows(out, RUNNERS)] == [
+        "InferenceX's validator since 07db303e needs `clusters:` beside labels",
+        "InferenceX's validator since 07db303e refuses `hardware:`",
+    ]
 
 
 # ---------------------------------------------------------------- our own configs, as InferenceX reads them
@@ -315,30 +404,40 @@ def _strip_extensions(entry: dict) -> dict:
 MASTERS = sorted((ROOT / "configs").glob("*-master.yaml"))
 
 
+def _runners_for(profile: str, folder) -> Path:
+    """Runners each profile takes: ours (the older form) under legacy, the newer form under inferencex."""
+    return RUNNERS if profile == "inferencex-legacy" else write(folder, "runners.yaml", NEWER_RUNNERS)
+
+
+PROFILES = ("inferencex", "inferencex-legacy")
+
+
+@pytest.mark.parametrize("profile", PROFILES)
 @pytest.mark.parametrize("master", MASTERS, ids=[m.name for m in MASTERS])
-def test_shipped_configs_without_extensions_pass_inferencex(tmp_path, master):
+def test_shipped_configs_without_extensions_pass_inferencex(tmp_path, master, profile):
     """Every master config we ship, stripped of the two extension keys (the one deliberate difference),
-    passes InferenceX's rules against our runners.yaml."""
+    passes InferenceX's rules, its newest and its older."""
     stripped = {key: _strip_extensions(entry) for key, entry in load_file(master).data.items()}
     file = write(tmp_path, master.name, dump(stripped))
-    assert run_lint("--profile", "inferencex", "--runners", RUNNERS, file)[:2] == (0, "")
+    assert run_lint("--profile", profile, "--runners", _runners_for(profile, tmp_path), file)[:2] == (0, "")
 
 
+@pytest.mark.parametrize("profile", PROFILES)
 @pytest.mark.parametrize("master", MASTERS, ids=[m.name for m in MASTERS])
-def test_shipped_configs_differ_from_inferencex_only_by_the_extension_keys(master):
-    code, out, _ = run_lint("--profile", "inferencex", "--runners", RUNNERS, master)
+def test_shipped_configs_differ_from_inferencex_only_by_the_extension_keys(tmp_path, master, profile):
+    code, out, _ = run_lint("--profile", profile, "--runners", _runners_for(profile, tmp_path), master)
     assert all(EXTENSION in message for _, _, message, _ in rows(out, master)), out
 
 
 def test_our_runners_file_is_inferencex_shaped():
-    """InferenceX's validator reads runners.yaml as labels (non-empty lists of node names) and hardware
+    """InferenceX's older validator reads runners.yaml as labels (non-empty lists of node names) and hardware
     (available-cpu-dram-mib, gpus-per-node): nothing else, so launch facts live in configs/launch.yaml."""
     data = load_file(RUNNERS).data
     assert set(data) == {"labels", "hardware"}
     assert all(isinstance(nodes, list) and nodes for nodes in data["labels"].values())
     assert all(set(hw) == {"available-cpu-dram-mib", "gpus-per-node"} for hw in data["hardware"].values())
-    assert run_lint("--profile", "inferencex", "--runners", RUNNERS) == (
+    assert run_lint("--profile", "inferencex-legacy", "--runners", RUNNERS) == (
         0,
         "",
-        "lint: ok, 1 file (inferencex)\n",
+        "lint: ok, 1 file (inferencex-legacy)\n",
     )

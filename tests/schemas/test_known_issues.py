@@ -237,10 +237,10 @@ def test_shipped_registry_lints_clean():
 
 
 def test_inferencex_profile_does_not_read_the_registry():
-    assert run_lint("--profile", "inferencex", "--runners", NVIDIA, FIX) == (
+    assert run_lint("--profile", "inferencex-legacy", "--runners", NVIDIA, FIX) == (
         0,
         "",
-        "lint: ok, 2 files (inferencex)\n",
+        "lint: ok, 2 files (inferencex-legacy)\n",
     )
 
 

@@ -15,10 +15,16 @@ SS = "scenarios.agentic-coding[0].search-space[0]"
 
 
 def test_amd_master_passes_the_inferencex_profile():
-    argv = ["--profile", "inferencex", "--runners", reference("runners.yaml"), reference("amd-master.yaml")]
+    argv = [
+        "--profile",
+        "inferencex-legacy",
+        "--runners",
+        reference("runners.yaml"),
+        reference("amd-master.yaml"),
+    ]
     code, out, err = run_lint(*argv)
     assert (code, out) == (0, ""), out
-    assert err == "lint: ok, 2 files (inferencex)\n"
+    assert err == "lint: ok, 2 files (inferencex-legacy)\n"
 
 
 def test_amd_master_under_strict_reports_in_format():
@@ -46,7 +52,7 @@ def test_pr1924_entry_fails_strict_on_what_review_missed():
 
 def test_pr1924_entry_passes_inferencex_profile():
     """InferenceX's own rules accepted it: the strict findings above are what this repository adds."""
-    code, out, _ = run_lint("--profile", "inferencex", reference("pr1924-kimi-agentic-entry.yaml"))
+    code, out, _ = run_lint("--profile", "inferencex-legacy", reference("pr1924-kimi-agentic-entry.yaml"))
     assert (code, out) == (0, "")
 
 
@@ -79,7 +85,13 @@ def test_real_changelog_has_exactly_two_bad_pr_links():
 
 
 def test_pr2326_entry_lints_under_inferencex_with_reference_runners():
-    argv = ["--profile", "inferencex", "--runners", reference("runners.yaml"), reference("pr2326-entry.yaml")]
+    argv = [
+        "--profile",
+        "inferencex-legacy",
+        "--runners",
+        reference("runners.yaml"),
+        reference("pr2326-entry.yaml"),
+    ]
     code, out, _ = run_lint(*argv)
     assert (code, out) == (0, "")
 

@@ -38,6 +38,8 @@ PROXY_1P1D = {"name": "inferencex-mooncake-lmcache-proxy", "version": "0.1.0"}
 VLLM_ROUTER = {"name": "vllm-router", "version": "0.1.17"}
 SGLANG_ROUTER = {"name": "sglang-router", "version": "0.2.1"}
 PD_PROXY = {"name": "pd-proxy", "version": "0.1.0"}
+RECIPE = "recipes/dsr1/sglang/mi355x-fp8/8k1k/disagg-variants.yaml:override_stp_1p2d_tp8"
+WORKER = {"num-worker": 1, "tp": 8, "ep": 1, "dp-attn": False}
 RECS = "known-issue-workarounds"
 MINICPM = {"issue": "minicpm-sala-kv-indptr", "workaround": "disable-cuda-graph"}  # configs/known-issues.yaml
 BUILDS = {"builds": True}  # against configs/engine-builds.yaml too
@@ -186,6 +188,25 @@ REJECT = [
         ("max-model-len", [d(f"{DS}[1]")], SS,
          "MAX_MODEL_LEN differs between prefill (262144) and decode (None)"),
     ),
+    *cases("_recipe_named_once",
+        ("both-forms", [s(f"{SS}.srt-recipe", RECIPE), add(PS, 7, f"CONFIG_FILE={RECIPE}")], f"{PS}[7]",
+         "the point's srt-recipe is named twice: also by its srt-recipe", "name it once"),
+        ("two-workers", [add(PS, 7, "EVAL_CONFIG_FILE=a.yaml"), add(DS, 2, "EVAL_CONFIG_FILE=b.yaml")],
+         f"{DS}[2]",
+         "the point's eval-srt-recipe is named twice", None),
+    ),
+    *cases("_recipe_not_read",
+        ("srt-recipe", [s(f"{SS}.srt-recipe", RECIPE)], f"{SS}.srt-recipe",
+         f"the point runs the srt-slurm recipe {RECIPE}: its engine flags, environment and speculative depth "
+         "live in that recipe", "docs/guides/srt-slurm.md"),
+        ("config-file", [add(PS, 7, f"CONFIG_FILE={RECIPE}")], f"{PS}[7]",
+         f"the point runs the srt-slurm recipe {RECIPE}", None),
+    ),
+    *cases("_aggregate_multinode_not_rendered",
+        ("aggregate", [s("disagg", False), d(P), d(D), s(f"{SS}.worker", WORKER), s(f"{SS}.num-nodes", 1)],
+         f"{SS}.worker", "an aggregated multinode point (worker on num-nodes nodes) is not rendered here",
+         None),
+    ),
     *cases("_framework_rendered",
         ("another-engine", [s("framework", "trt-disagg")], "framework",
          "framework 'trt-disagg' is not rendered (vllm, sglang, atom are)",
@@ -240,8 +261,8 @@ REJECT = [
         ("worker-hardware", [s(f"{P}.hardware", "cluster:mi355x-amdz")], f"{P}.hardware",
          "runner 'cluster:mi355x-amdz' is not in runners.yaml", f"did you mean '{AMDS}'?"),
         ("no-hardware-entry", [s("runner", "cluster:new")], "runner",
-         "runner 'cluster:new' has no hardware entry in runners.yaml",
-         "add hardware.<label> with gpus-per-node",
+         "runner 'cluster:new' has no node shape in runners.yaml",
+         "add hardware.<label> (for a cluster:<id> label: its clusters.<id> record) with gpus-per-node",
          {"runner_ops": (s("labels.cluster:new", ["n0", "n1"]),)}),
     ),
     *cases("_runner_launchable",
@@ -404,6 +425,17 @@ ACCEPT = [
         ("both-rdma", [add(PS, 0, "MC_PROTOCOL=rdma"), add(DS, 0, "MC_PROTOCOL=rdma")]),
         ("explicit-equals-default", [d(f"{DS}[0]")]),
     ),
+    *cases("_recipe_named_once",
+        ("eval-recipe-once", [s(f"{SS}.eval-srt-recipe", "e.yaml")], IX),
+    ),
+    *cases("_recipe_not_read",
+        ("no-recipe", []),
+    ),
+    *cases("_aggregate_multinode_not_rendered",
+        ("aggregate-under-inferencex", [s("disagg", False), d(P), d(D), d(LMC),
+                                        s(f"{SS}.kv-offloading", "none"), s(f"{SS}.worker", WORKER),
+                                        s(f"{SS}.num-nodes", 1)], IX),
+    ),
     *cases("_framework_rendered",
         ("vllm", []),
         ("atom-under-inferencex", [s("framework", "atom-disagg")], IX),
@@ -528,10 +560,12 @@ def test_every_strict_rule_has_cases(table):
 
 
 def test_profiles_are_inferencex_and_strict():
-    """inferencex: InferenceX's rules and the refusal of the extension keys; strict: InferenceX's rules
-    and this repository's (the extension keys accepted: the one deliberate difference)."""
+    """inferencex: InferenceX's rules as its newest validator has them and the refusal of the extension keys;
+    inferencex-legacy: as its older validator had them; strict: InferenceX's rules and this repository's
+    (the extension keys accepted: the one deliberate difference)."""
     strict = rules.PROFILES["strict"]
-    assert rules.PROFILES["inferencex"] == rules.INFERENCEX + rules.EXTENSIONS
+    assert rules.PROFILES["inferencex"] == rules.INFERENCEX + rules.NEWER + rules.EXTENSIONS
+    assert rules.PROFILES["inferencex-legacy"] == rules.INFERENCEX + rules.OLDER_ONLY + rules.EXTENSIONS
     assert strict[: len(rules.INFERENCEX)] == rules.INFERENCEX and set(rules.STRICT) <= set(strict)
     assert not set(rules.EXTENSIONS) & set(strict)
 

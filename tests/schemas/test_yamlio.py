@@ -296,7 +296,8 @@ def test_hostile_file_through_the_cli_is_one_finding(tmp_path, name):
     path.write_text(text)
     limit = "import resource; resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30)); "
     code = limit + "from schemas.lint import entrypoint; entrypoint()"
-    argv = [sys.executable, "-c", code, "--profile", "inferencex", "--runners", str(RUNNERS), str(path)]
+    argv = [sys.executable, "-c", code, "--profile", "inferencex-legacy", "--runners", RUNNERS, path]
+    argv = [str(a) for a in argv]
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1, (done.returncode, done.stderr[-500:])
     ((line, key_path, message, _),) = rows(done.stdout, path)
