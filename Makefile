@@ -23,6 +23,8 @@ LINT_ARGS = $(if $(PROFILE),--profile $(PROFILE)) $(if $(RUNNERS),--runners $(RU
 
 help:
 	@echo "make render [CONFIG=<key>] [OUT=out]   render launch files for every variant"
+	@echo "              CONFIG=<srt-slurm recipe>.yaml[:<section>] [MODEL= IMAGE= PRECISION= ISL= OSL= CONC=]: a recipe"
+	@echo "              on its own; [RECIPES=<InferenceX checkout>]: where CONFIGS= files read their recipes"
 	@echo "              [CONFIGS=<master file>]: the config from that file (InferenceX's format, as it is)"
 	@echo "make submit CONFIG=<key> [VARIANT=<v>] [DRY_RUN=1] [CONFIGS=<master file>]   sbatch one variant"
 	@echo "              (DRY_RUN: the command and"
@@ -79,9 +81,15 @@ venv: $(STAMP)
 lint: $(STAMP)
 	@$(PY) -m schemas.lint $(LINT_ARGS)
 
+# CONFIG may be an srt-slurm recipe, FILE.yaml[:SECTION]; what its master row needs beyond it: RUNNER, MODEL,
+# IMAGE, PRECISION, ROUTER_VERSION, ISL, OSL, CONC ("1 2 4"). RECIPES: where a master file's recipes are
+# read when it sits in no InferenceX checkout.
 render: $(STAMP)
-	@$(PY) -m recipes.render $(CONFIG) $(if $(OUT),--out $(OUT)) $(if $(SOAK),--soak $(SOAK)) \
-		$(if $(CONFIGS),--configs $(CONFIGS))
+	@$(if $(RECIPES),SRT_RECIPES=$(RECIPES)) $(PY) -m recipes.render $(CONFIG) $(if $(OUT),--out $(OUT)) \
+		$(if $(SOAK),--soak $(SOAK)) $(if $(CONFIGS),--configs $(CONFIGS)) $(if $(RUNNER),--runner $(RUNNER)) \
+		$(if $(MODEL),--model $(MODEL)) $(if $(IMAGE),--image $(IMAGE)) $(if $(PRECISION),--precision $(PRECISION)) \
+		$(if $(ROUTER_VERSION),--router-version $(ROUTER_VERSION)) $(if $(ISL),--isl $(ISL)) \
+		$(if $(OSL),--osl $(OSL)) $(if $(CONC),--conc $(CONC))
 
 # make parity CONFIG=<key> [VARIANT=<v>] [INFERENCEX=<checkout>] [CONFIGS=<master file>]: our launch held
 # against what InferenceX's own scripts launch for the same entry: its chain (matrix generator, workflow, runner

@@ -18,7 +18,7 @@ from schemas.images import engine_version, spelled_for
 from schemas.pins import pinned_version, requirements
 from schemas.routers import PD_PROXY
 
-from . import atom, budget, nodesetup, sglang, vllm
+from . import atom, budget, nodesetup, sglang, srt, vllm
 from .benchmark import (
     check_soak_fits,
     client_scenario,
@@ -218,6 +218,8 @@ def _check_supported(t: Target) -> None:
             at=(t.key, "disagg"),
         )
     t.recipe  # noqa: B018 -- the model has a recipe for this engine and GPU vendor (Unsupported if not)
+    if t.srt is not None:
+        srt.check(t)
     engine.check(t)
     for role in t.roles:
         _check_parallelism(t, role)

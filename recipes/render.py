@@ -8,11 +8,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
+import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import jinja2
+import yaml
 
 from schemas import lint
 from schemas.config import MasterEntry
@@ -24,6 +27,8 @@ from schemas.runners import Runners
 
 from .benchmark import parse_duration
 from .build import Unsupported, build_plan
+from .outside import srt_recipe
+from .outside.srt_recipe import checkout_of
 from .plan import Plan
 from .variants import targets
 from .words import filters, finalize
@@ -74,8 +79,10 @@ class Loaded:
     launch: LaunchProfiles
     issues: tuple[KnownIssue, ...]
     models: Models | None = None  # configs/models.yaml as lint checked it (None: the repository's)
+    sources: dict = field(default_factory=dict)  # config key -> the master file it came from
 
     def targets(self, key: str) -> list:
+        source = self.sources.get(key)
         return targets(
             key,
             self.entries[key],
@@ -83,6 +90,7 @@ class Loaded:
             launch=self.launch,
             issues=self.issues,
             models=self.models,
+            recipes=checkout_of(Path(source)) if source else None,
         )
 
 
@@ -114,7 +122,8 @@ def load(key: str | None, configs: list[Path] | None = None) -> Loaded:
     if relevant:
         raise RenderError(relevant)
     assert repo.runners is not None and repo.launch is not None  # else lint found them invalid: relevant
-    return Loaded(report.entries, repo.runners, repo.launch, repo.issues, repo.models)
+    sources = {key: file for key, (file, _) in report.defined_at.items()}
+    return Loaded(report.entries, repo.runners, repo.launch, repo.issues, repo.models, sources)
 
 
 def render_config(key: str, loaded: Loaded, *, soak_seconds: int | None = None) -> list[Rendered]:
@@ -172,14 +181,69 @@ def inside(root: Path, *names: str) -> Path:
     return folder
 
 
+RECIPE_ARG = re.compile(r"(?P<file>[^:]+\.ya?ml)(:(?P<selector>[\w.\[\]-]+))?")
+
+
+def from_recipe(text: str, args: argparse.Namespace) -> tuple[str, Path]:
+    """(config key, master file) of a recipe rendered on its own (make render CONFIG=<recipe.yaml>[:section]):
+    its master row, written under the output folder for the user to read, and the folder its recipe is read
+    from (its InferenceX checkout, else its own folder)."""
+    found = RECIPE_ARG.fullmatch(text)
+    assert found is not None
+    path = Path(found["file"]).resolve()
+    if not path.is_file():
+        raise RenderError([Finding(text, 0, (), "no such recipe file")])
+    root = srt_recipe.checkout_of(path) or path.parent
+    pointer = str(path.relative_to(root)) + (f":{found['selector']}" if found["selector"] else "")
+    inputs = srt_recipe.RowInputs(
+        runner=args.runner,
+        model=args.model,
+        image=args.image,
+        precision=args.precision,
+        router_version=args.router_version,
+        isl=args.isl,
+        osl=args.osl,
+        concurrencies=tuple(args.conc or ()),
+    )
+    try:
+        launch = srt_recipe.read(pointer, root)
+        merged = srt_recipe.resolve(pointer, root)[1]
+        row = srt_recipe.master_row(launch, merged, pointer, inputs)
+    except srt_recipe.RecipeError as err:
+        raise RenderError([Finding(text, 0, (), str(err))]) from None
+    key = re.sub(r"[^a-z0-9._-]+", "-", launch.name.lower()).strip("-.") or "recipe"
+    master = inside(Path(args.out), "from-recipe") / f"{key}.yaml"
+    master.parent.mkdir(parents=True, exist_ok=True)
+    master.write_text(yaml.safe_dump({key: row}, sort_keys=False))
+    os.environ[srt_recipe.RECIPES_ENV] = str(root)  # where lint and render read the recipe from
+    print(f"{master}: the master row of {text}", file=sys.stderr)
+    return key, master
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="render", description=__doc__.splitlines()[0])
-    p.add_argument("config", nargs="?", help="config key (default: every config)")
+    p.add_argument(
+        "config",
+        nargs="?",
+        help="config key (default: every config), or an srt-slurm recipe: FILE.yaml[:SECTION]",
+    )
     p.add_argument("--out", default="out", help="output folder (default: out)")
     add_configs_option(p)
     add_soak_option(p)
+    recipe = p.add_argument_group("a recipe rendered on its own: what its master row needs beyond the recipe")
+    recipe.add_argument("--runner", default="cluster:mi355x-amds", help="runner label (default: %(default)s)")
+    recipe.add_argument("--model", help="the model's id, when the recipe states no identity.model.repo")
+    recipe.add_argument("--image", help="the image, when the recipe states no model.container")
+    recipe.add_argument("--precision", help="when the recipe states no model.precision")
+    recipe.add_argument("--router-version", help="when the recipe's identity.frameworks does not say it")
+    recipe.add_argument("--isl", type=int, help="input tokens of the fixed-seq-len run")
+    recipe.add_argument("--osl", type=int, help="output tokens of the fixed-seq-len run")
+    recipe.add_argument("--conc", type=int, nargs="+", help="concurrencies to run")
     args = p.parse_args(argv)
     try:
+        if args.config and RECIPE_ARG.fullmatch(args.config):
+            args.config, master = from_recipe(args.config, args)
+            args.configs = [master]
         loaded = load(args.config, args.configs)
         keys = [args.config] if args.config else sorted(loaded.entries)
         rendered = [r for key in keys for r in render_config(key, loaded, soak_seconds=args.soak)]

@@ -9,7 +9,9 @@ from schemas import settings as reg
 from schemas.entries import dram_budget, splits_experts
 from schemas.models import Mori
 
+from . import srt
 from .benchmark import concurrencies
+from .outside.srt_recipe import cli
 from .plan import Ports, Service, Timeouts
 from .target import NODE_ADDR, Target, Unsupported
 from .words import Ref, argv, word
@@ -139,7 +141,8 @@ def _dep(t: Target, role: str) -> bool:
 
 
 def mori_budget(t: Target) -> MoriBudget | None:
-    if not _over_mori(t):
+    """MoRI's budgets derived from the sweep; None without MoRI, or from a recipe (which states its own)."""
+    if not _over_mori(t) or t.srt is not None:
         return None
     return MoriBudget(
         max_concurrency=max(concurrencies(t)),
@@ -187,6 +190,8 @@ def check(t: Target) -> None:
         )
     if _hicache(t):
         _check_hicache(t)
+    if t.srt is not None:  # the recipe states the engine's flags: the model's below are not used
+        return
     for role in t.roles:
         if t.worker(role).dp_attn and t.recipe.dp_attention is None:
             raise Unsupported(
@@ -304,7 +309,7 @@ def _hicache_args(t: Target, role: str) -> list:
 
 def simulated_acceptance(t: Target) -> float | None:
     """The golden acceptance length an agentic MTP run simulates on decode, None where it is measured."""
-    if not (_agentic(t) and t.mtp_steps):
+    if not (_agentic(t) and t.mtp_steps) or t.srt is not None:  # a recipe simulates nothing of its own
         return None
     return t.recipe.mtp_acceptance.get(t.mtp_steps)
 
@@ -326,7 +331,11 @@ def services(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> list[Ser
 
 def _role_env(t: Target, role: str) -> list:
     """`env NAME=VALUE ...` of a role's own engine line: a DP-attention worker's environment (the model's),
-    MoRI's budgets over MoRI (dispatch's from env.sh), and the MTP acceptance an agentic run simulates."""
+    MoRI's budgets over MoRI (dispatch's from env.sh), and the MTP acceptance an agentic run simulates; from
+    a recipe, the recipe's environment for the role, less the site's."""
+    if t.srt is not None:
+        recipe_env = [word(f"{k}={v}") for k, v in srt.role_env(t, role).items()]
+        return ["env", *recipe_env] if recipe_env else []
     env = dict(t.dp_env(role))
     mori = _over_mori(t) and role in reg.ROLES
     if mori:
@@ -365,7 +374,8 @@ def _mtp_args(t: Target) -> list:
     return [*path, "--speculative-num-steps", n, "--speculative-num-draft-tokens", n + 1]
 
 
-def _sglang_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> Service:
+def _model_args(t: Target, role: str, ports: Ports) -> list:
+    """The engine line as the model's facts (configs/models.yaml) and the entry's settings make it."""
     s = t.settings(role)
     args = [
         *_role_env(t, role),
@@ -395,6 +405,23 @@ def _sglang_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> S
         if s[name] is not None:
             args += [flag, s[name]]
     args += [x for flag, value in reg.flag_values(s) for x in ((flag,) if value is True else (flag, value))]
+    return args
+
+
+def _recipe_args(t: Target, role: str, ports: Ports) -> list:
+    """The engine line of a point run from its srt-slurm recipe: the launch's model, addresses and
+    parallelism (the recipe's agree: srt.check), then the recipe's own flags."""
+    return [
+        *_role_env(t, role),
+        *("python3", "-m", "sglang.launch_server", "--model-path", t.model_path),
+        *("--served-model-name", t.entry.model, "--host", NODE_ADDR, "--port", ports.engine),
+        *_parallel_args(t, role),
+        *srt.engine_args(t, role),
+    ]
+
+
+def _sglang_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> Service:
+    args = _model_args(t, role, ports) if t.srt is None else _recipe_args(t, role, ports)
     args.append("--enable-metrics")  # the KV proof and the report read them
     if role in reg.ROLES:
         args += ["--disaggregation-mode", role, "--disaggregation-transfer-backend", t.kv_transfer]
@@ -412,19 +439,22 @@ def _sglang_service(t: Target, role: str, ports: Ports, timeouts: Timeouts) -> S
 
 def engine_env(t: Target, ports: Ports) -> dict:
     """SGLang reads its PD settings from flags; MoRI's knobs, where its collectives and RDMA go and the
-    traffic class RDMA is marked with (the runner's), from the environment; then the model's own."""
+    traffic class RDMA is marked with (the runner's), from the environment; then the model's own. From a
+    recipe, only the site's part: the recipe's own environment is on each engine's line."""
     env: dict[str, str | int] = {}
     budget = mori_budget(t)  # None unless over MoRI
     if budget is not None:
         env.update(MORI_ENV)
         env["SGLANG_MORI_DISPATCH_INTER_KERNEL_SWITCH_THRESHOLD"] = budget.switch_threshold
+    if _over_mori(t):
         iface, tc = t.launch.data_plane_interface, t.launch.rdma_traffic_class
         assert iface is not None and tc is not None, "check() refuses MoRI without them"
         env["GLOO_SOCKET_IFNAME"] = env["NCCL_SOCKET_IFNAME"] = iface
         env["NCCL_IB_HCA"] = ",".join(t.launch.nic_devices)
         env["MORI_RDMA_TC"] = env["MORI_IO_TC"] = tc.traffic_class
         env["MORI_RDMA_SL"] = env["MORI_IO_SL"] = tc.priority
-    env.update(t.recipe.env)
+    if t.srt is None:
+        env.update(t.recipe.env)
     return env
 
 
@@ -482,7 +512,8 @@ def shell_env(t: Target) -> tuple:
 
 def shell_notes(t: Target) -> tuple:
     budget = mori_budget(t)
-    return (*(() if budget is None else budget.notes()), *_hicache_notes(t), *_acceptance_notes(t))
+    notes = (*(() if budget is None else budget.notes()), *_hicache_notes(t), *_acceptance_notes(t))
+    return (*notes, *srt.notes(t))
 
 
 def _hicache_notes(t: Target) -> tuple:
@@ -537,14 +568,14 @@ def router_service(t: Target, backends: list, ports: Ports, timeouts: Timeouts, 
         NODE_ADDR,
         "--port",
         ports.router,
-        *_policies(t),
+        *(_policies(t) if t.srt is None else _recipe_frontend(t)),
         "--prometheus-host",
         NODE_ADDR,
         "--prometheus-port",
         ports.router_metrics,
-        "--request-timeout-secs",
-        1800,
     ]
+    if t.srt is None or "request-timeout-secs" not in t.srt.frontend_args:
+        args += ["--request-timeout-secs", 1800]
     # Its /health answers 200 before any worker registered; /workers counts the registered ones
     # (a worker registers once its /health answers).
     url = word("http://", NODE_ADDR, f":{ports.router}/workers")
@@ -570,6 +601,19 @@ def _policies(t: Target) -> list:
         *("--policy", "random", "--prefill-policy", "random", "--decode-policy", "random"),
         *("--cb-timeout-duration-secs", 15, "--retry-max-retries", 3),
     ]
+
+
+# sglang-router flags the launch writes itself: where it listens and exports metrics, which workers it fronts.
+ROUTER_OURS = ("host", "port", "prometheus-host", "prometheus-port", "pd-disaggregation", "prefill", "decode")
+
+
+def _recipe_frontend(t: Target) -> list:
+    """A recipe's router flags (its frontend's args), less the launch's own."""
+    assert t.srt is not None
+    args = t.srt.frontend_args
+    if owned := sorted(set(args) & set(ROUTER_OURS)):
+        raise Unsupported(f"the recipe {t.srt.pointer}'s frontend sets {owned}, which the launch decides")
+    return list(cli(args))
 
 
 def router_metrics_port(t: Target, ports: Ports) -> int:

@@ -4,11 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 
 from schemas import settings as reg
 from schemas.config import MasterEntry
 from schemas.engine_builds import build_of, shipped
-from schemas.entries import Point, kv_transfer, parsed_settings, server_worker, splits_experts
+from schemas.entries import (
+    Point,
+    kv_transfer,
+    parsed_settings,
+    recipe_pointers,
+    server_worker,
+    splits_experts,
+)
 from schemas.launch import LaunchProfile
 from schemas.models import (
     EngineRecipe,
@@ -23,6 +31,7 @@ from schemas.routers import IMAGE_ROUTERS, ImageRouter
 from schemas.runners import Hardware
 
 from .models import facts
+from .outside import srt_recipe
 from .words import Ref, Word, json_word, word
 
 NODE_ADDR, LOCAL_ADDR = Ref("NODE_ADDR"), Ref("LOCAL_ADDR")
@@ -54,6 +63,9 @@ class Target:
     # the one concurrency of an allocation that runs a single point (agentic: every point starts cold, on
     # fresh engines and empty caches, as InferenceX runs them); None: every concurrency of the point
     concurrency: int | None = None
+    # The InferenceX checkout the entry's master file sits in, where the srt-slurm recipes it names are
+    # read (None: the file is in no checkout)
+    recipes_root: Path | None = None
 
     @property
     def engine(self) -> reg.EngineName:
@@ -133,10 +145,34 @@ class Target:
     def worker(self, role: str):
         return server_worker(self.point.space) if role == reg.SERVER else getattr(self.point.space, role)
 
+    @cached_property
+    def srt(self) -> srt_recipe.SrtLaunch | None:
+        """The srt-slurm recipe the point runs (docs/guides/srt-slurm.md); None: the point names none."""
+        found = recipe_pointers(self.point.space)
+        if not found:
+            return None
+        where, pointer = (*self.point.path, *found[0][0]), found[0][1]
+        if self.recipes_root is None:
+            raise Unsupported(
+                f"the point runs the srt-slurm recipe {pointer}, and no InferenceX checkout (a folder "
+                f"holding {srt_recipe.MULTI_NODE_TREE}) holds the master file to read it from",
+                at=where,
+            )
+        try:
+            return srt_recipe.read(pointer, self.recipes_root)
+        except srt_recipe.RecipeError as err:
+            raise Unsupported(str(err), at=where) from None
+
     @property
     def mtp_steps(self) -> int:
-        """DECODE_MTP_SIZE: the MTP draft steps a PD launch runs (0: none; a single server states none)."""
-        return (self.settings("decode")["DECODE_MTP_SIZE"] or 0) if self.disagg else 0
+        """The MTP draft steps a PD launch runs (0: none; a single server states none): DECODE_MTP_SIZE, or
+        the decode's speculative-num-steps of the recipe the point runs."""
+        if not self.disagg:
+            return 0
+        if self.srt is not None and "decode" in self.srt.roles:
+            steps = self.srt.roles["decode"].args.get("speculative-num-steps", 0)
+            return steps if isinstance(steps, int) and not isinstance(steps, bool) else 0
+        return self.settings("decode")["DECODE_MTP_SIZE"] or 0
 
     def role_path(self, role: str) -> tuple:
         """Where `role`'s worker sits in the master config (a single server's settings sit on the point)."""

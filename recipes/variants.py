@@ -54,10 +54,11 @@ def _usual_router(entry) -> str | None:
     return first.space.router.name if first is not None and first.space.router is not None else None
 
 
-def targets(key: str, entry, *, runners, launch, issues: tuple, models=None) -> list[Target]:
+def targets(key: str, entry, *, runners, launch, issues: tuple, models=None, recipes=None) -> list[Target]:
     """Every variant of a config, uniquely named in search-space order. runners, launch, issues, models:
     what lint checked the entry against (node shape, launch profile, the known-issue registry whose
-    workarounds and log signatures go into each Plan, the models file; None: the repository's)."""
+    workarounds and log signatures go into each Plan, the models file; None: the repository's). recipes:
+    the InferenceX checkout its srt-slurm recipes are read from (None: none holds its master file)."""
     out: list[Target] = []
     seen: dict[str, int] = {}
     groups = entry.scenarios.fixed_seq_len or ()
@@ -72,7 +73,9 @@ def targets(key: str, entry, *, runners, launch, issues: tuple, models=None) -> 
         seen[name] = seen.get(name, 0) + 1
         if seen[name] > 1:
             name = f"{name}_{seen[name]}"
-        t = Target(key, name, entry, pt, params, runner, hardware, profile, tuple(issues), models)
+        t = Target(
+            key, name, entry, pt, params, runner, hardware, profile, tuple(issues), models, None, recipes
+        )
         if pt.scenario not in ONE_POINT_PER_ALLOCATION:
             out.append(t)
             continue

@@ -12,10 +12,12 @@ from .target import Unsupported
 from .variants import targets
 
 
-def refusals(key: str, entry, *, runners, launch, issues: tuple, models) -> list[Problem]:
-    """Each variant's refusal, once per place and message (variants of one point share most)."""
+def refusals(key: str, entry, *, runners, launch, issues: tuple, models, recipes=None) -> list[Problem]:
+    """Each variant's refusal, once per place and message (variants of one point share most). recipes: the
+    InferenceX checkout the entry's srt-slurm recipes are read from."""
     out: dict[tuple[Path_, str], Problem] = {}
-    for target in targets(key, entry, runners=runners, launch=launch, issues=issues, models=models):
+    found = targets(key, entry, runners=runners, launch=launch, issues=issues, models=models, recipes=recipes)
+    for target in found:
         try:
             build_plan(target)
         except Unsupported as exc:

@@ -81,18 +81,10 @@ _RECIPE = (
 )
 
 
-class AggregateWorker(Model):
+class AggregateWorker(Worker):
     """The one role of an aggregated multinode point (disagg: false): workers that prefill and decode."""
 
     num_worker: Parallel = Field(1, description=f"Engine instances, {_PARALLEL}")
-    tp: Parallel = Field(description=f"Tensor-parallel GPUs per engine, {_PARALLEL}")
-    pp: Parallel | None = Field(None, description=f"Pipeline stages, {_PARALLEL}")
-    dcp_size: Parallel | None = Field(None, description=f"Decode context parallel size, {_PARALLEL}")
-    pcp_size: Parallel | None = Field(None, description=f"Prefill context parallel size, {_PARALLEL}")
-    ep: Parallel | None = Field(None, description=f"Expert-parallel size, {_PARALLEL}")
-    dp_attn: bool | None = None
-    hardware: Label | None = Field(None, description="Runner label when it runs on other hardware.")
-    additional_settings: list[SettingText] = Field(default_factory=list, description=_SETTINGS)
 
 
 class SearchSpace(Model):

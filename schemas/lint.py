@@ -153,13 +153,17 @@ def lint_configs(
 def _render_refusals(doc, entries: dict, findings: list, runners, launch, issues, models) -> list[Finding]:
     """What the renderer refuses of each entry no rule found fault with (one verdict: render never refuses
     what lint passed). Imported here, not at the top: the schemas stand without the renderer."""
+    from recipes.outside.srt_recipe import checkout_of
     from recipes.verdict import refusals
 
     faulty = {f.path[0] for f in findings if f.path}
+    recipes = checkout_of(Path(doc.file))
     out = []
     for key, entry in entries.items():
         if key not in faulty:
-            problems = refusals(key, entry, runners=runners, launch=launch, issues=issues, models=models)
+            problems = refusals(
+                key, entry, runners=runners, launch=launch, issues=issues, models=models, recipes=recipes
+            )
             out += [p.at(doc) for p in problems]
     return out
 

@@ -499,24 +499,6 @@ def _recipe_named_once(ctx: Context) -> Iterator[Problem]:
                 )
 
 
-RECIPE_NOT_READ = (
-    "its engine flags, environment and speculative depth live in that recipe, which render does not read "
-    "yet; rendering without it would launch something other than what the recipe runs"
-)
-
-
-def _recipe_not_read(ctx: Context) -> Iterator[Problem]:
-    """A point that runs an srt-slurm recipe is refused until render reads the recipe: without it, the launch
-    would not be the recipe's."""
-    for pt in ctx.points():
-        for where, value in recipe_pointers(pt.space)[:1]:
-            yield Problem(
-                pt.path + where,
-                f"the point runs the srt-slurm recipe {value}: {RECIPE_NOT_READ}",
-                "docs/guides/srt-slurm.md says what renders",
-            )
-
-
 def _aggregate_multinode_not_rendered(ctx: Context) -> Iterator[Problem]:
     """An aggregated multinode point (disagg: false, worker and num-nodes) is InferenceX's; this repository
     renders disaggregated prefill/decode launches and single-node servers only."""
@@ -531,7 +513,6 @@ def _aggregate_multinode_not_rendered(ctx: Context) -> Iterator[Problem]:
 
 STRICT = (
     _recipe_named_once,
-    _recipe_not_read,
     _aggregate_multinode_not_rendered,
     _framework_rendered,
     _image_public_and_pinned,

@@ -437,7 +437,6 @@ REGISTRY: dict[str, Setting] = {
                 f"InferenceX's older pointer to the srt-slurm recipe of the point's {what} (<file>.yaml"
                 ":override_<name>), on one worker; its newer validator wants it in the point's {key}.",
                 roles=ROLES,
-                served_by=f"the point's {what} is the srt-slurm recipe it names, read as the point's {key}",
             )
             for name, key, what in (
                 ("CONFIG_FILE", "srt-recipe", "run"),

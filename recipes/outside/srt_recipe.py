@@ -17,6 +17,7 @@ and is named `<base name>_<group>_<i>` unless the section lists its names.
 from __future__ import annotations
 
 import copy
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,9 +49,15 @@ class Pointer:
         return self.file + (f":{self.selector}" if self.selector is not None else "")
 
 
+# Names the folder recipes are read from, for a master file in no InferenceX checkout (make render RECIPES=).
+RECIPES_ENV = "SRT_RECIPES"
+
+
 def checkout_of(start: Path) -> Path | None:
-    """The InferenceX checkout holding `start` (a master file, usually): the nearest folder upward with the
-    multi-node recipe tree; None when there is none."""
+    """Where the recipes a master file names are read from: SRT_RECIPES when set, else the InferenceX checkout
+    holding `start` (the nearest folder upward with the multi-node recipe tree); None when there is none."""
+    if os.environ.get(RECIPES_ENV):
+        return Path(os.environ[RECIPES_ENV]).resolve()
     folder = (start if start.is_dir() else start.parent).resolve()
     for candidate in (folder, *folder.parents):
         if (candidate / MULTI_NODE_TREE).is_dir():
@@ -144,6 +151,11 @@ def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def _dict(value: object) -> dict[str, Any]:
+    """`value` where it is a mapping, else an empty one (a key the recipe leaves out)."""
+    return value if isinstance(value, dict) else {}
+
+
 def _mapping(value: object, where: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise RecipeError(f"{where} is not a mapping")
@@ -212,18 +224,22 @@ class RoleLaunch:
     env: dict[str, str]
 
     def cli(self) -> list[str]:
-        """The flags as srt-slurm writes them on the engine's line: keys sorted, '_' as '-', a true switch
-        alone, a false one left out, a list's items after its flag."""
-        out: list[str] = []
-        for key, value in sorted(self.args.items()):
-            flag = "--" + key.replace("_", "-")
-            if isinstance(value, bool):
-                out += [flag] if value else []
-            elif isinstance(value, list):
-                out += [flag, *(str(v) for v in value)]
-            elif value is not None:
-                out += [flag, str(value)]
-        return out
+        return cli(self.args)
+
+
+def cli(args: dict[str, Any]) -> list[str]:
+    """Flags as srt-slurm writes them on an engine's line: keys sorted, '_' as '-', a true switch alone, a
+    false one left out, a list's items after its flag."""
+    out: list[str] = []
+    for key, value in sorted(args.items()):
+        flag = "--" + key.replace("_", "-")
+        if isinstance(value, bool):
+            out += [flag] if value else []
+        elif isinstance(value, list):
+            out += [flag, *(str(v) for v in value)]
+        elif value is not None:
+            out += [flag, str(value)]
+    return out
 
 
 @dataclass(frozen=True)
@@ -299,3 +315,96 @@ def read(text: str, checkout: Path) -> SrtLaunch:
     """What the pointer `text` (as a master file writes it) launches."""
     path, merged = resolve(text, checkout)
     return launch_of(text, path, merged)
+
+
+# ---------------------------------------------------------------- a recipe rendered on its own
+
+# InferenceX's frameworks by srt-slurm engine: a recipe's two roles are a disaggregated launch.
+DISAGG_FRAMEWORK = {"sglang": "sglang-disagg", "vllm": "vllm-disagg", "atom": "atom-disagg"}
+
+
+@dataclass(frozen=True)
+class RowInputs:
+    """What a recipe does not say and its master row must: given on the command line, else refused."""
+
+    runner: str
+    model: str | None = None
+    image: str | None = None
+    precision: str | None = None
+    router_version: str | None = None
+    isl: int | None = None
+    osl: int | None = None
+    concurrencies: tuple[int, ...] = ()
+
+
+def master_row(launch: SrtLaunch, merged: dict[str, Any], pointer: str, given: RowInputs) -> dict[str, Any]:
+    """The InferenceX master row of one recipe: what the recipe states (model, image, engine, roles, router,
+    transfer) and what `given` adds; a value neither states is refused by name."""
+    identity, model_block = _dict(merged.get("identity")), _dict(merged.get("model"))
+    stated_model = _dict(identity.get("model")).get("repo")
+    model, image = given.model or stated_model, given.image or model_block.get("container")
+    precision = given.precision or model_block.get("precision")
+    frameworks = _dict(identity.get("frameworks"))
+    router_version = given.router_version or frameworks.get(launch.frontend or "")
+    transfer = (
+        launch.roles["prefill"].args.get("disaggregation-transfer-backend")
+        if "prefill" in launch.roles
+        else None
+    )
+    missing = [
+        what
+        for what, value in (
+            ("MODEL=<org/name> (the recipe states no identity.model.repo)", model),
+            ("IMAGE=<image> (the recipe states no model.container)", image),
+            ("PRECISION=<fp8, fp4, ...> (the recipe states no model.precision)", precision),
+            (
+                "ROUTER_VERSION=<release> (the recipe's identity.frameworks has no version of its router)",
+                router_version or launch.frontend is None,
+            ),
+            ("a kv transfer: the recipe's prefill states no disaggregation-transfer-backend", transfer),
+            ("ISL=<tokens>", given.isl),
+            ("OSL=<tokens>", given.osl),
+            ('CONC="<c1> <c2> ..."', given.concurrencies),
+        )
+        if not value
+    ]
+    if missing:
+        raise RecipeError(
+            f"recipe {pointer} does not say everything its launch needs: give {', '.join(missing)}"
+        )
+    if launch.engine not in DISAGG_FRAMEWORK or set(launch.roles) != set(ROLES):
+        raise RecipeError(
+            f"recipe {pointer}: only prefill/decode recipes of {', '.join(DISAGG_FRAMEWORK)} render"
+        )
+    prefill_args = launch.roles["prefill"].args
+    row: dict[str, Any] = {
+        "image": image,
+        "model": model,
+        "model-prefix": str(model).rsplit("/", 1)[-1].split("-")[0].lower(),
+        "runner": given.runner,
+        "precision": str(precision),
+        "framework": DISAGG_FRAMEWORK[launch.engine],
+        "multinode": True,
+        "disagg": True,
+    }
+    if launch.frontend is not None:
+        row["router"] = {"name": launch.frontend, "version": str(router_version)}
+    row["kv-p2p-transfer"] = str(transfer)
+    point: dict[str, Any] = {
+        "spec-decoding": "mtp" if any(k.startswith("speculative-") for k in prefill_args) else "none",
+        "conc-list": list(given.concurrencies),
+        "srt-recipe": pointer,
+    }
+    for role in ROLES:
+        rl = launch.roles[role]
+        tp = rl.args.get("tp-size", rl.args.get("tp", rl.gpus))
+        point[role] = {
+            "num-worker": rl.workers,
+            "tp": tp,
+            "ep": rl.args.get("ep-size", 1),
+            "dp-attn": bool(rl.args.get("enable-dp-attention", False)),
+        }
+    return {
+        **row,
+        "scenarios": {"fixed-seq-len": [{"isl": given.isl, "osl": given.osl, "search-space": [point]}]},
+    }
