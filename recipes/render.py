@@ -99,6 +99,13 @@ class RenderError(Exception):
         super().__init__(f"{len(findings)} finding(s)")
         self.findings = findings
 
+    def report(self, command: str, undone: str) -> int:
+        """Every finding on stdout, the count on stderr; the exit code."""
+        for finding in self.findings:
+            print(finding.format())
+        print(f"{command}: {len(self.findings)} finding(s); nothing {undone}", file=sys.stderr)
+        return 1
+
 
 def load(key: str | None, configs: list[Path] | None = None) -> Loaded:
     """Lint every config (strict) against the runners, launch profiles and the known-issue registry; return
@@ -248,10 +255,7 @@ def main(argv=None) -> int:
         keys = [args.config] if args.config else sorted(loaded.entries)
         rendered = [r for key in keys for r in render_config(key, loaded, soak_seconds=args.soak)]
     except RenderError as exc:
-        for finding in exc.findings:
-            print(finding.format())
-        print(f"render: {len(exc.findings)} finding(s); nothing rendered", file=sys.stderr)
-        return 1
+        return exc.report("render", "rendered")
     for r in rendered:
         folder = write(r, Path(args.out))
         print(f"{folder}/  ({describe(r.plan)})")

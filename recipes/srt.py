@@ -44,7 +44,7 @@ SGLANG_OURS = {
     "enable-metrics": "the launch (its KV proof reads them)",
 }
 COMPARED = ("served-model-name", "tp-size", "tp", "ep-size", "dp-size", "enable-dp-attention",
-            "disaggregation-transfer-backend", "trust-remote-code")  # fmt: skip
+            "disaggregation-transfer-backend")  # fmt: skip
 DRAFT_PATH = "speculative-draft-model-path"
 
 
@@ -129,7 +129,7 @@ def engine_args(t: Target, role: str) -> list[Any]:
     kept = {k: v for k, v in rl.args.items() if k not in SGLANG_OURS and k not in COMPARED}
     if DRAFT_PATH in kept:
         kept[DRAFT_PATH] = f"{t.launch.model_root}/{kept[DRAFT_PATH]}"
-    return [*cli(kept), *(["--trust-remote-code"] if rl.args.get("trust-remote-code") else [])]
+    return cli(kept)
 
 
 def role_env(t: Target, role: str) -> dict[str, str]:

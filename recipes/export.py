@@ -1,0 +1,75 @@
+"""`make export CONFIG=<key>`: a config as the srt-slurm recipe and master row InferenceX now asks for.
+
+Writes, under OUT/export/<key>/ (laid out as an InferenceX checkout, so the row renders back from it):
+- benchmarks/multi_node/srt-slurm-recipes/exported/<key>/disagg-variants.yaml: the schema-2 bundle, one
+  `override_<variant>` per distinct launch (recipes/outside/srt_export.py);
+- configs/amd-master.yaml: the entry's row, each point's `srt-recipe:` pointing at its section.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+import yaml
+
+from .outside import srt_export
+from .outside.srt_recipe import RecipeError
+from .render import RenderError, add_configs_option, inside, load, render_config
+
+
+def export(key: str, configs: list[Path] | None, out: Path) -> tuple[Path, Path]:
+    """(recipe file, master file) written for config `key`."""
+    loaded = load(key, configs)
+    entry = loaded.entries[key]
+    targets = loaded.targets(key)
+    rendered = render_config(key, loaded)
+    sections: dict[str, dict] = {}  # section name -> recipe
+    by_content: dict[str, str] = {}  # a recipe's YAML (its name aside) -> the section holding it
+    pointers: dict[tuple, list[tuple[int | None, str]]] = {}  # point path -> [(concurrency, pointer)]
+    path = srt_export.recipe_path(key)
+    for t, r in zip(targets, rendered, strict=True):
+        workers = {role: t.worker(role).num_worker for role in t.roles}
+        recipe = srt_export.variant_recipe(r.plan.to_json(), workers, entry.precision)
+        content = yaml.safe_dump({k: v for k, v in recipe.items() if k != "name"}, sort_keys=True)
+        name = by_content.setdefault(content, re.sub(r"[^A-Za-z0-9_-]", "_", t.variant))
+        sections.setdefault(name, recipe)
+        pointers.setdefault(t.point.path, []).append((t.concurrency, f"{path}:override_{name}"))
+    per_point: list[list[tuple[int | None, str]]] = [
+        [(None, found[0][1])] if len({p for _, p in found}) == 1 else found for found in pointers.values()
+    ]
+    row = srt_export.master_row(entry.model_dump(by_alias=True, exclude_none=True, mode="json"), per_point)
+    root = inside(out, "export", key)
+    recipe_file, master = root / path, root / "configs" / "amd-master.yaml"
+    recipe_file.parent.mkdir(parents=True, exist_ok=True)
+    master.parent.mkdir(parents=True, exist_ok=True)
+    recipe_file.write_text(yaml.safe_dump(srt_export.bundle(sections), sort_keys=False, width=120))
+    master.write_text(yaml.safe_dump({key: row}, sort_keys=False, width=120))
+    return recipe_file, master
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="export", description=__doc__.splitlines()[0])
+    p.add_argument("config", help="config key")
+    p.add_argument("--out", type=Path, default=Path("out"), help="output folder (default: out)")
+    add_configs_option(p)
+    args = p.parse_args(argv)
+    try:
+        recipe, master = export(args.config, args.configs, args.out)
+    except RenderError as exc:
+        return exc.report("export", "exported")
+    except RecipeError as err:
+        print(f"export: {err}", file=sys.stderr)
+        return 1
+    print(f"{recipe}\n{master}")
+    print(
+        f"render it back: make render CONFIG={args.config} CONFIGS={master}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
