@@ -15,6 +15,8 @@ from pathlib import Path
 
 import yaml
 
+from schemas.findings import Finding
+
 from .outside import srt_export
 from .outside.srt_recipe import RecipeError
 from .render import RenderError, add_configs_option, inside, load, render_config
@@ -47,7 +49,33 @@ def export(key: str, configs: list[Path] | None, out: Path) -> tuple[Path, Path]
     master.parent.mkdir(parents=True, exist_ok=True)
     recipe_file.write_text(yaml.safe_dump(srt_export.bundle(sections), sort_keys=False, width=120))
     master.write_text(yaml.safe_dump({key: row}, sort_keys=False, width=120))
+    _round_trip(key, master, {r.plan.variant: srt_export.launched(r.plan.to_json()) for r in rendered})
     return recipe_file, master
+
+
+def _round_trip(key: str, master: Path, ours: dict) -> None:
+    """The exported row renders the launch it was exported from, every engine line's environment and flags
+    alike; otherwise the export is refused, saying where it differs (the files stay, to read)."""
+    try:
+        back = {
+            r.plan.variant: srt_export.launched(r.plan.to_json())
+            for r in render_config(key, load(key, [master]))
+        }
+    except RenderError as exc:
+        said = f"the exported row does not render back: what is under {master.parent.parent} is no proposal"
+        raise RenderError([*exc.findings, Finding(str(master), 0, (key,), said)]) from None
+    for variant, roles in ours.items():
+        for role, (env, flags) in roles.items():
+            got = back.get(variant, {}).get(role)
+            if got is None or got != (env, flags):
+                theirs_env, theirs_flags = got or ({}, {})
+                names = sorted({k for k in {*env, *theirs_env} if env.get(k) != theirs_env.get(k)})
+                names += sorted(
+                    {f"--{k}" for k in {*flags, *theirs_flags} if flags.get(k) != theirs_flags.get(k)}
+                )
+                raise RecipeError(
+                    f"{variant}/{role}: the exported recipe renders back otherwise: {', '.join(names)}"
+                )
 
 
 def main(argv=None) -> int:
@@ -59,7 +87,7 @@ def main(argv=None) -> int:
     try:
         recipe, master = export(args.config, args.configs, args.out)
     except RenderError as exc:
-        return exc.report("export", "exported")
+        return exc.report("export", "exported as a proposal")
     except RecipeError as err:
         print(f"export: {err}", file=sys.stderr)
         return 1

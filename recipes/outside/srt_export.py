@@ -117,6 +117,23 @@ def engine_role(plan: dict, role: dict, workers: int) -> dict[str, Any]:
     }
 
 
+def launched(plan: dict) -> dict[str, tuple[dict[str, str], dict[str, Any]]]:
+    """role -> (environment, flags) of each SGLang engine line of a plan, with env.sh's values put in: what
+    the node runs, whatever the order of its words (how a round trip is judged)."""
+    shell = dict(plan["env_shell"])
+    out = {}
+    for role in plan["roles"]:
+        argv = list(next(s for s in role["services"] if s["name"] == "sglang")["argv"])
+        env = dict(plan["env_exported"])
+        if argv[0] == "env":
+            argv.pop(0)
+            while "=" in argv[0] and not argv[0].startswith("-"):
+                name, _, value = argv.pop(0).partition("=")
+                env[name] = _resolve(value, shell, role["name"])
+        out[role["name"]] = (env, flags(argv[3:], ("--host",), shell, role["name"]))
+    return out
+
+
 def variant_recipe(plan: dict, workers: dict[str, int], precision: str) -> dict[str, Any]:
     """The recipe one rendered variant is: what it runs, whoever launches it. `workers`: each role's worker
     count (the entry's num-worker)."""

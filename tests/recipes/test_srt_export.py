@@ -20,24 +20,11 @@ KEY = "dsr1-fp8-mi355x-sglang-disagg"  # InferenceX's SGLang+MoRI entry, as its 
 
 
 def engine_lines(key: str, master) -> dict:
-    """(variant, role) -> (environment, flags) of every SGLang engine line the config renders, with env.sh's
-    values put in: what the node runs, whatever the order of its words."""
+    """(variant, role) -> (environment, flags) of every SGLang engine line the config renders."""
     out = {}
     for r in render.render_config(key, render.load(key, [master])):
-        plan = r.plan.to_json()
-        shell = dict(plan["env_shell"])
-        for role in plan["roles"]:
-            argv = list(next(s for s in role["services"] if s["name"] == "sglang")["argv"])
-            env = dict(plan["env_exported"])
-            if argv[0] == "env":
-                argv.pop(0)
-                while "=" in argv[0]:
-                    name, _, value = argv.pop(0).partition("=")
-                    env[name] = value
-            for name, value in env.items():
-                for var, known in shell.items():
-                    env[name] = value = value.replace("${" + var + "}", known)
-            out[(plan["variant"], role["name"])] = (env, srt_export.flags(argv[3:], ("--host",), shell, key))
+        for role, line in srt_export.launched(r.plan.to_json()).items():
+            out[(r.plan.variant, role)] = line
     return out
 
 
@@ -120,3 +107,29 @@ def test_make_export_prints_where_and_how_to_render_back(tmp_path):
     assert done.stdout.splitlines()[0].endswith("disagg-variants.yaml")
     assert f"make render CONFIG={KEY} CONFIGS=" in done.stderr
     assert list(yaml.safe_load(open(done.stdout.splitlines()[1]))) == [KEY]
+
+
+def test_an_export_that_does_not_render_back_is_refused(tmp_path, capsys):
+    """A KV-offload (HiCache) config: its recipe is written, but the row does not render back (an offload
+    tier is not rendered from a recipe yet), so the export says it is no proposal."""
+    key = "dsv4-fp4-mi355x-sglang-disagg-agentic-hicache-mtp"
+    assert export.main([key, "--configs", str(reference("amd-master.yaml")), "--out", str(tmp_path)]) == 1
+    captured = capsys.readouterr()
+    assert "a KV offload tier is not rendered from a recipe yet" in captured.out
+    assert "the exported row does not render back" in captured.out
+    assert "nothing exported as a proposal" in captured.err
+
+
+def test_an_export_that_loses_a_flag_is_refused(tmp_path, monkeypatch, capsys):
+    """The export's own round trip can fail: a writer that drops one flag is caught, the flag named."""
+    written = srt_export.variant_recipe
+
+    def lossy(plan, workers, precision):
+        recipe = written(plan, workers, precision)
+        recipe["roles"]["decode"]["args"].pop("mem-fraction-static")
+        return recipe
+
+    monkeypatch.setattr(srt_export, "variant_recipe", lossy)
+    monkeypatch.setenv(srt_recipe.RECIPES_ENV, "")
+    assert export.main([KEY, "--configs", str(reference("amd-master.yaml")), "--out", str(tmp_path)]) == 1
+    assert "the exported recipe renders back otherwise: --mem-fraction-static" in capsys.readouterr().err
