@@ -28,7 +28,6 @@ from schemas.runners import Runners
 from .benchmark import parse_duration
 from .build import Unsupported, build_plan
 from .outside import srt_recipe
-from .outside.srt_recipe import checkout_of
 from .plan import Plan
 from .variants import targets
 from .words import filters, finalize
@@ -90,7 +89,7 @@ class Loaded:
             launch=self.launch,
             issues=self.issues,
             models=self.models,
-            recipes=checkout_of(Path(source)) if source else None,
+            recipes=srt_recipe.checkout_of(Path(source)) if source else None,
         )
 
 
@@ -213,8 +212,8 @@ def from_recipe(text: str, args: argparse.Namespace) -> tuple[str, Path]:
         concurrencies=tuple(args.conc or ()),
     )
     try:
-        launch = srt_recipe.read(pointer, root)
-        merged = srt_recipe.resolve(pointer, root)[1]
+        file, merged = srt_recipe.resolve(pointer, root)
+        launch = srt_recipe.launch_of(pointer, file, merged)
         row = srt_recipe.master_row(launch, merged, pointer, inputs)
     except srt_recipe.RecipeError as err:
         raise RenderError([Finding(text, 0, (), str(err))]) from None

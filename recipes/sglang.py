@@ -568,7 +568,7 @@ def router_service(t: Target, backends: list, ports: Ports, timeouts: Timeouts, 
         NODE_ADDR,
         "--port",
         ports.router,
-        *(_policies(t) if t.srt is None else _recipe_frontend(t)),
+        *(_policies(t) if t.srt is None else cli(t.srt.frontend_args)),
         "--prometheus-host",
         NODE_ADDR,
         "--prometheus-port",
@@ -601,19 +601,6 @@ def _policies(t: Target) -> list:
         *("--policy", "random", "--prefill-policy", "random", "--decode-policy", "random"),
         *("--cb-timeout-duration-secs", 15, "--retry-max-retries", 3),
     ]
-
-
-# sglang-router flags the launch writes itself: where it listens and exports metrics, which workers it fronts.
-ROUTER_OURS = ("host", "port", "prometheus-host", "prometheus-port", "pd-disaggregation", "prefill", "decode")
-
-
-def _recipe_frontend(t: Target) -> list:
-    """A recipe's router flags (its frontend's args), less the launch's own."""
-    assert t.srt is not None
-    args = t.srt.frontend_args
-    if owned := sorted(set(args) & set(ROUTER_OURS)):
-        raise Unsupported(f"the recipe {t.srt.pointer}'s frontend sets {owned}, which the launch decides")
-    return list(cli(args))
 
 
 def router_metrics_port(t: Target, ports: Ports) -> int:

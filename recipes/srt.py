@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from schemas import settings as reg
-from schemas.entries import recipe_pointers, role_nodes
+from schemas.entries import role_nodes
 
 from .outside.srt_recipe import cli
 from .target import Target, Unsupported
@@ -43,14 +43,11 @@ SGLANG_OURS = {
     "disaggregation-ib-device": "the runner's nic-devices",
     "enable-metrics": "the launch (its KV proof reads them)",
 }
+# sglang-router flags the launch writes itself: where it listens and exports metrics, which workers it fronts.
+ROUTER_OURS = ("host", "port", "prometheus-host", "prometheus-port", "pd-disaggregation", "prefill", "decode")
 COMPARED = ("served-model-name", "tp-size", "tp", "ep-size", "dp-size", "enable-dp-attention",
             "disaggregation-transfer-backend")  # fmt: skip
 DRAFT_PATH = "speculative-draft-model-path"
-
-
-def pointer_path(t: Target) -> tuple:
-    found = recipe_pointers(t.point.space)
-    return (*t.point.path, *found[0][0]) if found else t.point.path
 
 
 def check(t: Target) -> None:
@@ -58,7 +55,7 @@ def check(t: Target) -> None:
     router, model and speculative decoding; no setting of the entry's beside it."""
     srt = t.srt
     assert srt is not None
-    at = pointer_path(t)
+    at = t.srt_at
     said = f"the recipe {srt.pointer}"
     if srt.engine != t.engine:
         raise Unsupported(
@@ -72,12 +69,11 @@ def check(t: Target) -> None:
         _check_role(t, role, at, said)
         # the pointer itself, node counts InferenceX states (lint holds them to what is derived), and an
         # MTP depth that says what the recipe does (DECODE_MTP_SIZE=0 beside a recipe without speculation)
-        steps = t.srt.roles[role].args.get("speculative-num-steps", 0)  # type: ignore[union-attr]
         given = {
             k: v
             for k, v in t.given(role).items()
             if reg.REGISTRY[k].kind not in ("recipe", "derived")
-            and not (k == "DECODE_MTP_SIZE" and v == steps)
+            and not (k == "DECODE_MTP_SIZE" and v == t.mtp_steps)
         }
         if given:
             name = next(iter(given))
@@ -86,6 +82,8 @@ def check(t: Target) -> None:
                 "recipe's; set it there",
                 at=(*t.role_path(role), "additional-settings"),
             )
+    if owned := sorted(set(srt.frontend_args) & set(ROUTER_OURS)):
+        raise Unsupported(f"{said}'s frontend sets {owned}, which the launch decides", at)
     router = t.router
     if srt.frontend is not None and router is not None and srt.frontend != router.name:
         raise Unsupported(f"{said} fronts its workers with {srt.frontend}, the entry with {router.name}", at)

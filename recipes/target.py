@@ -145,13 +145,19 @@ class Target:
     def worker(self, role: str):
         return server_worker(self.point.space) if role == reg.SERVER else getattr(self.point.space, role)
 
+    @property
+    def srt_at(self) -> tuple:
+        """Where the point names its srt-slurm recipe (the point itself where it names none)."""
+        found = recipe_pointers(self.point.space)
+        return (*self.point.path, *found[0][0]) if found else self.point.path
+
     @cached_property
     def srt(self) -> srt_recipe.SrtLaunch | None:
         """The srt-slurm recipe the point runs (docs/guides/srt-slurm.md); None: the point names none."""
         found = recipe_pointers(self.point.space)
         if not found:
             return None
-        where, pointer = (*self.point.path, *found[0][0]), found[0][1]
+        where, pointer = self.srt_at, found[0][1]
         if self.recipes_root is None:
             raise Unsupported(
                 f"the point runs the srt-slurm recipe {pointer}, and no InferenceX checkout (a folder "

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from . import settings as reg
-from .config import AggregateWorker, Worker
+from .config import Worker
 from .context import Context
 from .entries import server_worker
 from .findings import Problem
@@ -139,7 +139,7 @@ def _point_keys_fit_its_kind(ctx: Context) -> Iterator[Problem]:
 
 def _workers_declare_ep_and_dp_attn(ctx: Context) -> Iterator[Problem]:
     """Every prefill and decode worker says its ep and dp-attn (InferenceX requires both)."""
-    engines: list[tuple[Path_, str, Worker | AggregateWorker]] = [
+    engines: list[tuple[Path_, str, Worker]] = [
         (path, role, worker) for path, role, worker, _ in ctx.workers() if role in reg.ROLES
     ]
     engines += [

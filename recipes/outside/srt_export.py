@@ -15,22 +15,13 @@ import copy
 import re
 from typing import Any
 
+from ..srt import ROUTER_OURS, SGLANG_OURS
 from .srt_recipe import MULTI_NODE_TREE, RecipeError
 
-# SGLang flags the launch writes for itself, which a recipe leaves to the launcher that runs it.
-LAUNCH_FLAGS = (
-    "--model-path",
-    "--host",
-    "--port",
-    "--disaggregation-mode",
-    "--disaggregation-bootstrap-port",
-    "--disaggregation-ib-device",
-)
-# Router flags the launch writes for itself: where it listens and exports metrics, the workers it fronts.
-ROUTER_LAUNCH_FLAGS = (
-    *("--pd-disaggregation", "--prefill", "--decode"),
-    *("--host", "--port", "--prometheus-host", "--prometheus-port"),
-)
+# SGLang flags a recipe leaves to whoever launches it (our launch's own, recipes/srt.py), but for the metrics
+# switch: srt-slurm's launcher does not write it, so InferenceX's recipes do.
+LAUNCH_FLAGS = tuple(f"--{flag}" for flag in SGLANG_OURS if flag != "enable-metrics")
+ROUTER_LAUNCH_FLAGS = tuple(f"--{flag}" for flag in ROUTER_OURS)
 # The launch's own guarantees for every process of a node (nothing fetched, nothing reported): not tuning.
 LAUNCH_ENV = (
     "DO_NOT_TRACK",

@@ -45,9 +45,6 @@ class Pointer:
         file, sep, selector = text.partition(":")
         return cls(file, selector if sep else None)
 
-    def __str__(self) -> str:
-        return self.file + (f":{self.selector}" if self.selector is not None else "")
-
 
 # Names the folder recipes are read from, for a master file in no InferenceX checkout (make render RECIPES=).
 RECIPES_ENV = "SRT_RECIPES"

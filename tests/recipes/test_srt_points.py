@@ -208,3 +208,14 @@ def test_a_recipe_on_its_own_says_what_it_lacks(tmp_path, newest, monkeypatch, c
     out = capsys.readouterr().out
     assert "give MODEL=<org/name> (the recipe states no identity.model.repo), IMAGE=<image>" in out
     assert 'CONC="<c1> <c2> ..."' in out
+
+
+def test_a_recipe_whose_router_sets_what_the_launch_decides_is_refused(checkout, newest):
+    """The router's address and the workers it fronts are the launch's: a recipe's frontend naming one is
+    refused at lint, naming it."""
+    bundle = checkout / srt_recipe.MULTI_NODE_TREE / "dsr1/sglang/mi355x-fp8/8k1k/disagg-variants.yaml"
+    raw = yaml.safe_load(bundle.read_text())
+    raw["base"]["frontend"]["args"]["port"] = 8080
+    bundle.write_text(yaml.safe_dump(raw, sort_keys=False))
+    found = _lint(checkout, _entry(newest))
+    assert any("'s frontend sets ['port'], which the launch decides" in message for message in found), found
