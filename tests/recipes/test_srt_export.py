@@ -67,9 +67,9 @@ def test_a_changed_recipe_is_seen_in_the_round_trip(exported, monkeypatch):
     assert back[differ[0]][1]["mem-fraction-static"] == 0.5
 
 
-def test_the_row_passes_inferencex_newest_validator(exported):
+def test_the_row_passes_inferencex_newest_validator(exported, tmp_path):
     recipe, master = exported
-    verdicts = theirs(master, reference_now("configs/runners.yaml"))
+    verdicts = theirs(master, reference_now("configs/runners.yaml"), tmp_path)
     assert verdicts["newest"]["entries"] == {KEY: None}
 
 
