@@ -35,7 +35,7 @@ help:
 	@echo "              a job found at fault (causes of blame node), which make submit leaves out; explain, clear"
 	@echo "make lint       validate configs/*-master.yaml, runners.yaml, launch.yaml, models.yaml, known-issues.yaml, engine-builds.yaml,"
 	@echo "                perf-changelog.yaml; every entry judged by the renderer too (one verdict)"
-	@echo "make export CONFIG=<key> [CONFIGS=<master file>]   the config as an srt-slurm recipe + InferenceX row (out/export/)"
+	@echo "make export CONFIG=<key> [CONFIGS=<master file>] [ROUTER=<name>@<version>]   the config as an srt-slurm recipe + InferenceX row (out/export/)"
 	@echo "make parity CONFIG=<key> [VARIANT=<v>] [INFERENCEX=<checkout>]   our launch against what InferenceX's scripts run"
 	@echo "              [CONFIGS=<master file>]: both sides from that file; every variant unless VARIANT="
 	@echo "make check-engines [CONFIG=<key>] [CONFIGS=<master file>] [DIR=<rendered dir>]   every rendered engine"
@@ -92,10 +92,11 @@ render: $(STAMP)
 		$(if $(ROUTER_VERSION),--router-version $(ROUTER_VERSION)) $(if $(ISL),--isl $(ISL)) \
 		$(if $(OSL),--osl $(OSL)) $(if $(CONC),--conc $(CONC))
 
-# make export CONFIG=<key> [CONFIGS=<master file>] [OUT=out]: the config as the srt-slurm recipe and InferenceX
-# master row it would be proposed as (out/export/<key>/, laid out as an InferenceX checkout).
+# make export CONFIG=<key> [CONFIGS=<master file>] [ROUTER=<name>@<version>] [OUT=out]: the config as the srt-slurm
+# recipe and InferenceX master row it would be proposed as (out/export/<key>/, laid out as an InferenceX checkout).
 export: $(STAMP)
-	@$(PY) -m recipes.export $(CONFIG) $(if $(OUT),--out $(OUT)) $(if $(CONFIGS),--configs $(CONFIGS))
+	@$(PY) -m recipes.export $(CONFIG) $(if $(OUT),--out $(OUT)) $(if $(CONFIGS),--configs $(CONFIGS)) \
+		$(if $(ROUTER),--router $(ROUTER))
 
 # make parity CONFIG=<key> [VARIANT=<v>] [INFERENCEX=<checkout>] [CONFIGS=<master file>]: our launch held
 # against what InferenceX's own scripts launch for the same entry: its chain (matrix generator, workflow, runner

@@ -22,9 +22,12 @@ from .outside.srt_recipe import RecipeError
 from .render import RenderError, add_configs_option, inside, load, render_config
 
 
-def export(key: str, configs: list[Path] | None, out: Path) -> tuple[Path, Path]:
-    """(recipe file, master file) written for config `key`."""
+def export(key: str, configs: list[Path] | None, out: Path, router: str | None = None) -> tuple[Path, Path]:
+    """(recipe file, master file) written for config `key`; `router` (NAME@VERSION): the entry's router
+    replaced first, for a config whose router srt-slurm cannot start."""
     loaded = load(key, configs)
+    if router is not None:
+        loaded = _with_router(key, loaded, router, out)
     entry = loaded.entries[key]
     targets = loaded.targets(key)
     rendered = render_config(key, loaded)
@@ -53,20 +56,36 @@ def export(key: str, configs: list[Path] | None, out: Path) -> tuple[Path, Path]
     return recipe_file, master
 
 
+def _with_router(key: str, loaded, router: str, out: Path):
+    """The config with its router replaced, linted and loaded as any master file is (written beside the
+    export, so what was proposed can be read)."""
+    name, sep, version = router.partition("@")
+    if not sep or not name or not version:
+        raise RecipeError(f"ROUTER={router!r}: write NAME@VERSION (e.g. vllm-router@0.1.17)")
+    entry = loaded.entries[key].model_dump(by_alias=True, exclude_none=True, mode="json")
+    was = entry.get("router", {}).get("name", "the image's")
+    entry["router"] = {"name": name, "version": version}
+    source = inside(out, "export", f"{key}.router-{name}.yaml")
+    source.parent.mkdir(parents=True, exist_ok=True)
+    source.write_text(yaml.safe_dump({key: entry}, sort_keys=False, width=120))
+    print(f"export: {key}: router {was} replaced by {name} {version} ({source})", file=sys.stderr)
+    return load(key, [source])
+
+
 def _round_trip(key: str, master: Path, ours: dict) -> None:
-    """The exported row renders the launch it was exported from, every engine line's environment and flags
-    alike; otherwise the export is refused, saying where it differs (the files stay, to read)."""
+    """The exported row renders the launch it was exported from, every process's environment and flags
+    alike (engines, LMCache servers, the router), variant by variant in order (a point split per concurrency
+    renders under new names); otherwise the export is refused, saying where it differs (the files stay)."""
     try:
-        back = {
-            r.plan.variant: srt_export.launched(r.plan.to_json())
-            for r in render_config(key, load(key, [master]))
-        }
+        back = [srt_export.launched(r.plan.to_json()) for r in render_config(key, load(key, [master]))]
     except RenderError as exc:
         said = f"the exported row does not render back: what is under {master.parent.parent} is no proposal"
         raise RenderError([*exc.findings, Finding(str(master), 0, (key,), said)]) from None
-    for variant, roles in ours.items():
-        for role, (env, flags) in roles.items():
-            got = back.get(variant, {}).get(role)
+    if len(back) != len(ours):
+        raise RecipeError(f"the exported row renders {len(back)} variants, the config {len(ours)}")
+    for (variant, processes), got_all in zip(ours.items(), back, strict=True):
+        for process, (env, flags) in processes.items():
+            got = got_all.get(process)
             if got is None or got != (env, flags):
                 theirs_env, theirs_flags = got or ({}, {})
                 names = sorted({k for k in {*env, *theirs_env} if env.get(k) != theirs_env.get(k)})
@@ -74,28 +93,32 @@ def _round_trip(key: str, master: Path, ours: dict) -> None:
                     {f"--{k}" for k in {*flags, *theirs_flags} if flags.get(k) != theirs_flags.get(k)}
                 )
                 raise RecipeError(
-                    f"{variant}/{role}: the exported recipe renders back otherwise: {', '.join(names)}"
+                    f"{variant}/{process}: the exported recipe renders back otherwise: {', '.join(names)}"
                 )
+        if extra := sorted(set(got_all) - set(processes)):
+            raise RecipeError(f"{variant}: the exported recipe renders back processes it had not: {extra}")
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="export", description=__doc__.splitlines()[0])
     p.add_argument("config", help="config key")
     p.add_argument("--out", type=Path, default=Path("out"), help="output folder (default: out)")
+    p.add_argument(
+        "--router",
+        metavar="NAME@VERSION",
+        help="replace the config's router first (srt-slurm runs vllm-router or sglang-router, not pd-proxy)",
+    )
     add_configs_option(p)
     args = p.parse_args(argv)
     try:
-        recipe, master = export(args.config, args.configs, args.out)
+        recipe, master = export(args.config, args.configs, args.out, args.router)
     except RenderError as exc:
         return exc.report("export", "exported as a proposal")
     except RecipeError as err:
         print(f"export: {err}", file=sys.stderr)
         return 1
     print(f"{recipe}\n{master}")
-    print(
-        f"render it back: make render CONFIG={args.config} CONFIGS={master}",
-        file=sys.stderr,
-    )
+    print(f"render it back: make render CONFIG={args.config} CONFIGS={master}", file=sys.stderr)
     return 0
 
 

@@ -195,11 +195,16 @@ class Target:
 
     @cached_property
     def _settings(self) -> dict:
+        from . import srt  # recipes/srt.py reads a Target: imported here, not at the top, to break the cycle
+
         out = {}
         for role in self.roles:
             given = parsed_settings(self.worker(role))
             dp_attention = bool(self.worker(role).dp_attn)
-            out[role] = (given, resolved_settings(self.recipe, role, given, dp_attention))
+            from_recipe = srt.recipe_settings(self, role)
+            # a vLLM recipe states the engine's tuning: the model's defaults do not reach its line
+            defaults = None if self.srt is not None and self.engine == "vllm" else self.recipe
+            out[role] = (given, resolved_settings(defaults, role, {**given, **from_recipe}, dp_attention))
         return out
 
     @property

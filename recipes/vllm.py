@@ -8,8 +8,9 @@ from schemas.entries import dram_budget, splits_experts
 from schemas.kv_path import LMCACHE_MP, kv_connectors
 from schemas.launch import Role
 
-from . import nodesetup
+from . import nodesetup, srt
 from .benchmark import concurrencies
+from .outside.srt_recipe import cli
 from .plan import Ports, Service, Timeouts
 from .target import LOCAL_ADDR, NODE_ADDR, Target, Unsupported
 from .words import Ref, argv, json_word, word
@@ -81,6 +82,38 @@ def check(t: Target) -> None:
             )
     for role in t.roles:
         _check_heads_split(t, role)
+    if t.srt is not None:
+        _check_recipe(t)
+
+
+def _check_recipe(t: Target) -> None:
+    """A vLLM recipe's PD wiring and LMCache pool are the launch's: its kv-transfer-config must be the one
+    the launch writes from the settings the recipe states (as srt-slurm runs it: LMCache dialled at the
+    server on the worker's node), its LMCache L1 size the one the runner's DRAM gives."""
+    said, at = f"the recipe {t.srt.pointer}", t.srt_at  # type: ignore[union-attr]
+    for role in t.roles:
+        ours = srt_kv_transfer_config(t, role)
+        theirs = srt.kv_config(t, role)
+        if theirs != ours:
+            raise Unsupported(
+                f"{role}: {said}'s kv-transfer-config {json_word(theirs)} is not the launch's for the "
+                f"settings it states: {json_word(ours)}",
+                at,
+            )
+    budget = l1_budget(t)
+    size = srt.server_args(t).get(srt.LMCACHE_SERVER_BUDGET)
+    if budget is not None and size is not None and size != str(budget.l1_gib):
+        raise Unsupported(
+            f"{said} sizes LMCache's L1 at {size} GB; the runner's DRAM at dram-utilization "
+            f"{t.dram_utilization} gives {budget.l1_gib}",
+            at,
+        )
+
+
+def srt_kv_transfer_config(t: Target, role: str) -> dict:
+    """The kv-transfer-config the launch writes for `role`, as an srt-slurm recipe states it: plain values,
+    LMCache's connector dialling srt-slurm's server on the worker's node."""
+    return _kv_transfer_config(t, role, t.settings(role), lmcache_dial=srt.SRT_LMCACHE_DIAL)
 
 
 def _setting_at(t: Target, role: str, name: str) -> tuple:
@@ -286,11 +319,13 @@ def caveats(t: Target) -> tuple:
 
 
 def shell_notes(t: Target) -> tuple:
-    """What env.sh says above the LMCache values: where L1's size comes from."""
+    """What env.sh says above the LMCache values: where L1's size comes from; from a recipe, which, and
+    what of it the launch decides instead."""
     b = l1_budget(t)
     if b is None:
-        return ()
+        return srt.notes(t)
     return (
+        *srt.notes(t),
         "LMCache MP server on prefill nodes (one L1 pool per node).",
         "L1 is the prefill server's KV-offload DRAM budget as InferenceX states it: per server, proportional",
         f"to the GPUs its engine uses, in GB, at most {b.cap_gb} GB a server; lmcache --l1-size-gb counts "
@@ -326,10 +361,12 @@ def shell_env(t: Target) -> tuple:
 def _vllm_service(t: Target, role: Role, ports: Ports, timeouts: Timeouts) -> Service:
     w = t.worker(role)
     s = t.settings(role)
+    recipe_env = [word(f"{k}={v}") for k, v in srt.role_env(t, role).items()] if t.srt is not None else []
     args = [
         "env",
         word("VLLM_HOST_IP=", NODE_ADDR),
         *_connector_module_path(t),
+        *recipe_env,
         "vllm",
         "serve",
         t.model_path,
@@ -344,7 +381,7 @@ def _vllm_service(t: Target, role: Role, ports: Ports, timeouts: Timeouts) -> Se
         # EP over the TP group (vLLM: EP size = TP x DP; lint refuses any other ep)
         *(["--enable-expert-parallel"] if splits_experts(w) else []),
         *(["--trust-remote-code"] if t.model.remote_code else []),
-        *t.model_args(role),
+        *(t.model_args(role) if t.srt is None else srt.vllm_engine_args(t, role)),
         "--gpu-memory-utilization",
         s["GPU_MEMORY_UTILIZATION"],
         "--enable-prefix-caching" if s["ENABLE_PREFIX_CACHING"] else "--no-enable-prefix-caching",
@@ -355,7 +392,8 @@ def _vllm_service(t: Target, role: Role, ports: Ports, timeouts: Timeouts) -> Se
     ):
         if s[name] is not None:
             args += [flag, s[name]]
-    seqs = s["MAX_NUM_SEQS"] or (max(concurrencies(t)) if t.recipe.max_seqs_from_concurrency else None)
+    derived = t.srt is None and t.recipe.max_seqs_from_concurrency  # a recipe states its own, or none
+    seqs = s["MAX_NUM_SEQS"] or (max(concurrencies(t)) if derived else None)
     if seqs is not None:
         args += ["--max-num-seqs", seqs]
     if role in reg.ROLES:
@@ -389,7 +427,7 @@ def _mooncake(t: Target, role: str, extra: dict) -> dict:
     return out
 
 
-def _kv_transfer_config(t: Target, role: str, s: dict, ports: Ports) -> dict:
+def _kv_transfer_config(t: Target, role: str, s: dict, ports: Ports | None = None, lmcache_dial=None) -> dict:
     """Decode is a plain Mooncake consumer; prefill a Mooncake producer, joined by the
     LMCache MP connector under MultiConnector when LMCache is the offload backend (schemas/kv_path.py
     decides which, for lint's known issues too)."""
@@ -407,11 +445,14 @@ def _kv_transfer_config(t: Target, role: str, s: dict, ports: Ports) -> dict:
         "kv_connector": "LMCacheMPConnector",
         "kv_role": "kv_both",
         "kv_connector_module_path": LMCACHE_CONNECTOR_MODULE,
+        # where it dials the node's server: our launch's, or srt-slurm's (lmcache_dial, plain values)
         "kv_connector_extra_config": {
             "lmcache.mp.host": word("tcp://", LOCAL_ADDR),
-            "lmcache.mp.port": ports.lmcache,
+            "lmcache.mp.port": ports.lmcache if ports else None,
             "lmcache.mp.mq_timeout": Ref("LMCACHE_MP_MQ_TIMEOUT"),
-        },
+        }
+        if lmcache_dial is None
+        else {**lmcache_dial, "lmcache.mp.mq_timeout": s["LMCACHE_MP_MQ_TIMEOUT"]},
     }
     # recompute: only the top-level policy is read, and the L2 store is best-effort.
     return {
@@ -428,7 +469,8 @@ def engine_env(t: Target, ports: Ports) -> dict:
     if t.disagg:
         env["VLLM_MOONCAKE_BOOTSTRAP_PORT"] = ports.mooncake_bootstrap
         env["VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT"] = MOONCAKE_ABORT_TIMEOUT_S
-    env.update(t.recipe.env)
+    if t.srt is None:  # a recipe's environment is on each engine line, role by role
+        env.update(t.recipe.env)
     return env
 
 
@@ -446,14 +488,12 @@ def router_service(t: Target, backends: list, ports: Ports, timeouts: Timeouts, 
             NODE_ADDR,
             "--port",
             ports.router,
-            "--policy",
-            "consistent_hash",
+            *(["--policy", "consistent_hash"] if t.srt is None else cli(t.srt.frontend_args)),
             "--prometheus-host",  # default 127.0.0.1: the end-of-run snapshot reads it on the node address
             NODE_ADDR,
             "--prometheus-port",
             ports.router_metrics,
-            "--request-timeout-secs",
-            1800,
+            *(["--request-timeout-secs", 1800] if t.srt is None else []),
             "--health-check-endpoint",
             "/health",
             *t.launch.router_args.get("vllm-router", []),

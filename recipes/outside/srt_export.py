@@ -12,16 +12,23 @@ srt-slurm's own rules, which tests/recipes/test_srt_export.py holds to `srtctl r
 from __future__ import annotations
 
 import copy
+import json
 import re
 from typing import Any
 
-from ..srt import ROUTER_OURS, SGLANG_OURS
+from .. import srt
 from .srt_recipe import MULTI_NODE_TREE, RecipeError
 
-# SGLang flags a recipe leaves to whoever launches it (our launch's own, recipes/srt.py), but for the metrics
-# switch: srt-slurm's launcher does not write it, so InferenceX's recipes do.
-LAUNCH_FLAGS = tuple(f"--{flag}" for flag in SGLANG_OURS if flag != "enable-metrics")
-ROUTER_LAUNCH_FLAGS = tuple(f"--{flag}" for flag in ROUTER_OURS)
+# Engine flags a recipe leaves to whoever launches it (our launch's own, recipes/srt.py), but for SGLang's
+# metrics switch: srt-slurm's launcher does not write it, so InferenceX's recipes do.
+LAUNCH_FLAGS = {
+    "sglang": tuple(f"--{flag}" for flag in srt.SGLANG_OURS if flag != "enable-metrics"),
+    "vllm": tuple(f"--{flag}" for flag in srt.VLLM_OURS if flag != "kv-transfer-config"),
+}
+ROUTER_LAUNCH_FLAGS = {
+    "sglang-router": tuple(f"--{flag}" for flag in srt.ROUTER_OURS),
+    "vllm-router": tuple(f"--{flag}" for flag in srt.VLLM_ROUTER_OURS),
+}
 # The launch's own guarantees for every process of a node (nothing fetched, nothing reported): not tuning.
 LAUNCH_ENV = (
     "DO_NOT_TRACK",
@@ -29,9 +36,13 @@ LAUNCH_ENV = (
     "HF_HUB_OFFLINE",
     "TRANSFORMERS_OFFLINE",
     "VLLM_NO_USAGE_STATS",
+    *srt.VLLM_LAUNCH_ENV,
 )
 _REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_ENGINE_PROGRAM = ("python3", "-m", "sglang.launch_server")
+# Each engine's program words before its flags (vLLM's last one the model's path, the launch's).
+_PROGRAMS = {"sglang": ("python3", "-m", "sglang.launch_server"), "vllm": ("vllm", "serve")}
+_ROUTER_PROGRAMS = {"sglang-router": 3, "vllm-router": 1}  # words before the router's flags
+_LMCACHE_PROGRAM = ("lmcache", "server")
 
 
 def _value(word: str) -> Any:
@@ -43,8 +54,11 @@ def _value(word: str) -> Any:
     return word
 
 
-def _resolve(word: str, shell: dict[str, str], where: str) -> str:
-    """A word with env.sh's variables (a derived budget) put in; one the plan does not hold is refused."""
+def _resolve(word: str, shell: dict[str, str] | None, where: str) -> str:
+    """A word with env.sh's variables (a derived budget) put in; one the plan does not hold is refused
+    (shell None: every variable kept as written, to compare two launches)."""
+    if shell is None:
+        return word
 
     def value(found: re.Match) -> str:
         name = found.group(1)
@@ -55,7 +69,7 @@ def _resolve(word: str, shell: dict[str, str], where: str) -> str:
     return _REF.sub(value, word)
 
 
-def flags(argv: list[str], skip: tuple[str, ...], shell: dict[str, str], where: str) -> dict[str, Any]:
+def flags(argv: list[str], skip: tuple[str, ...], shell: dict[str, str] | None, where: str) -> dict[str, Any]:
     """`--flag value...` words as a recipe's args: a switch true, one value as itself, several a list; the
     flags in `skip` left out with their values."""
     out: dict[str, Any] = {}
@@ -79,63 +93,173 @@ def flags(argv: list[str], skip: tuple[str, ...], shell: dict[str, str], where: 
     return out
 
 
+def _line(service: dict, shell: dict[str, str] | None, where: str) -> tuple[dict[str, str], list[str]]:
+    """A service's `env NAME=VALUE ...` words (env.sh's values put in) and the words after them."""
+    words, env = list(service["argv"]), {}
+    if words and words[0] == "env":
+        words.pop(0)
+        while words and "=" in words[0] and not words[0].startswith("-"):
+            name, _, value = words.pop(0).partition("=")
+            env[name] = _resolve(value, shell, where)
+    return env, words
+
+
+def _engine_of(role: dict, where: str) -> tuple[str, dict]:
+    for name in _PROGRAMS:
+        service = next((s for s in role["services"] if s["name"] == name), None)
+        if service is not None:
+            return name, service
+    raise RecipeError(f"{where}: only SGLang and vLLM launches are exported")
+
+
+def _srt_kv_config(text: str, where: str) -> str:
+    """Our kv-transfer-config (env.sh's values in) as srt-slurm runs it: LMCache's connector dialling the
+    server srt-slurm starts on the worker's node. The JSON written as the launch writes it (key-sorted,
+    compact)."""
+    try:
+        config = json.loads(text)
+    except ValueError:
+        raise RecipeError(f"{where}: --kv-transfer-config is not JSON once env.sh's values are in") from None
+    inner = config.get("kv_connector_extra_config", {})
+    for connector in (
+        inner.get("connectors", []) if config.get("kv_connector") == "MultiConnector" else [config]
+    ):
+        if connector.get("kv_connector") == "LMCacheMPConnector":
+            connector["kv_connector_extra_config"].update(srt.SRT_LMCACHE_DIAL)
+    return json.dumps(config, sort_keys=True, separators=(",", ":"))
+
+
 def engine_role(plan: dict, role: dict, workers: int) -> dict[str, Any]:
     """One role of the recipe: its workers, nodes and GPUs, its engine's environment and flags."""
     where = f"{plan['config_key']}/{plan['variant']}/{role['name']}"
-    service = next((s for s in role["services"] if s["name"] == "sglang"), None)
-    if service is None:
-        raise RecipeError(
-            f"{where}: only SGLang launches are exported so far (a vLLM recipe needs its "
-            "connectors and LMCache server as srt-slurm services: not written yet)"
-        )
-    argv = list(service["argv"])
-    env = {k: v for k, v in plan["env_exported"].items() if k not in LAUNCH_ENV}
-    if argv and argv[0] == "env":
-        argv.pop(0)
-        while argv and "=" in argv[0] and not argv[0].startswith("-"):
-            name, _, value = argv.pop(0).partition("=")
-            env[name] = _resolve(value, plan["env_shell_map"], where)
-    if tuple(argv[:3]) != _ENGINE_PROGRAM:
-        raise RecipeError(f"{where}: the engine line does not run {' '.join(_ENGINE_PROGRAM)}")
-    args = flags(argv[3:], LAUNCH_FLAGS, plan["env_shell_map"], where)
+    engine, service = _engine_of(role, where)
+    # the launch dials the node's LMCache server at the node's address; srt-slurm's preset, at localhost
+    shell = {**plan["env_shell_map"], **({"LOCAL_ADDR": "localhost"} if engine == "vllm" else {})}
+    line_env, argv = _line(service, None, where)
+    if "PYTHONPATH" in line_env:
+        raise RecipeError(f"{where}: the engine loads a connector module of the runner's own: not exportable")
+    env = {
+        k: _resolve(v, shell, where)
+        for k, v in {**plan["env_exported"], **line_env}.items()
+        if k not in LAUNCH_ENV
+    }
+    program = _PROGRAMS[engine]
+    if tuple(argv[: len(program)]) != program:
+        raise RecipeError(f"{where}: the engine line does not run {' '.join(program)}")
+    skip = len(program) + (engine == "vllm")  # vLLM's model path: the launch's
+    args = flags(argv[skip:], LAUNCH_FLAGS[engine], shell, where)
+    if "kv-transfer-config" in args:
+        args["kv-transfer-config"] = _srt_kv_config(str(args["kv-transfer-config"]), where)
     nodes = [n for n in plan["nodes"] if n["role"] == role["name"]]
     return {
         "nodes": len(nodes),
         "workers": workers,
-        "gpus": args.get("tp-size", plan["gpus_per_node"]),
+        "gpus": args.get("tp-size", args.get("tensor-parallel-size", plan["gpus_per_node"])),
         "env": {k: str(v) for k, v in sorted(env.items())},
         "args": args,
     }
 
 
+def _lmcache_services(plan: dict) -> list[dict[str, Any]]:
+    """The plan's LMCache servers as srt-slurm's lmcache-server services, on the nodes of the role that
+    runs them; the flags its kind writes itself (ports) and the runner's left out."""
+    out = []
+    for role in plan["roles"]:
+        service = next((s for s in role["services"] if s["name"] == "lmcache"), None)
+        if service is None:
+            continue
+        where = f"{plan['config_key']}/{plan['variant']}/{role['name']}/lmcache"
+        _, argv = _line(service, plan["env_shell_map"], where)
+        if tuple(argv[:2]) != _LMCACHE_PROGRAM:
+            raise RecipeError(f"{where}: the LMCache line does not run {' '.join(_LMCACHE_PROGRAM)}")
+        skip = tuple(f"--{f}" for f in (*srt.LMCACHE_SERVER_OURS, *srt.LMCACHE_SERVER_SITE))
+        args = flags(argv[2:], skip, {**plan["env_shell_map"], "LOCAL_ADDR": "localhost"}, where)
+        words = [w for flag, value in args.items() for w in (f"--{flag}", str(value))]
+        out.append({"name": "lmcache", "type": srt.LMCACHE_SERVER, "placement": {"node": role["name"]},
+                    "args": words})  # fmt: skip
+    return out
+
+
+def _trace_set(plan: dict) -> str | None:
+    """The trace set the plan's agentic benchmark replays (AIPerf's --public-dataset)."""
+    for bench in plan["benchmarks"]:
+        argv = bench["argv"]
+        if "--public-dataset" in argv:
+            return argv[argv.index("--public-dataset") + 1]
+    return None
+
+
 def launched(plan: dict) -> dict[str, tuple[dict[str, str], dict[str, Any]]]:
-    """role -> (environment, flags) of each SGLang engine line of a plan, with env.sh's values put in: what
-    the node runs, whatever the order of its words (how a round trip is judged)."""
+    """(environment, flags) of each process a plan starts, by role (its engine) and role/service (the
+    others) and "router", with env.sh's values put in and the rest kept as written: what the nodes run,
+    whatever the order of their words (how a round trip is judged)."""
     shell = dict(plan["env_shell"])
     out = {}
     for role in plan["roles"]:
-        argv = list(next(s for s in role["services"] if s["name"] == "sglang")["argv"])
-        env = dict(plan["env_exported"])
-        if argv[0] == "env":
-            argv.pop(0)
-            while "=" in argv[0] and not argv[0].startswith("-"):
-                name, _, value = argv.pop(0).partition("=")
-                env[name] = _resolve(value, shell, role["name"])
-        out[role["name"]] = (env, flags(argv[3:], ("--host",), shell, role["name"]))
+        for service in role["services"]:
+            env, argv = _line(service, None, role["name"])
+            if service["name"] in _PROGRAMS:
+                env = {**plan["env_exported"], **env}
+                skip, key = len(_PROGRAMS[service["name"]]), role["name"]
+            elif service["name"] == "lmcache":
+                skip, key = len(_LMCACHE_PROGRAM), f"{role['name']}/lmcache"
+            else:
+                continue  # the launch's own watchers
+            resolved = {k: _resolve(v, shell, key) if _REF.search(v) and _known(v, shell) else v
+                        for k, v in env.items()}  # fmt: skip
+            words = [_resolve(w, shell, key) if _known(w, shell) else w for w in argv[skip:]]
+            start = next((i for i, w in enumerate(words) if w.startswith("--")), len(words))
+            out[key] = (resolved, flags(words[start:], ("--host",), None, key))
+    router = plan["router"]
+    if router:
+        _, argv = _line(router, None, "router")
+        start = next((i for i, w in enumerate(argv) if w.startswith("--")), len(argv))
+        words = [_resolve(w, shell, "router") if _known(w, shell) else w for w in argv[start:]]
+        out["router"] = ({}, _flag_groups(words))
     return out
+
+
+def _flag_groups(words: list[str]) -> dict[str, Any]:
+    """A router's flags as flag -> each occurrence's values (--prefill is given once per worker)."""
+    out: dict[str, list[tuple[str, ...]]] = {}
+    flag = None
+    for w in words:
+        if w.startswith("--"):
+            flag = w
+            out.setdefault(flag, []).append(())
+        elif flag is not None:
+            out[flag][-1] += (w,)
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def _known(word: str, shell: dict[str, str]) -> bool:
+    return all(name in shell for name in _REF.findall(word))
 
 
 def variant_recipe(plan: dict, workers: dict[str, int], precision: str) -> dict[str, Any]:
     """The recipe one rendered variant is: what it runs, whoever launches it. `workers`: each role's worker
     count (the entry's num-worker)."""
     plan = {**plan, "env_shell_map": dict(plan["env_shell"])}
+    router, name = plan["router"], plan["router_name"]
+    if router and name not in _ROUTER_PROGRAMS:
+        raise RecipeError(
+            f"{plan['config_key']}: its router {name} has no srt-slurm frontend (srt-slurm fronts a PD job "
+            f"with {' or '.join(_ROUTER_PROGRAMS)}): export it with ROUTER=<one of them>@<version>"
+        )
     roles = {r["name"]: engine_role(plan, r, workers[r["name"]]) for r in plan["roles"]}
-    router = plan["router"]
+    engine = _engine_of(plan["roles"][0], plan["config_key"])[0]
     router_args = (
-        flags(router["argv"][3:], ROUTER_LAUNCH_FLAGS, plan["env_shell_map"], "router") if router else {}
+        flags(
+            router["argv"][_ROUTER_PROGRAMS[name] :],
+            ROUTER_LAUNCH_FLAGS[name],
+            plan["env_shell_map"],
+            "router",
+        )
+        if router
+        else {}
     )
     versions = plan.get("components", {})
-    return {
+    out: dict[str, Any] = {
         "name": f"{plan['config_key']}-{plan['variant']}".replace("_", "-"),
         "model": {"path": plan["model"], "container": plan["image"], "precision": precision},
         "identity": {
@@ -145,15 +269,22 @@ def variant_recipe(plan: dict, workers: dict[str, int], precision: str) -> dict[
             "frameworks": {
                 k: v
                 for k, v in versions.items()
-                if k in ("sglang", plan["router_name"]) and re.fullmatch(r"[0-9][0-9A-Za-z.+-]*", v)
+                if k in (engine, "lmcache", name) and re.fullmatch(r"[0-9][0-9A-Za-z.+-]*", v)
             },
         },
         "slurm": {"time_limit": plan["slurm"]["time_limit"]},
         "resources": {"gpus_per_node": plan["gpus_per_node"]},
-        "frontend": {"type": plan["router_name"], "enable_multiple_frontends": False, "args": router_args},
-        "engine": "sglang",
+        "frontend": {"type": name, "enable_multiple_frontends": False, "args": router_args},
+        # InferenceX's SGLang recipes name the engine; its vLLM ones give it as a mapping (its connector
+        # presets unused here: each role's kv-transfer-config is written out, which srt-slurm passes through)
+        "engine": engine if engine == "sglang" else {"type": engine},
         "roles": roles,
     }
+    if services := _lmcache_services(plan):
+        out["services"] = services
+    if engine == "vllm" and (traces := _trace_set(plan)):
+        out["benchmark"] = {"env": {"WEKA_LOADER_OVERRIDE": traces}}
+    return out
 
 
 def bundle(variants: dict[str, dict[str, Any]]) -> dict[str, Any]:

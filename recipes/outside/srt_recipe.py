@@ -19,7 +19,7 @@ from __future__ import annotations
 import copy
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -240,6 +240,17 @@ def cli(args: dict[str, Any]) -> list[str]:
 
 
 @dataclass(frozen=True)
+class ServiceLaunch:
+    """One entry of a recipe's `services:` (srt-slurm's processes beside the engines): its kind, the role
+    whose nodes it runs on, and the flags appended to the command the kind writes."""
+
+    name: str
+    type: str
+    placement: str
+    args: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class SrtLaunch:
     """The merged recipe a point runs: where it came from and what it launches."""
 
@@ -251,6 +262,8 @@ class SrtLaunch:
     frontend: str | None
     frontend_args: dict[str, Any]
     time_limit: str | None
+    services: tuple[ServiceLaunch, ...] = ()
+    benchmark_env: dict[str, str] = field(default_factory=dict)
 
 
 def launch_of(pointer: str, file: Path, merged: dict[str, Any]) -> SrtLaunch:
@@ -258,6 +271,8 @@ def launch_of(pointer: str, file: Path, merged: dict[str, Any]) -> SrtLaunch:
     characters, scalar values or lists of them (a mapping would reach the line as Python's repr)."""
     where = f"recipe {pointer}"
     engine = merged.get("engine")
+    if isinstance(engine, dict):  # the newer form: engine: {type: vllm, connector: ...}
+        engine = engine.get("type")
     if not isinstance(engine, str):
         raise RecipeError(
             f"{where}: no engine (srt-slurm's schema 2 names it: engine: sglang, vllm, atom, ...)"
@@ -265,10 +280,15 @@ def launch_of(pointer: str, file: Path, merged: dict[str, Any]) -> SrtLaunch:
     roles_raw = _mapping(merged.get("roles", {}), f"{where}: roles")
     if unknown := sorted(set(roles_raw) - set(ROLES)):
         raise RecipeError(f"{where}: roles {unknown} are not rendered here (prefill and decode are)")
-    roles = {name: _role(f"{where}: roles.{name}", _mapping(raw, name)) for name, raw in roles_raw.items()}
+    # the job-wide environment reaches every role's processes; a role's own value of a name wins
+    job_env = _env(f"{where}: environment", _mapping(merged.get("environment", {}), f"{where}: environment"))
+    roles = {
+        name: _role(f"{where}: roles.{name}", _mapping(raw, name), job_env) for name, raw in roles_raw.items()
+    }
     frontend = _mapping(merged.get("frontend", {}), f"{where}: frontend")
     slurm = _mapping(merged.get("slurm", {}), f"{where}: slurm")
     limit = slurm.get("time_limit")
+    benchmark = _mapping(merged.get("benchmark", {}), f"{where}: benchmark")
     return SrtLaunch(
         pointer=pointer,
         file=file,
@@ -278,10 +298,42 @@ def launch_of(pointer: str, file: Path, merged: dict[str, Any]) -> SrtLaunch:
         frontend=frontend.get("type") if isinstance(frontend.get("type"), str) else None,
         frontend_args=_mapping(frontend.get("args", {}), f"{where}: frontend.args"),
         time_limit=limit if isinstance(limit, str) else None,
+        services=_services(f"{where}: services", merged.get("services", [])),
+        benchmark_env=_env(
+            f"{where}: benchmark.env", _mapping(benchmark.get("env", {}), f"{where}: benchmark")
+        ),
     )
 
 
-def _role(where: str, raw: dict[str, Any]) -> RoleLaunch:
+def _services(where: str, raw: object) -> tuple[ServiceLaunch, ...]:
+    if not isinstance(raw, list):
+        raise RecipeError(f"{where} is not a list")
+    out = []
+    for i, item in enumerate(raw):
+        item = _mapping(item, f"{where}[{i}]")
+        kind, name = item.get("type", "generic"), item.get("name", "")
+        placement = _mapping(item.get("placement", {}), f"{where}[{i}].placement").get("node", "workers")
+        args = item.get("args", [])
+        if not isinstance(args, list) or not all(
+            isinstance(a, _SCALAR) and not isinstance(a, bool) for a in args
+        ):
+            raise RecipeError(f"{where}[{i}].args: not a list of words")
+        if not all(isinstance(v, str) for v in (kind, name, placement)):
+            raise RecipeError(f"{where}[{i}]: type, name and placement.node are names")
+        out.append(ServiceLaunch(name, kind, placement, tuple(str(a) for a in args)))
+    return tuple(out)
+
+
+def _env(where: str, env: dict[str, Any]) -> dict[str, str]:
+    for key, value in env.items():
+        if not isinstance(key, str) or not _ENV.fullmatch(key):
+            raise RecipeError(f"{where}: {key!r} is not an environment variable name")
+        if not isinstance(value, str) or not value.isprintable():
+            raise RecipeError(f"{where}.{key}: {value!r} is not a line of text (write numbers quoted)")
+    return dict(env)
+
+
+def _role(where: str, raw: dict[str, Any], job_env: dict[str, str]) -> RoleLaunch:
     workers, nodes, gpus = raw.get("workers", 1), raw.get("nodes", 1), raw.get("gpus")
     for key, value in (("workers", workers), ("nodes", nodes)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -299,13 +351,8 @@ def _role(where: str, raw: dict[str, Any]) -> RoleLaunch:
             raise RecipeError(
                 f"{where}.args.{key}: a mapping or nested list, which srt-slurm writes as Python's repr"
             )
-    env = _mapping(raw.get("env", {}), f"{where}.env")
-    for key, value in env.items():
-        if not isinstance(key, str) or not _ENV.fullmatch(key):
-            raise RecipeError(f"{where}.env: {key!r} is not an environment variable name")
-        if not isinstance(value, str) or not value.isprintable():
-            raise RecipeError(f"{where}.env.{key}: {value!r} is not a line of text (write numbers quoted)")
-    return RoleLaunch(workers, nodes, gpus, dict(args), dict(env))
+    env = _env(f"{where}.env", _mapping(raw.get("env", {}), f"{where}.env"))
+    return RoleLaunch(workers, nodes, gpus, dict(args), {**job_env, **env})
 
 
 def read(text: str, checkout: Path) -> SrtLaunch:

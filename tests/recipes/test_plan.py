@@ -471,6 +471,7 @@ def test_the_lock_names_mooncakes_protocol_and_for_rdma_the_sites_registration(r
             role_path=lambda role: ("key", role),
             point=SimpleNamespace(space=SimpleNamespace(spec_decoding="none")),
             roles=(),
+            srt=None,
         )
 
     assert dict(transport(target("rdma", "amd", "ibv-reg-mr"))) == {
