@@ -275,9 +275,10 @@ def variant_recipe(plan: dict, workers: dict[str, int], precision: str) -> dict[
         "slurm": {"time_limit": plan["slurm"]["time_limit"]},
         "resources": {"gpus_per_node": plan["gpus_per_node"]},
         "frontend": {"type": name, "enable_multiple_frontends": False, "args": router_args},
-        # InferenceX's SGLang recipes name the engine; its vLLM ones give it as a mapping (its connector
-        # presets unused here: each role's kv-transfer-config is written out, which srt-slurm passes through)
-        "engine": engine if engine == "sglang" else {"type": engine},
+        # InferenceX's SGLang recipes name the engine; its vLLM ones give it as a mapping. Each role's
+        # kv-transfer-config is written out, so no connector preset: srt-slurm's vLLM backend writes its
+        # default one (nixl) beside the role's unless the connector is null
+        "engine": engine if engine == "sglang" else {"type": engine, "connector": None},
         "roles": roles,
     }
     if services := _lmcache_services(plan):

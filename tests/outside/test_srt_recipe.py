@@ -5,6 +5,7 @@ deletes, zip broadcast, the name rule) tells a wrong merge apart."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -134,3 +135,59 @@ def test_pointer_forms_lead_to_the_same_file():
     older = "recipes/dsr1/sglang/mi355x-fp8/8k1k/disagg-variants.yaml:override_stp_1p2d_tp8"
     newer = f"{TREE}/dsr1/sglang/mi355x-fp8/8k1k/disagg-variants.yaml:override_stp_1p2d_tp8"
     assert srt_recipe.resolve(older, checkout) == srt_recipe.resolve(newer, checkout)
+
+
+# srt-slurm's own flag writers (c88ef731: each engine backend's _config_to_cli_args), run in its venv on the
+# args given on stdin (a JSON list); prints, per backend, each args' command-line words.
+_SRT_CLI = """
+import json, sys
+from srtctl.backends import sglang, vllm
+given = json.load(sys.stdin)
+print(json.dumps({name: [m._config_to_cli_args(dict(a)) for a in given] for name, m in
+                  (("sglang", sglang), ("vllm", vllm))}))
+"""
+# Each rule of the writer once: a true and a false switch, a null, a list, '_', numbers, a JSON value.
+MADE_UP_ARGS = {
+    "tp-size": 8,
+    "mem_fraction_static": 0.82,
+    "enable-dp-attention": True,
+    "disable-radix-cache": False,
+    "chunked-prefill-size": None,
+    "cuda-graph-bs": [1, 2, 4],
+    "kv-transfer-config": '{"kv_connector":"MooncakeConnector","kv_role":"kv_consumer"}',
+}
+
+
+def _written_by_srtctl(args: list[dict]) -> dict[str, list[list[str]]]:
+    python = _srtctl().parent / "python"
+    done = subprocess.run(
+        [str(python), "-c", _SRT_CLI],
+        input=json.dumps(args),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)
+
+
+def _naive(args: dict) -> list[str]:
+    """A wrong writer: every key as written, every value as text (false switches, nulls and lists too)."""
+    return [w for key, value in sorted(args.items()) for w in (f"--{key}", str(value))]
+
+
+def test_flags_are_written_as_srtctl_writes_them():
+    """Every role's args of every section of InferenceX's bundles, and a made-up set with each rule, reach the
+    engine line as srt-slurm's own SGLang and vLLM backends write them (render puts cli()'s words there)."""
+    given = [MADE_UP_ARGS]
+    for path in bundles():
+        raw = srt_recipe.load(path)
+        for section in srt_recipe.sections(raw):
+            for role in srt_recipe.variant(raw, section).get("roles", {}).values():
+                given.append(role.get("args") or {})
+    theirs = _written_by_srtctl(given)
+    ours = [srt_recipe.cli(args) for args in given]
+    assert len(given) > 40 and theirs["sglang"] == ours and theirs["vllm"] == ours
+    # the check can fail: a writer that writes every value as text is told apart on the same args
+    assert _naive(MADE_UP_ARGS) != theirs["sglang"][0]

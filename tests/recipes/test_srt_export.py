@@ -141,7 +141,8 @@ def test_the_seed_recipe_has_inferencex_shape(seed):
     assert lmcache["kv_connector_extra_config"]["lmcache.mp.port"] == 8750
     decode = json.loads(base["roles"]["decode"]["args"]["kv-transfer-config"])
     assert (decode["kv_connector"], decode["kv_load_failure_policy"]) == ("MooncakeConnector", "fail")
-    assert base["engine"] == {"type": "vllm"} and base["frontend"]["type"] == "vllm-router"
+    # no connector preset: srt-slurm's vLLM backend would write its default (nixl) beside the role's own
+    assert base["engine"] == {"type": "vllm", "connector": None} and base["frontend"]["type"] == "vllm-router"
     assert base["benchmark"]["env"]["WEKA_LOADER_OVERRIDE"].startswith("semianalysis_cc_traces")
     assert "VLLM_HOST_IP" not in base["roles"]["prefill"]["env"]
 
