@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scripts.bounds import METRICS_S, SMOKE_ANSWER_S
+from scripts.bounds import METRICS_S, SAME_ANSWERS_S, SMOKE_ANSWER_S
 
 from .benchmark import point_seconds, seconds_of
 from .plan import Timeouts
@@ -46,6 +46,8 @@ def worst_case(t: Target, timeouts: Timeouts, *, points: int, flushes: bool, soa
     if t.disagg:
         items.append(Item("router ready", timeouts.router_ready))
     items.append(Item("smoke request and proofs", int(SMOKE_ANSWER_S + 2 * METRICS_S)))
+    if t.answers_checked:
+        items.append(Item("same-answers check", int(SAME_ANSWERS_S)))
     runs = soak_phases or points
     items.append(
         Item("benchmark" if not soak_phases else "soak phase", _one_benchmark(t, soak_phases > 0), runs)

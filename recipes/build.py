@@ -165,6 +165,7 @@ def build_plan(t: Target, *, timeouts: Timeouts | None = None, soak_seconds: int
         benchmarks=benchmarks,
         metrics=_metrics_endpoints(t, engine, nodes, ports),
         smoke=_smoke(t, engine, nodes, ports),
+        same_answers=_same_answers(t, engine, nodes, ports),
         l2_proof=_l2_proof(t, benchmarks),
         cold_proof=_cold_proof(t),
         shipped=_shipped(t),
@@ -759,6 +760,26 @@ def _smoke(t: Target, engine, nodes: tuple, ports: Ports) -> tuple:
         "--model",
         engine.served_model(t),
         *metrics,
+    )
+
+
+def _same_answers(t: Target, engine, nodes: tuple, ports: Ports) -> tuple | None:
+    """The answers are right, not only fast (scripts/proof.py same-answers): greedy answers through the
+    router against the first prefill engine serving the same prompts whole (where one can:
+    Target.answers_checked)."""
+    if not t.answers_checked:
+        return None
+    prefill = next(n for n in nodes if n.role == "prefill")
+    return argv(
+        "python3",
+        word(Ref("SCRIPTS_DIR"), "/proof.py"),
+        "same-answers",
+        "--router",
+        entry_url(t, ports),
+        "--direct",
+        peer_url(prefill.rank, ports.engine),
+        "--model",
+        engine.served_model(t),
     )
 
 

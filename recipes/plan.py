@@ -250,6 +250,8 @@ class Plan:
     benchmarks: tuple[Benchmark, ...]
     metrics: Argv = _argv()  # NAME=URL: every engine's and the router's /metrics, saved after each run
     smoke: Argv = _argv()  # a request through the router, and proof its KV moved prefill -> decode
+    # greedy answers through the router equal a prefill engine's served whole (vLLM PD runs)
+    same_answers: Argv | None = _argv()
     l2_proof: Argv | None = _argv()  # LMCache served hits during the sweep (agentic runs with LMCache)
     # no engine served a cache hit before the point (agentic vLLM runs): it starts cold
     cold_proof: Argv | None = _argv()

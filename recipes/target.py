@@ -216,6 +216,13 @@ class Target:
         return named
 
     @property
+    def answers_checked(self) -> bool:
+        """Whether the job compares the router's greedy answers with a prefill's served whole before the
+        sweep (scripts/proof.py same-answers): vLLM PD, whose prefill serves a request that carries no
+        kv_transfer_params as an ordinary one; an SGLang prefill server serves only PD requests."""
+        return self.disagg and self.engine == "vllm"
+
+    @property
     def kv_transfer(self) -> str | None:
         """The point's own kv-p2p-transfer, else the entry's."""
         return kv_transfer(self.entry, self.point.space)

@@ -47,6 +47,7 @@ EXIT_SECRET = 13  # the barrier's --secret-file is missing, unreadable, too shor
 EXIT_STALLED = 14  # wait-http: the starting service made no progress (the node exits 4, not ready)
 EXIT_NO_TOKENS = 15  # tokenwatch: requests in flight, no token for timeouts.serving-stall seconds
 EXIT_NOT_FLUSHED = 16  # flush-caches: an engine did not empty its caches before the next concurrency
+EXIT_ANSWERS_DIFFER = 17  # same-answers: through the router the answers differ from those served whole
 
 WORDS = {
     # every failing node's line, and the job's last line (outcome.py)
@@ -92,6 +93,14 @@ WORDS = {
     "no-l2-hits": "LMCache served no prefix hit on any prefill node (<metric> = 0): is its server alive?",
     "not-cold": "the point would not start cold: <served> before its first request (an agentic point is "
     "measured on empty caches)",
+    "answers-differ": "answers differ: prompt <prompt> through the router gave token <token> <routed> where "
+    "the prefill serving it whole gave <whole> (the engine repeats its own answer through token <own>): the "
+    "KV that moved prefill -> decode is not the KV the prompt makes",
+    "answers-alike": "every one of <prompts> prompts got the same answer: equal answers would prove nothing",
+    "answers-unrepeatable": "the engine does not repeat its own greedy answer (<differ> of <prompts> prompts "
+    "differ from the first token): nothing to compare the router's answers against",
+    "not-served-whole": "the prefill engine answered <got> of <tokens> tokens (<url>): it does not serve a "
+    "request whole, so there is nothing to compare against",
     "known-issue": "KNOWN ISSUE <issue>: its log signature appeared in <log> line <line>",
     "not-flushed": "<url> did not empty its caches within <timeout> s (last: <last>): the next concurrency "
     "would not start cold",
@@ -549,6 +558,19 @@ CLASSES: tuple[FailureClass, ...] = (
         detail=line("proof-failed", reason=WORDS["no-l2-hits"].split(" (")[0] + " <...>"),
         needs=("l2-proof",),
         cause="lmcache-no-hits",
+    ),
+    FailureClass(
+        "answers-differ",
+        "the router's answers differ from a prefill's served whole: the KV path corrupts what it moves",
+        "same answers",
+        (_PROOF_EXIT.format("same-answers"),),  # exit code EXIT_ANSWERS_DIFFER: a quality failure
+        1,
+        "the proof failed",
+        "the token named and the KV path between the roles: the KV layout, block or page size, the "
+        "KV-cache dtype and its scales on both sides, the transfer library's version",
+        detail=line("proof-failed", reason=WORDS["answers-differ"].split(":")[0] + ": <...>"),
+        needs=("same-answers",),
+        cause="answers-differ",
     ),
     FailureClass(
         "not-cold",

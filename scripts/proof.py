@@ -8,6 +8,14 @@ rise; a proxy speaking the old Mooncake contract gets correct answers while deco
 received, but its decode cannot recompute a prompt (a transfer that fails aborts the request), so the proof is
 what can be seen: the answer came back, a prefill computed its prompt (sglang:prompt_tokens_total), the decode
 generated its tokens (sglang:generation_tokens_total), and no decode transfer or bootstrap failed.
+`same-answers`: the answers are right, not only fast. At temperature 0, each of a few distinct prompts is
+answered through the router (prefill, KV moved, decode) and by one prefill engine serving it whole (no
+transfer: a request without kv_transfer_params is an ordinary one there), twice; the disaggregated answer
+must agree with the whole one at least as far as the engine agrees with itself. A KV path that corrupts
+what it moves (a layout, page size or scale mismatch, a transfer bug) answers fast and plausibly, and fails
+here, naming the first token that differs. Each request carries its own cache_salt: vLLM salts every block
+hash with it and LMCache keys by it, so no request is served from another's cache and none of them can serve
+the sweep a hit (the cold proof after it checks that).
 `l2`: after the sweep, the prefill nodes' LMCache (a KV connector: vLLM's external prefix cache) served hits;
 a dead LMCache server degrades to no-cache silently (docs/upstream-facts.md#multiconnector).
 """
@@ -20,12 +28,13 @@ import json
 import math
 import os
 import sys
+import time
 import uuid
 
 import promtext
 import safejson
-from bounds import METRICS_S, SMOKE_ANSWER_S
-from failures import EXIT_PROOF, WORDS, line, one_line
+from bounds import METRICS_S, SAME_ANSWERS_S, SMOKE_ANSWER_S
+from failures import EXIT_ANSWERS_DIFFER, EXIT_PROOF, WORDS, line, one_line
 from httpget import FetchError, fetch
 from nodeargs import http_url
 
@@ -43,8 +52,22 @@ MAX_METRICS_BYTES = 64 << 20  # one /metrics read, all of it (METRICS_S); an eng
 ANSWER_S, MAX_ANSWER_BYTES = SMOKE_ANSWER_S, 1 << 20  # the smoke answer
 
 
+# The differential check: distinct prompts (so equal answers prove something), each long enough to span
+# several KV blocks; the first ANSWER_TOKENS tokens of each answer compared.
+ANSWER_PROMPTS, ANSWER_TOKENS, ANSWER_WORDS = 6, 16, 160
+_VOCAB = (
+    "river stone lantern copper violet harbor meadow signal orbit cedar quartz ember falcon tide marble "
+    "canyon whisper glacier saddle prism thunder willow beacon cobalt fern summit anchor velvet comet "
+    "lattice"
+).split()
+
+
 class ProofError(Exception):
     """What the proof found missing."""
+
+
+class AnswersDiffer(ProofError):
+    """A quality failure, not a missing proof: the answers came back, and are wrong (its own exit code)."""
 
 
 def _get(url: str) -> str:
@@ -187,6 +210,109 @@ def _smoke_sglang(args: argparse.Namespace) -> str:
     )
 
 
+def _answer_prompt(i: int) -> str:
+    """Prompt i: words of a fixed vocabulary in an order of its own (reproducible, different per prompt)."""
+    words = " ".join(_VOCAB[(i * 7 + j * (2 * i + 3) + j * j) % len(_VOCAB)] for j in range(ANSWER_WORDS))
+    return f"Continue this list of words with more of them: {words}"
+
+
+def _answer_tokens(
+    url: str, model: str, prompt: str, tokens: int, salt: str, where: str, deadline: float
+) -> list[str]:
+    """The tokens (logprobs content) of a greedy answer of TOKENS tokens from URL, before DEADLINE (the
+    monotonic clock's: the whole check is bounded, SAME_ANSWERS_S)."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise ProofError(f"same answers: not done within {SAME_ANSWERS_S:g} s (the check's bound)")
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": tokens,
+        "temperature": 0,
+        "ignore_eos": True,
+        "logprobs": True,
+        "cache_salt": salt,
+        "stream": False,
+    }
+    try:
+        response = fetch(
+            f"{url}/v1/chat/completions",
+            timeout=min(ANSWER_S, left),
+            max_bytes=MAX_ANSWER_BYTES,
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json", "X-Session-ID": f"answers-{salt}"},
+        )
+    except FetchError as err:
+        raise ProofError(f"same answers, {where}: {err}") from None
+    if response.status != 200:
+        text = one_line(response.body.decode("utf-8", "replace"))
+        raise ProofError(f"same answers, {where}: HTTP {response.status}: {text}")
+    try:
+        content = safejson.loads(response.body)["choices"][0]["logprobs"]["content"]
+        out = [item["token"] for item in content]
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise ProofError(
+            f"same answers, {where}: the answer carries no per-token logprobs (choices[0].logprobs.content): "
+            "its tokens cannot be compared"
+        ) from None
+    if not all(isinstance(t, str) for t in out):
+        raise ProofError(f"same answers, {where}: a logprobs token is not text")
+    return out
+
+
+def _agree(a: list[str], b: list[str]) -> int:
+    """How many leading tokens two answers share."""
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def same_answers(args: argparse.Namespace) -> str:
+    tag, deadline = uuid.uuid4().hex[:12], time.monotonic() + SAME_ANSWERS_S
+    whole, repeat, routed = [], [], []
+
+    def ask(url: str, prompt: str, salt: str, where: str) -> list[str]:
+        return _answer_tokens(url, args.model, prompt, args.tokens, f"{tag}{salt}", where, deadline)
+
+    for i in range(args.prompts):
+        prompt = _answer_prompt(i)
+        whole.append(ask(args.direct, prompt, f"w{i}", "served whole"))
+        if len(whole[-1]) != args.tokens:
+            raise ProofError(
+                line("not-served-whole", got=len(whole[-1]), tokens=args.tokens, url=args.direct)
+            )
+        routed.append(ask(args.router, prompt, f"r{i}", "the router"))
+        repeat.append(ask(args.direct, prompt, f"a{i}", "served whole"))
+    if len({tuple(w) for w in whole}) < 2:
+        raise ProofError(line("answers-alike", prompts=args.prompts))
+    own = [_agree(whole[i], repeat[i]) for i in range(len(whole))]
+    if sum(1 for n in own if n == 0) * 2 > len(own):
+        raise ProofError(line("answers-unrepeatable", differ=sum(1 for n in own if n == 0), prompts=len(own)))
+    for i in range(len(whole)):
+        w, r, n = whole[i], routed[i], own[i]
+        at = _agree(w, r)
+        if at < n or (at == n == len(w) and len(r) != len(w)):
+            got = r[at] if at < len(r) else "<none>"
+            want = w[at] if at < len(w) else "<none>"
+            raise AnswersDiffer(
+                line(
+                    "answers-differ",
+                    prompt=i,
+                    token=at,
+                    routed=json.dumps(got),
+                    whole=json.dumps(want),
+                    own=n,
+                )
+            )
+    full = sum(1 for n in own if n == args.tokens)
+    return (
+        f"same answers: {args.prompts} prompts x {args.tokens} tokens through the router match the prefill "
+        f"serving them whole (the engine repeated its own answer in full on {full}/{len(own)}; the shortest "
+        f"agreement {min(own)} tokens)"
+    )
+
+
 def _snapshots(metrics_dir: str, prefix: str) -> list:
     """(engine name, Prometheus text) of every <prefix>*.prom of a metrics snapshot folder, in name order."""
     out = []
@@ -263,6 +389,15 @@ def main(argv: list[str] | None = None) -> int:
         help="a prefill engine's /metrics URL (sglang only)",
     )
     s.set_defaults(func=smoke)
+    a = sub.add_parser(
+        "same-answers", help="greedy answers through the router equal a prefill engine's served whole"
+    )
+    a.add_argument("--router", required=True, type=http_url, help="http://host:port")
+    a.add_argument("--direct", required=True, type=http_url, help="a prefill engine, http://host:port")
+    a.add_argument("--model", required=True, help="served model name")
+    a.add_argument("--prompts", type=int, default=ANSWER_PROMPTS, choices=range(2, 65), metavar="N")
+    a.add_argument("--tokens", type=int, default=ANSWER_TOKENS, choices=range(1, 1025), metavar="N")
+    a.set_defaults(func=same_answers)
     h = sub.add_parser("l2", help="LMCache hits on prefill nodes, from the end-of-run metrics snapshot")
     h.add_argument("--metrics-dir", required=True)
     h.add_argument("--prefix", default="prefill", help="snapshot files of prefill engines: <prefix>*.prom")
@@ -284,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
         print(args.func(args))
     except ProofError as err:
         print(line("proof-failed", reason=one_line(err, 1000)), file=sys.stderr)
-        return EXIT_PROOF
+        return EXIT_ANSWERS_DIFFER if isinstance(err, AnswersDiffer) else EXIT_PROOF
     return 0
 
 

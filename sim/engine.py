@@ -28,7 +28,15 @@ from sim.lmcache import L2
 from sim.metrics import Metrics
 from sim.mooncake import Puller, PullFailed, Transfers
 from sim.settings import Settings
-from sim.tokens import PrefixCache, PromptError, block_hashes, chat_tokens, completion_tokens, output_word
+from sim.tokens import (
+    PrefixCache,
+    PromptError,
+    answer_seed,
+    block_hashes,
+    chat_tokens,
+    completion_tokens,
+    output_word,
+)
 
 log = logging.getLogger("sim.engine")
 CHAT = "/v1/chat/completions"
@@ -58,6 +66,7 @@ class Job:
     local_hit: int = 0
     external: int = 0
     finish_reason: str | None = None
+    answer_seed: int = 0  # what the answer follows from (sim.tokens.answer_seed of the prompt it was given)
 
     @property
     def params(self) -> Any:
@@ -178,7 +187,7 @@ class BaseEngine:
             await self._step(job, i)
             if i:
                 await asyncio.sleep(self.env.decode_s_per_token)
-            piece = (" " if i else "") + output_word(i)
+            piece = (" " if i else "") + output_word(i, job.answer_seed)
             hit = next((s for s in stop if s and s in text + piece), None) if i + 1 > min_tokens else None
             if hit is not None:
                 piece = (text + piece)[: (text + piece).index(hit)][len(text) :]
@@ -275,6 +284,7 @@ class Engine(BaseEngine):
         self.config, self.kv = config, config.kv
         self.puller, self.transfers, self.l2 = puller, transfers, l2
         self._warned: set[str] = set()
+        self._corrupted = False
 
     # -- validation ---------------------------------------------------------------------------------
 
@@ -289,6 +299,7 @@ class Engine(BaseEngine):
         except PromptError as exc:
             raise HTTPError(400, str(exc)) from None
         job = Job(endpoint, body, tokens, self._max_tokens(body, len(tokens)), self._leg(body))
+        job.answer_seed = answer_seed(tokens)
         if job.leg == "prefill":
             self._reject(contract.check_prefill_request(body, endpoint=endpoint))
         elif job.leg == "decode":
@@ -398,6 +409,12 @@ class Engine(BaseEngine):
         recomputed = 1 if cached >= prompt else 0
         cached -= recomputed
         job.local_hit, job.external = local, external
+        if external and job.leg == "decode" and self.env.faults.corrupt_kv:
+            job.answer_seed ^= 0x9E3779B9  # the KV it was handed is not the KV its prompt makes
+            if not self._corrupted:
+                self._corrupted = True
+                announce_fault("corrupt-kv")
+                log.warning("SIM_FAULT corrupt-kv: the KV loaded for a decode is not the KV its prompt makes")
         self._count_prompt(prompt, local, external, cached, recomputed)
         if external and job.leg == "decode":
             await asyncio.sleep(external * self.env.kv_s_per_token)
@@ -460,7 +477,7 @@ class Engine(BaseEngine):
             stops = first_token_stops(job.body)
             self._transfers().finish(job.params["transfer_id"], tokens=len(job.tokens), kept=not stops)
             self._generated(job, 1, "stop" if stops else "length")
-            yield 0, output_word(0)
+            yield 0, output_word(0, job.answer_seed)
             return
         async for i, piece in super()._generate(job):
             yield i, piece

@@ -171,6 +171,12 @@ class Api:
             kv_params=job.kv_response(),
             dialect=self.dialect,
         )
+        if job.endpoint == CHAT and job.body.get("logprobs") is True:  # the chosen tokens, as vLLM lists them
+            content = [
+                {"token": p, "logprob": 0.0, "bytes": list(p.encode()), "top_logprobs": []} for p in pieces
+            ]
+            for choice in body["choices"]:
+                choice["logprobs"] = {"content": content}
         await respond(send, 200, _encode(body))
 
     async def _stream(self, job: Job, send) -> None:

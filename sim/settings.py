@@ -17,6 +17,7 @@ FAULT_KINDS = (  # as SIM_FAULT spells them: N a request count, F a fraction
     "hang-at-start",
     "gpus-lost",
     "rdma-register-fails",
+    "corrupt-kv",
     "crash-after:N",
     "exit0-after:N",
     "hang-after:N",
@@ -25,7 +26,7 @@ FAULT_KINDS = (  # as SIM_FAULT spells them: N a request count, F a fraction
     "error-rate:F",
 )
 _FAULT = re.compile(
-    r"(crash-at-start|hang-at-start|gpus-lost|rdma-register-fails)|(crash-after|exit0-after|hang-after|kv-stall-after|error-after):(\d+)|(error-rate):([0-9.]+)"
+    r"(crash-at-start|hang-at-start|gpus-lost|rdma-register-fails|corrupt-kv)|(crash-after|exit0-after|hang-after|kv-stall-after|error-after):(\d+)|(error-rate):([0-9.]+)"
 )
 
 
@@ -40,6 +41,9 @@ class Faults:
     gpus_lost: bool = False  # the GPUs are gone: exit 1 at start in PyTorch's words (a node fault)
     # SGLang over MoRI: registering the KV pool with the NIC fails; the engine hangs there (sim/mori.py)
     rdma_register_fails: bool = False
+    # a decode whose prompt KV came by transfer answers as if that KV were another prompt's: a KV path that
+    # corrupts what it moves (fast, plausible, wrong), which only comparing answers catches
+    corrupt_kv: bool = False
     crash_after: int | None = None  # exit 1 once this many requests have finished
     exit0_after: int | None = None  # exit 0 once this many requests have finished
     hang_after: int | None = None  # every request after this many stalls forever; /health stays 200
@@ -136,7 +140,7 @@ def _num(
 
 def parse_faults(text: str) -> Faults:
     """SIM_FAULT, comma-separated: crash-at-start, hang-at-start, gpus-lost, rdma-register-fails,
-    crash-after:N, exit0-after:N,
+    corrupt-kv, crash-after:N, exit0-after:N,
     hang-after:N, kv-stall-after:N, error-after:N, error-rate:F."""
     values: dict[str, object] = {}
     for item in filter(None, (part.strip() for part in text.split(","))):

@@ -27,7 +27,15 @@ from sim.mooncake import PullFailed
 from sim.settings import Settings
 from sim.sglang_config import FAKE_BOOTSTRAP_HOST, SGLangConfig
 from sim.sglang_pd import Receiver, Rooms
-from sim.tokens import PrefixCache, PromptError, block_hashes, chat_tokens, completion_tokens, output_word
+from sim.tokens import (
+    PrefixCache,
+    PromptError,
+    answer_seed,
+    block_hashes,
+    chat_tokens,
+    completion_tokens,
+    output_word,
+)
 
 log = logging.getLogger("sim.sglang")
 
@@ -180,6 +188,7 @@ class SGLangEngine(BaseEngine):
         except PromptError as exc:
             raise HTTPError(400, str(exc)) from None
         job = SGLangJob(endpoint, body, tokens, self._max_tokens(body, endpoint, len(tokens)), self._leg())
+        job.answer_seed = answer_seed(tokens)
         room, host, port = body.get("bootstrap_room"), body.get("bootstrap_host"), body.get("bootstrap_port")
         if self.mode == "null":
             return job  # a server that is not disaggregated ignores the bootstrap fields
@@ -354,7 +363,7 @@ class SGLangEngine(BaseEngine):
     async def _generate(self, job: Job) -> AsyncIterator[tuple[int, str]]:
         if self.mode == "prefill":  # the prefill's one token; the decode continues from it
             self._generated(job, 1, "length")
-            yield 0, output_word(0)
+            yield 0, output_word(0, job.answer_seed)
             return
         async for i, piece in super()._generate(job):
             yield i, piece

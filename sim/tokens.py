@@ -8,6 +8,7 @@ chained blocks, as vLLM's prefix caching and LMCache's chunking do, and evict le
 
 from __future__ import annotations
 
+import zlib
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
@@ -62,9 +63,16 @@ def completion_tokens(prompt: Any) -> list[str]:
     raise PromptError("prompt: a string or a list of token ids (batched prompts are not simulated)")
 
 
-def output_word(index: int) -> str:
-    """The index-th generated token: a fixed word sequence, so answers are reproducible."""
-    return f"w{index}"
+def answer_seed(tokens: Sequence[str]) -> int:
+    """What a prompt's answer follows from: its tokens (a greedy engine answers a prompt the same way
+    every time, and different prompts differently)."""
+    return zlib.crc32("\x1f".join(tokens).encode())
+
+
+def output_word(index: int, seed: int = 0) -> str:
+    """The index-th generated token of the answer to the prompt SEED stands for (answer_seed):
+    reproducible, and different per prompt, so that answers can be compared."""
+    return f"w{index}" if not seed else f"w{index}-{(seed + index * 7919) % 1000:03d}"
 
 
 def block_hashes(tokens: Sequence[str], block: int) -> list[int]:

@@ -48,7 +48,10 @@ EXIT_MEANINGS = {
     ),
     "EXIT_VERSION": ("a component is not the pinned version", "`sync.py dist-version`"),
     "EXIT_INVALID_RESULT": ("a benchmark result failed the result gate", "`results.py check`"),
-    "EXIT_PROOF": ("a proof failed (smoke request, KV moved, LMCache hits)", "`proof.py`"),
+    "EXIT_PROOF": (
+        "a proof failed or could not run (smoke request, KV moved, LMCache hits, cold start, same answers)",
+        "`proof.py`",
+    ),
     "EXIT_KNOWN_ISSUE": ("a known issue's log signature appeared", "`logwatch.py`"),
     "EXIT_SECRET": (
         "the barrier's secret file is missing, unreadable, too short or open to others",
@@ -60,6 +63,10 @@ EXIT_MEANINGS = {
     ),
     "EXIT_NO_TOKENS": ("serving stalled: requests in flight and no token", "`tokenwatch.py`"),
     "EXIT_NOT_FLUSHED": ("an engine did not empty its caches before a benchmark", "`sync.py flush-caches`"),
+    "EXIT_ANSWERS_DIFFER": (
+        "a quality failure: through the router the answers differ from a prefill's served whole",
+        "`proof.py same-answers`",
+    ),
 }
 
 

@@ -389,6 +389,7 @@ def features(plan) -> set:
     out |= {"smoke"} if plan.smoke else set()
     out |= {"l2-proof"} if plan.l2_proof else set()
     out |= {"cold-proof"} if getattr(plan, "cold_proof", None) else set()
+    out |= {"same-answers"} if getattr(plan, "same_answers", None) else set()
     signatures = getattr(plan, "log_signatures", ())
     out |= {"log-signatures"} if signatures else set()
     out |= {f"signature:{s['issue']}" for s in signatures}

@@ -60,6 +60,10 @@ declare -gA _NODE_WORDS=(
   [no-kv-moved]='the answer came back but no KV moved prefill -> decode (decode external_kv_transfer tokens did not rise): decode recomputed the prompt; is the router speaking the vLLM >= 0.16 contract?'
   [no-l2-hits]='LMCache served no prefix hit on any prefill node (%s = 0): is its server alive?'
   [not-cold]='the point would not start cold: %s before its first request (an agentic point is measured on empty caches)'
+  [answers-differ]='answers differ: prompt %s through the router gave token %s %s where the prefill serving it whole gave %s (the engine repeats its own answer through token %s): the KV that moved prefill -> decode is not the KV the prompt makes'
+  [answers-alike]='every one of %s prompts got the same answer: equal answers would prove nothing'
+  [answers-unrepeatable]='the engine does not repeat its own greedy answer (%s of %s prompts differ from the first token): nothing to compare the router'"'"'s answers against'
+  [not-served-whole]='the prefill engine answered %s of %s tokens (%s): it does not serve a request whole, so there is nothing to compare against'
   [known-issue]='KNOWN ISSUE %s: its log signature appeared in %s line %s'
   [not-flushed]='%s did not empty its caches within %s s (last: %s): the next concurrency would not start cold'
 )

@@ -255,11 +255,21 @@ FAULTS: tuple[Fault, ...] = (
     ),
     _fault(
         "prefill-errors",
-        "SIM_FAULT=error-after:5 on sim2's prefill: after the smoke request, every request answers 500",
+        "SIM_FAULT=error-after:8 on sim2's prefill: after the smoke request and the same-answers check (at "
+        "most 7 reach it), every request answers 500",
         "sim-line:sim2/vllm",
         LEADER,
         values={"C": "2"},
-        env={"SIM_FAULT": "error-after:5", "SIM_FAULT_ROLE": "prefill", "SIM_FAULT_HOST": ADDR[PREFILL2]},
+        env={"SIM_FAULT": "error-after:8", "SIM_FAULT_ROLE": "prefill", "SIM_FAULT_HOST": ADDR[PREFILL2]},
+    ),
+    _fault(
+        "answers-differ",
+        "SIM_FAULT=corrupt-kv on the decode: the KV it loads answers as another prompt's would",
+        "sim-line:sim3/vllm",
+        LEADER,
+        values={"code": "17"},  # the proof's own exit code for a quality failure (scripts/failures.py)
+        env={"SIM_FAULT": "corrupt-kv", "SIM_FAULT_ROLE": "decode"},
+        quick=True,
     ),
 )
 

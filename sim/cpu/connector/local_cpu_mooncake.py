@@ -15,10 +15,16 @@ job's `--kv-transfer-config` names it as `kv_connector_module_path`. It changes 
    class name (MultiConnector keys stats and metrics by it) and registers a metrics object that records
    nothing. Mooncake's transfer stats still reach the engine's periodic log line; only their Prometheus
    series (which upstream does not have) are absent. On 0.33 it is harmless: 0.33 skips such children.
+
+And one fault, for the local cluster's tests alone: LOCAL_KV_FAULT=corrupt makes a decode (a kv_consumer)
+scramble its KV cache (every layer's, negated) each time a transfer lands, so the answers it then gives
+follow from KV its prompt did not make: the KV path corrupting what it moves, which only comparing answers
+catches (scripts/proof.py same-answers).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import torch
@@ -50,11 +56,35 @@ class _NoPromMetrics(KVConnectorPromMetrics):
 
 
 class MooncakeConnector(_UpstreamMooncakeConnector):
-    """The upstream connector; only its (absent) Prometheus metrics differ."""
+    """The upstream connector; only its (absent) Prometheus metrics differ, and the local fault."""
+
+    _corrupt = os.environ.get("LOCAL_KV_FAULT") == "corrupt"
 
     @classmethod
     def build_prom_metrics(cls, vllm_config, metric_types, labelnames, per_engine_labelvalues):
         return _NoPromMetrics(vllm_config, metric_types, labelnames, per_engine_labelvalues)
+
+    def register_kv_caches(self, kv_caches: dict[str, torch.Tensor]) -> None:
+        super().register_kv_caches(kv_caches)
+        self._local_caches = kv_caches
+
+    def get_finished(self, finished_req_ids: set[str]):
+        sending, recving = super().get_finished(finished_req_ids)
+        self._scramble_if_landed(recving)
+        return sending, recving
+
+    def get_transfer_results(self, finished_req_ids: set[str]):
+        results = super().get_transfer_results(finished_req_ids)
+        self._scramble_if_landed(results.finished_recving)
+        return results
+
+    def _scramble_if_landed(self, landed) -> None:
+        if not (self._corrupt and landed and getattr(self, "_local_caches", None)):
+            return
+        with torch.no_grad():
+            for cache in self._local_caches.values():
+                cache.neg_()
+        print(f"LOCAL KV FAULT corrupt: KV cache scrambled, {len(landed)} transfer(s) landed", flush=True)
 
 
 __all__ = ["MooncakeConnector"]

@@ -13,6 +13,7 @@ import os
 import sys
 import threading
 import time
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -30,6 +31,26 @@ ANSWER = {
     "choices": [{"message": {"role": "assistant", "content": "fine"}}],
     "usage": {"completion_tokens": 1},
 }
+
+
+def answer(body: bytes) -> dict:
+    """The one answer, or, asked for logprobs (the same-answers proof), a greedy answer of the prompt: tokens
+    that follow from it, the same through the router as served whole."""
+    try:
+        request = json.loads(body)
+    except ValueError:
+        return ANSWER
+    if not isinstance(request, dict) or request.get("logprobs") is not True:
+        return ANSWER
+    seed = zlib.crc32(json.dumps(request.get("messages"), sort_keys=True).encode())
+    tokens = [f" t{(seed >> (i % 24)) % 97}" for i in range(int(request.get("max_tokens") or 1))]
+    content = [{"token": t, "logprob": 0.0, "top_logprobs": []} for t in tokens]
+    return {
+        "choices": [
+            {"message": {"role": "assistant", "content": "".join(tokens)}, "logprobs": {"content": content}}
+        ],
+        "usage": {"completion_tokens": len(tokens)},
+    }
 
 
 def metrics_text(scrapes: int, rising: bool, warm: bool = False) -> bytes:
@@ -65,8 +86,8 @@ def serve(
                 self.reply(200 if healthy and self.path == path else 503, body)
 
         def do_POST(self) -> None:  # noqa: N802
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            self.reply(200, json.dumps(ANSWER).encode())
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.reply(200, json.dumps(answer(body)).encode())
 
         def log_message(self, *_: object) -> None:
             pass

@@ -210,6 +210,12 @@ if [[ $RANK == 0 ]]; then
     --router http://"${NODE_ADDR}":30000 \
     --model disagg-recipes/tiny-llama \
     --decode-metrics http://"${PEER_ADDR[1]}":8000/metrics
+  # The answers are right, not only fast: the router's equal the prefill's served whole (no transfer).
+  step "same answers"
+  run_cmd python3 "${SCRIPTS_DIR}"/proof.py same-answers \
+    --router http://"${NODE_ADDR}":30000 \
+    --direct http://"${PEER_ADDR[0]}":8000 \
+    --model disagg-recipes/tiny-llama
   # Counters before the sweep and after each concurrency: the report turns them into per-run deltas (in a
   # resumed run, "before the sweep" is before its first benchmark measured here, never another job's).
   mkdir -p "$RESULTS_DIR"
