@@ -73,6 +73,12 @@ class Job:
         return self.body.get("kv_transfer_params")
 
     @property
+    def salt(self) -> str:
+        """The request's cache_salt (vLLM's): its cached blocks are its own."""
+        salt = self.body.get("cache_salt")
+        return salt if isinstance(salt, str) else ""
+
+    @property
     def stream(self) -> bool:
         return self.body.get("stream") is True
 
@@ -398,13 +404,13 @@ class Engine(BaseEngine):
         tokens, prompt = job.tokens, len(job.tokens)
         hashes, local = [], 0
         if self.hbm is not None:
-            hashes = block_hashes(tokens, self.hbm.block)
+            hashes = block_hashes(tokens, self.hbm.block, job.salt)
             local = min(self.hbm.match(hashes), (prompt - 1) // self.hbm.block * self.hbm.block)
         external = 0
         if job.leg == "decode":
             external = await self._load_remote(job, prompt, local)
         elif self.l2 is not None:
-            external = self.l2.lookup(tokens, local_hit=local)
+            external = self.l2.lookup(tokens, local_hit=local, salt=job.salt)
         cached = local + external
         recomputed = 1 if cached >= prompt else 0
         cached -= recomputed
@@ -424,7 +430,7 @@ class Engine(BaseEngine):
             self.hbm.insert(hashes)
             self.metrics.set("vllm:kv_cache_usage_perc", self.hbm.usage)
         if self.l2 is not None and job.leg != "decode":
-            self.l2.store(tokens)
+            self.l2.store(tokens, salt=job.salt)
 
     def _count_prompt(self, prompt: int, local: int, external: int, cached: int, recomputed: int) -> None:
         """vLLM's accounting (PromptTokenStats): computed + local + external - recomputed = prompt."""

@@ -64,12 +64,13 @@ class L2:
         self.metrics = metrics
         self.alive = True
 
-    def lookup(self, tokens: list[str], *, local_hit: int) -> int:
-        """Prompt tokens L2 adds beyond the local prefix-cache hit (whole chunks, at most len-1)."""
+    def lookup(self, tokens: list[str], *, local_hit: int, salt: str = "") -> int:
+        """Prompt tokens L2 adds beyond the local prefix-cache hit (whole chunks, at most len-1); keyed by
+        the request's cache_salt as LMCache keys by it."""
         if not self.alive:
             return 0
         self.metrics.inc("sim_l2_lookups")
-        matched = self.cache.match(block_hashes(tokens, self.chunk))
+        matched = self.cache.match(block_hashes(tokens, self.chunk, salt))
         matched = min(matched, (len(tokens) - 1) // self.chunk * self.chunk)
         extra = max(0, matched - local_hit)
         if extra:
@@ -77,9 +78,9 @@ class L2:
             self.metrics.inc("sim_l2_hit_tokens", extra)
         return extra
 
-    def store(self, tokens: list[str]) -> None:
+    def store(self, tokens: list[str], *, salt: str = "") -> None:
         if self.alive:
-            self.cache.insert(block_hashes(tokens, self.chunk))
+            self.cache.insert(block_hashes(tokens, self.chunk, salt))
 
     async def heartbeat(self) -> None:
         """Probe the server forever; flip to no-L2 mode while it is unreachable."""

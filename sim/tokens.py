@@ -75,9 +75,11 @@ def output_word(index: int, seed: int = 0) -> str:
     return f"w{index}" if not seed else f"w{index}-{(seed + index * 7919) % 1000:03d}"
 
 
-def block_hashes(tokens: Sequence[str], block: int) -> list[int]:
-    """Chained hashes of the full blocks of `tokens` (a partial last block is never cached)."""
-    out, parent = [], 0
+def block_hashes(tokens: Sequence[str], block: int, salt: str = "") -> list[int]:
+    """Chained hashes of the full blocks of `tokens` (a partial last block is never cached). A request's
+    cache_salt enters the first block's hash, so every chained one (as vLLM salts them, and LMCache keys by
+    it): requests of different salts never share a cached block."""
+    out, parent = [], hash(("cache_salt", salt)) if salt else 0
     for start in range(0, len(tokens) - block + 1, block):
         parent = hash((parent, tuple(tokens[start : start + block])))
         out.append(parent)

@@ -224,6 +224,39 @@ def test_local_prefix_cache_hits_on_a_repeated_prompt():
     assert total(m, "vllm:prompt_tokens_by_source_total", source="local_compute") == 41
 
 
+def test_a_cache_salt_keeps_a_request_s_blocks_its_own():
+    """vLLM salts a request's block hashes with its cache_salt (LMCache keys by it too): the same prompt
+    under another salt hits nothing, under the same salt all but its last token."""
+
+    async def scenario():
+        plain = node(serve_config(None))
+        for salt in ("a", "b", "b"):
+            await plain.post("/v1/completions", {"prompt": WORDS, "max_tokens": 1, "cache_salt": salt})
+        return await plain.metrics()
+
+    assert total(run(scenario()), "vllm:prefix_cache_hits_total") == 39  # the third request's only
+
+
+def test_l2_keys_by_the_cache_salt():
+    env = replace(FAST, hbm_cache_tokens=0)  # no local cache room: every reuse would come from L2
+
+    async def scenario():
+        prefill = node(serve_config(multi_kv()), env, l2=True)
+        for salt in ("a", "b"):
+            body = prefill_leg(
+                cache_salt=salt,
+                kv_transfer_params={
+                    "do_remote_decode": True,
+                    "do_remote_prefill": False,
+                    "transfer_id": XFER,
+                },
+            )
+            await prefill.post("/v1/chat/completions", body)
+        return await prefill.metrics()
+
+    assert total(run(scenario()), "vllm:external_prefix_cache_hits_total") == 0
+
+
 def test_num_gpu_blocks_override_sizes_the_local_cache():
     """--num-gpu-blocks-override 20 at block size 1: 20 tokens of room, so a 40-token prompt is evicted
     by its own tail and a repeat hits nothing (SIM_HBM_CACHE_TOKENS would have held it)."""
