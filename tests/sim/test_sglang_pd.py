@@ -4,6 +4,7 @@ watcher sees it, and start-up errors. Every process is killed by the launcher fi
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -117,7 +118,8 @@ def test_pd_through_the_real_router_moves_every_requests_kv(launcher):
             and '"prompt_tokens":302' in text
         )
     whole = httpx.post(f"{router.url}/v1/chat/completions", json=chat(4, stream=False), timeout=30)
-    assert whole.status_code == 200 and whole.json()["choices"][0]["message"]["content"] == "w0 w1 w2 w3"
+    content = whole.json()["choices"][0]["message"]["content"]
+    assert whole.status_code == 200 and re.fullmatch(r"w0-\d{3} w1-\d{3} w2-\d{3} w3-\d{3}", content)
     d, p = decode.metrics(), prefill.metrics()
     assert total(d, "sim_kv_remote_loads_total", outcome="ok") == 4
     assert total(d, "sim_kv_remote_loads_total", outcome="failed") == 0
