@@ -81,13 +81,6 @@ CONNECTOR_SETTINGS = {"MooncakeConnector": MOONCAKE_EXTRA, "LMCacheMPConnector":
 # listens on ports of its own on every node it is placed on, and a worker's LMCache connector dials it there.
 LMCACHE_SERVER = "lmcache-server"
 SRT_LMCACHE_DIAL = {"lmcache.mp.host": "tcp://localhost", "lmcache.mp.port": 8750}
-LMCACHE_SERVER_SETTINGS = {
-    "eviction-policy": "LMCACHE_EVICTION_POLICY",
-    "l1-init-size-gb": "LMCACHE_L1_INIT_SIZE_GB",
-    "chunk-size": "LMCACHE_CHUNK_SIZE",
-    "l1-read-ttl-seconds": "LMCACHE_L1_READ_TTL_SECONDS",
-    "max-workers": "LMCACHE_MAX_WORKERS",
-}
 LMCACHE_SERVER_OURS = ("host", "port", "http-host", "http-port")  # the service kind writes them itself
 LMCACHE_SERVER_BUDGET = "l1-size-gb"  # compared with the budget the runner's DRAM gives (l1_budget)
 LMCACHE_SERVER_SITE = (
@@ -236,7 +229,8 @@ def kv_config(t: Target, role: str) -> dict[str, Any]:
     return value
 
 
-def _connectors(kv: dict[str, Any]) -> list[dict[str, Any]]:
+def connectors(kv: dict[str, Any]) -> list[dict[str, Any]]:
+    """A kv-transfer-config's connectors: a MultiConnector's children, or the one it names."""
     inner = kv.get("kv_connector_extra_config", {})
     found = inner.get("connectors") if kv.get("kv_connector") == "MultiConnector" else None
     return [c for c in found if isinstance(c, dict)] if isinstance(found, list) else [kv]
@@ -270,14 +264,22 @@ def recipe_settings(t: Target, role: str) -> dict[str, Any]:
         if args.get(flag) is not None:
             raw[name] = args[flag] if flag != "no-enable-prefix-caching" else not args[flag]
     if "kv-transfer-config" in args:
-        for connector in _connectors(kv_config(t, role)):
+        for connector in connectors(kv_config(t, role)):
             extra = connector.get("kv_connector_extra_config", {})
             for key, name in CONNECTOR_SETTINGS.get(str(connector.get("kv_connector")), {}).items():
                 if isinstance(extra, dict) and key in extra:
                     raw[name] = extra[key]
     if role == "prefill":
+        from . import vllm  # recipes/vllm.py imports this module: its server flags read at call time
+
         server = server_args(t)
-        raw.update({name: server[flag] for flag, name in LMCACHE_SERVER_SETTINGS.items() if flag in server})
+        raw.update(
+            {
+                name: server[flag]
+                for flag, name in vllm.LMCACHE_SETTINGS.items()
+                if flag in server and flag != LMCACHE_SERVER_BUDGET  # the budget is derived, compared
+            }
+        )
     raw.update({name: srt.benchmark_env[name] for name in BENCHMARK_SETTINGS if name in srt.benchmark_env})
     out = {}
     for name, value in raw.items():

@@ -253,6 +253,8 @@ _LMCACHE_OPTIONAL = {
     "l1-read-ttl-seconds": "LMCACHE_L1_READ_TTL_SECONDS",
     "max-workers": "LMCACHE_MAX_WORKERS",
 }
+# every server flag that is a setting (a recipe's value of one is the point's setting: recipes/srt.py)
+LMCACHE_SETTINGS = {**_LMCACHE_FLAGS, **_LMCACHE_OPTIONAL}
 
 
 # Mooncake's transfer engine asked for rdma that finds no RDMA device moves KV over TCP and says so only in
@@ -445,14 +447,7 @@ def _kv_transfer_config(t: Target, role: str, s: dict, ports: Ports | None = Non
         "kv_connector": "LMCacheMPConnector",
         "kv_role": "kv_both",
         "kv_connector_module_path": LMCACHE_CONNECTOR_MODULE,
-        # where it dials the node's server: our launch's, or srt-slurm's (lmcache_dial, plain values)
-        "kv_connector_extra_config": {
-            "lmcache.mp.host": word("tcp://", LOCAL_ADDR),
-            "lmcache.mp.port": ports.lmcache if ports else None,
-            "lmcache.mp.mq_timeout": Ref("LMCACHE_MP_MQ_TIMEOUT"),
-        }
-        if lmcache_dial is None
-        else {**lmcache_dial, "lmcache.mp.mq_timeout": s["LMCACHE_MP_MQ_TIMEOUT"]},
+        "kv_connector_extra_config": _lmcache_dial(s, ports, lmcache_dial),
     }
     # recompute: only the top-level policy is read, and the L2 store is best-effort.
     return {
@@ -460,6 +455,19 @@ def _kv_transfer_config(t: Target, role: str, s: dict, ports: Ports | None = Non
         "kv_role": "kv_producer",
         "kv_load_failure_policy": "recompute",
         "kv_connector_extra_config": {"connectors": [mooncake, lmcache]},
+    }
+
+
+def _lmcache_dial(s: dict, ports: Ports | None, srt_dial: dict | None) -> dict:
+    """Where LMCache's connector dials the node's server: our launch's (env.sh's values), or srt-slurm's
+    (SRT_DIAL, a recipe's plain values)."""
+    if srt_dial is not None:
+        return {**srt_dial, "lmcache.mp.mq_timeout": s["LMCACHE_MP_MQ_TIMEOUT"]}
+    assert ports is not None, "our launch's dial needs its ports"
+    return {
+        "lmcache.mp.host": word("tcp://", LOCAL_ADDR),
+        "lmcache.mp.port": ports.lmcache,
+        "lmcache.mp.mq_timeout": Ref("LMCACHE_MP_MQ_TIMEOUT"),
     }
 
 

@@ -120,10 +120,7 @@ def _srt_kv_config(text: str, where: str) -> str:
         config = json.loads(text)
     except ValueError:
         raise RecipeError(f"{where}: --kv-transfer-config is not JSON once env.sh's values are in") from None
-    inner = config.get("kv_connector_extra_config", {})
-    for connector in (
-        inner.get("connectors", []) if config.get("kv_connector") == "MultiConnector" else [config]
-    ):
+    for connector in srt.connectors(config):
         if connector.get("kv_connector") == "LMCacheMPConnector":
             connector["kv_connector_extra_config"].update(srt.SRT_LMCACHE_DIAL)
     return json.dumps(config, sort_keys=True, separators=(",", ":"))
@@ -173,7 +170,7 @@ def _lmcache_services(plan: dict) -> list[dict[str, Any]]:
         if tuple(argv[:2]) != _LMCACHE_PROGRAM:
             raise RecipeError(f"{where}: the LMCache line does not run {' '.join(_LMCACHE_PROGRAM)}")
         skip = tuple(f"--{f}" for f in (*srt.LMCACHE_SERVER_OURS, *srt.LMCACHE_SERVER_SITE))
-        args = flags(argv[2:], skip, {**plan["env_shell_map"], "LOCAL_ADDR": "localhost"}, where)
+        args = flags(argv[2:], skip, plan["env_shell_map"], where)  # addresses and ports: skipped
         words = [w for flag, value in args.items() for w in (f"--{flag}", str(value))]
         out.append({"name": "lmcache", "type": srt.LMCACHE_SERVER, "placement": {"node": role["name"]},
                     "args": words})  # fmt: skip
@@ -205,16 +202,15 @@ def launched(plan: dict) -> dict[str, tuple[dict[str, str], dict[str, Any]]]:
                 skip, key = len(_LMCACHE_PROGRAM), f"{role['name']}/lmcache"
             else:
                 continue  # the launch's own watchers
-            resolved = {k: _resolve(v, shell, key) if _REF.search(v) and _known(v, shell) else v
-                        for k, v in env.items()}  # fmt: skip
-            words = [_resolve(w, shell, key) if _known(w, shell) else w for w in argv[skip:]]
+            resolved = {k: _put_in(v, shell) for k, v in env.items()}
+            words = [_put_in(w, shell) for w in argv[skip:]]
             start = next((i for i, w in enumerate(words) if w.startswith("--")), len(words))
             out[key] = (resolved, flags(words[start:], ("--host",), None, key))
     router = plan["router"]
     if router:
         _, argv = _line(router, None, "router")
         start = next((i for i, w in enumerate(argv) if w.startswith("--")), len(argv))
-        words = [_resolve(w, shell, "router") if _known(w, shell) else w for w in argv[start:]]
+        words = [_put_in(w, shell) for w in argv[start:]]
         out["router"] = ({}, _flag_groups(words))
     return out
 
@@ -232,8 +228,10 @@ def _flag_groups(words: list[str]) -> dict[str, Any]:
     return {k: sorted(v) for k, v in out.items()}
 
 
-def _known(word: str, shell: dict[str, str]) -> bool:
-    return all(name in shell for name in _REF.findall(word))
+def _put_in(word: str, shell: dict[str, str]) -> str:
+    """WORD with env.sh's values put in where env.sh holds them all (a node's own, ${NODE_ADDR}, stays)."""
+    known = all(name in shell for name in _REF.findall(word))
+    return _resolve(word, shell, "") if known else word
 
 
 def variant_recipe(plan: dict, workers: dict[str, int], precision: str) -> dict[str, Any]:
