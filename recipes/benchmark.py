@@ -310,14 +310,17 @@ def _trace_source(t: Target) -> list:
 
 
 def staged_inputs(t: Target) -> tuple:
-    """What the benchmark reads that is not rendered: a tokenizer shipped with the run, and the agentic
-    corpus, staged into the site's hf-cache under AIPerf's public dataset name."""
+    """What the job reads that is not rendered: a tokenizer shipped with the run, the agentic corpus, staged
+    into the site's hf-cache under AIPerf's public dataset name, and the graded eval's questions."""
     shipped = t.launch.benchmark.tokenizer
     out = [Staged("tokenizer", "shipped", shipped)] if shipped else []
     if t.point.scenario == "agentic-coding":
         hf_cache = t.launch.benchmark.hf_cache
         out.append(Staged("traces", "hf-dataset", hf_cache or "", trace_set(t)))
-    return tuple(out)
+    from . import accuracy  # recipes/accuracy.py reads this module's URLs: imported here, against the cycle
+
+    eval_set = accuracy.staged(t)
+    return (*out, eval_set) if eval_set else tuple(out)
 
 
 def client_scenario(t: Target) -> ClientScenario | None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from scripts.bounds import METRICS_S, SAME_ANSWERS_S, SMOKE_ANSWER_S
 
+from . import accuracy
 from .benchmark import point_seconds, seconds_of
 from .plan import Timeouts
 from .target import Target, Unsupported
@@ -54,6 +55,8 @@ def worst_case(t: Target, timeouts: Timeouts, *, points: int, flushes: bool, soa
     )
     if flushes:
         items.append(Item("cache flush", timeouts.cache_flush, runs))
+    if accuracy.concurrency(t) is not None and not soak_phases:  # a soak runs no graded eval
+        items.append(Item("accuracy eval", p.benchmark.accuracy.seconds))
     items.append(
         Item(
             "teardown",

@@ -18,7 +18,7 @@ from schemas.images import engine_version, spelled_for
 from schemas.pins import pinned_version, requirements
 from schemas.routers import PD_PROXY
 
-from . import atom, budget, nodesetup, sglang, srt, vllm
+from . import accuracy, atom, budget, nodesetup, sglang, srt, vllm
 from .benchmark import (
     check_soak_fits,
     client_scenario,
@@ -106,6 +106,8 @@ def build_plan(t: Target, *, timeouts: Timeouts | None = None, soak_seconds: int
         flush = _cache_flush(nodes, ports, timeouts)
         benchmarks = tuple(dataclasses.replace(b, before=flush) for b in benchmarks)
     phases = len(benchmarks) if soak_seconds is not None else 0
+    # the graded eval belongs to a sweep (InferenceX's selection); a soak watches the engines instead
+    graded = accuracy.step(t, engine, ports) if soak_seconds is None else None
     items = budget.worst_case(t, timeouts, points=len(benchmarks), flushes=flushes, soak_phases=phases)
     budget.check(t, items, soak=soak_seconds is not None)
     return Plan(
@@ -150,13 +152,17 @@ def build_plan(t: Target, *, timeouts: Timeouts | None = None, soak_seconds: int
         roles=_roles(t, engine, ports, timeouts, signatures),
         router=router,
         leader_listens=_listens(router) if router else argv(),
-        leader_commands=_commands(*([router.argv] if router else []), ("aiperf",)),
+        leader_commands=_commands(
+            *([router.argv] if router else []),
+            ("aiperf",),
+            *([("lm-eval",)] if accuracy.concurrency(t) else []),
+        ),
         leader_pinned=(Pinned("aiperf", "aiperf", pinned_version("bench", "aiperf")),),
-        node_setup=_node_setup(t, profile.node_setup),
+        node_setup=_node_setup(t, profile.node_setup, graded is not None),
         gpu_drain=_gpu_drain(profile),
         host_check=_host_check(profile, len(nodes), container),
         nic_check=profile.nic_check is not None,
-        staged=staged_inputs(t),
+        staged=tuple(s for s in staged_inputs(t) if graded or s.kind != "eval-set"),
         client_scenario=client_scenario(t),
         input_checks=input_checks(t),
         rdma_probe=_rdma_probe(t),
@@ -168,6 +174,7 @@ def build_plan(t: Target, *, timeouts: Timeouts | None = None, soak_seconds: int
         same_answers=_same_answers(t, engine, nodes, ports),
         l2_proof=_l2_proof(t, benchmarks),
         cold_proof=_cold_proof(t),
+        accuracy=graded,
         shipped=_shipped(t),
         workarounds=ki.recorded_workarounds(t.entry, t.issues),
         caveats=engine.caveats(t),
@@ -385,14 +392,16 @@ def _lmcache_source(t: Target, want: str) -> str:
     return f"in the image: {carried.how} ({carried.source[0]})"
 
 
-def _node_setup(t: Target, setup) -> NodeSetup | None:
+def _node_setup(t: Target, setup, graded: bool) -> NodeSetup | None:
     """The runner's node-setup (configs/launch.yaml): each tool set with its lock for the image's Python and
     platform, installed on rank 0; a site wheel of a library this job's engines import, on its nodes."""
     if setup is None:
         return None
     sets = []
     for name, commands in nodesetup.SETS.items():
-        if name == "proxy" and not _runs_our_proxy(t):
+        if (name == "proxy" and not _runs_our_proxy(t)) or (
+            name == "eval" and accuracy.concurrency(t) is None
+        ):
             continue
         lock = nodesetup.lock_path(name, setup.python, setup.platform)
         if not lock.is_file():

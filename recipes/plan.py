@@ -161,9 +161,25 @@ class Staged:
     lock.json and checked against it on rank 0 at preflight: nothing is fetched on a compute node."""
 
     name: str  # its key in lock.json's inputs
-    kind: str  # shipped: path under the run's recipe folder | hf-dataset: AIPerf's public dataset `source`
+    # shipped: path under the run's recipe folder | hf-dataset: AIPerf's public dataset `source` | eval-set:
+    # the graded eval's questions (`source`: the public set, or made-up), written under the recipe folder
+    kind: str
     path: str  # shipped: relative path; hf-dataset: the site's Hugging Face cache it is staged into
     source: str = ""  # hf-dataset: the --public-dataset name the client reads it by
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    """The job's graded eval (recipes/accuracy.py): through the router after the sweep, against the model's
+    threshold."""
+
+    eval: str  # gsm8k
+    threshold: float  # the lowest passing score (configs/models.yaml)
+    concurrency: int  # lm-eval's concurrent requests: the point's highest concurrency
+    limit: int | None  # questions asked; None: the whole test split
+    eval_set: str  # published | made-up (the local runners: the score means nothing)
+    seconds: int  # its bound
+    argv: Argv
 
 
 @dataclass(frozen=True)
@@ -255,6 +271,7 @@ class Plan:
     l2_proof: Argv | None = _argv()  # LMCache served hits during the sweep (agentic runs with LMCache)
     # no engine served a cache hit before the point (agentic vLLM runs): it starts cold
     cold_proof: Argv | None = _argv()
+    accuracy: Accuracy | None  # the graded eval, after the sweep (where the selection picks this job)
     # (name, repository folder): copied into the run's recipe/<name>/
     shipped: tuple[tuple[str, str], ...] = _pairs()
     gpus_per_node: int = 0

@@ -164,6 +164,55 @@ def corpus_label(plan: dict, lock: dict) -> str | None:
     return None
 
 
+def accuracy_of(plan: dict, results: Path) -> dict | None:
+    """The graded eval's outcome (scripts/accuracy.py's accuracy.json, read as untrusted) beside what the plan
+    asked of it; None where the job ran no eval."""
+    step = plan.get("accuracy")
+    if not step:
+        return None
+    found = results / "accuracy" / "accuracy.json"
+    try:
+        record = json.loads(found.read_text()) if found.is_file() else {}
+    except (OSError, ValueError):
+        record = {}
+    record = record if isinstance(record, dict) else {}
+
+    def fraction(key: str) -> float | None:
+        v = record.get(key)
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1 else None
+
+    samples = record.get("samples")
+    passed = record.get("passed")
+    error = record.get("error")
+    return {
+        "eval": step["eval"],
+        "threshold": step["threshold"],
+        "eval_set": step["eval_set"],
+        "score": fraction("score"),
+        "flexible_extract": fraction("flexible_extract"),
+        "samples": samples if isinstance(samples, int) and not isinstance(samples, bool) else None,
+        "passed": passed if isinstance(passed, bool) else None,
+        "error": error[:1000] if isinstance(error, str) else None,
+    }
+
+
+def accuracy_line(acc: dict) -> str:
+    """One line: the eval, its score on how many questions, the threshold and the verdict."""
+    made_up = (
+        " (made-up questions: a pipeline check, not the model's score)"
+        if acc["eval_set"] == "made-up"
+        else ""
+    )
+    if acc["score"] is None:
+        why = acc.get("error") or "no accuracy.json (the job ended before the eval)"
+        return f"accuracy: {acc['eval']} not scored, threshold {acc['threshold']:.2f}: {why}{made_up}"
+    verdict = "passed" if acc["passed"] else "BELOW THRESHOLD"
+    return (
+        f"accuracy: {acc['eval']} {acc['score']:.4f} on {acc['samples']} questions, threshold "
+        f"{acc['threshold']:.2f}: {verdict}{made_up}"
+    )
+
+
 def reused_points(run_dir: Path) -> dict[str, dict]:
     """A resumed run's reused points by benchmark name (each with measured_in and cache); {} otherwise."""
     path = run_dir / RESUME_FILE
@@ -225,6 +274,7 @@ def summarize(run_dir: Path) -> dict:
         "comparable_with_inferencex": plan.get("not_comparable_with_inferencex") is None,
         "not_comparable_with_inferencex": plan.get("not_comparable_with_inferencex"),
         "rows": rows,
+        "accuracy": accuracy_of(plan, results),
         "resumed": lock.get("resumed"),
         "image_caveat": image_caveat(images),
         "lock": lock,
@@ -292,6 +342,7 @@ def table(summary: dict) -> str:
     lines = [
         f"{summary['config_key']} {summary['variant']} ({summary['run']}, {summary['gpus']} GPUs)",
         *(f"NOTE {c}" for c in caveats(summary)),
+        *([accuracy_line(summary["accuracy"])] if summary.get("accuracy") else []),
         "  ".join(f"{h:>10}" for h, _, _ in COLUMNS),
     ]
     for r in summary["rows"]:

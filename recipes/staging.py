@@ -26,12 +26,15 @@ from pathlib import Path
 from schemas.images import spelled_for
 from scripts import inputs
 
+from . import accuracy
 from .benchmark import DATASETS_CACHE
 from .plan import Plan, Staged
 
 ROOT = Path(__file__).resolve().parents[1]
 CLIENT_PYTHON = ROOT / ".venv-bench" / "bin" / "python"  # make tools builds it (pyproject.toml extra bench)
 DATASET_PROBE = ROOT / "recipes" / "engines" / "probes" / "aiperf_dataset.py"
+EVAL_PYTHON = ROOT / ".venv-eval" / "bin" / "python"  # make tools builds it (pyproject.toml extra eval)
+EVAL_SET_PROBE = ROOT / "recipes" / "engines" / "probes" / "eval_set.py"
 MADE_UP_MARKER = "made-up-corpus.txt"  # what sim/corpus.py leaves in a corpus it made
 STAGE_TIMEOUT_S = 6 * 3600  # a download of a large corpus over a slow link; this only bounds a hang
 INSPECT_TIMEOUT_S = 120
@@ -51,6 +54,8 @@ def stage(plan: Plan, recipe: Path, run_dir: Path, say: Callable[[str], None] | 
             out[s.name] = {"kind": "shipped", "path": s.path, **_digest(s, recipe / s.path)}
         elif s.kind == "hf-dataset":
             out[s.name] = stage_dataset(s, corpus, run_dir, say)
+        elif s.kind == "eval-set":
+            out[s.name] = stage_eval_set(s, recipe, say)
         else:
             raise StagingError(f"staged input {s.name}: unknown kind {s.kind!r}")
     return out
@@ -84,6 +89,39 @@ def stage_dataset(s: Staged, corpus: str, run_dir: Path, say: Callable[[str], No
         "rows": found["rows"],
         "corpus": "made-up" if made_up else "published",
         "staged_with": f"aiperf {found['aiperf']}",
+        **_digest(s, folder),
+    }
+
+
+def stage_eval_set(s: Staged, recipe: Path, say: Callable[[str], None]) -> dict:
+    """The graded eval's questions written into the run's recipe folder (S.path): the public set through the
+    eval client's own datasets library (downloaded on this host), or the local runners' made-up one."""
+    folder = recipe / s.path
+    if s.source == "made-up":
+        rows = accuracy.write_made_up_set(folder)
+        found = {"hf_dataset": None, "rows": rows, "made_with": "recipes/accuracy.py"}
+    else:
+        if not EVAL_PYTHON.is_file():
+            raise StagingError(
+                f"staged input {s.name}: the question set is written with the eval client's own datasets "
+                f"library, and {EVAL_PYTHON.parent.parent.name} is missing: run `make tools` (make submit "
+                "builds it itself)"
+            )
+        say(f"staging: eval set {s.source} into {folder} (downloading it if this host lacks it)")
+        done = subprocess.run(
+            [str(EVAL_PYTHON), "-E", "-s", str(EVAL_SET_PROBE), str(folder)],
+            capture_output=True, text=True, timeout=STAGE_TIMEOUT_S, check=False, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        if done.returncode != 0:
+            said = done.stderr.strip().splitlines()
+            raise StagingError(f"staged input {s.name}: {said[-1] if said else f'exit {done.returncode}'}")
+        found = json.loads(done.stdout.strip().splitlines()[-1])
+    return {
+        "kind": "eval-set",
+        "path": s.path,
+        "set": s.source,
+        "rows": found["rows"],
+        **{k: v for k, v in found.items() if k not in ("rows", "hf_dataset")},
         **_digest(s, folder),
     }
 
@@ -154,6 +192,16 @@ def dry_run_lines(plan: Plan) -> list[str]:
     for s in plan.staged:
         if s.kind == "shipped":
             out.append(f"# staged {s.name}: recipe/{s.path}, shipped with the run and hashed into lock.json")
+            continue
+        if s.kind == "eval-set":
+            how = (
+                "a small set of made-up sums in its format (local runners: the score means nothing)"
+                if s.source == "made-up"
+                else f"{s.source} (config main), downloaded here by the eval client's datasets library"
+            )
+            out.append(
+                f"# staged {s.name}: recipe/{s.path}/{{train,test}}.jsonl: {how}; hashed into lock.json"
+            )
             continue
         how = (
             "the corpus made on this machine under that name (python -m sim.corpus; never a submission)"

@@ -183,6 +183,37 @@ class Ports(Model):
     barrier: Port = Field(29500, description="The barriers' leader, on rank 0 (scripts/barrier.py).")
 
 
+class AccuracyRun(Model):
+    """How a job runs its model's graded eval here (configs/models.yaml accuracy: the eval and its threshold;
+    recipes/accuracy.py: which jobs run it)."""
+
+    run: Literal["selected", "off"] = Field(
+        "selected",
+        description="selected: the jobs InferenceX's selection picks run the eval (the highest concurrency "
+        "of each search-space point: one eval per deployment); off: none here (a local runner that cannot "
+        "install the eval's client; a runner of real engines may not).",
+    )
+    eval_set: Literal["published", "made-up"] = Field(
+        "published",
+        description="published: the eval's public question set, downloaded where you submit (the datasets "
+        "library in .venv-eval), hashed into lock.json and shipped with the run; made-up: a small set in the "
+        "same format made at submission (the local runners: the score then means nothing, the pipeline is "
+        "real).",
+    )
+    limit: Annotated[int, bounded(1, 2**20)] | None = Field(
+        None, description="The questions asked (lm-eval --limit); none: every one of the test split."
+    )
+    max_tokens: Annotated[int, bounded(1, 2**20)] | None = Field(
+        None,
+        description="The answer's token budget; none: InferenceX's, from the engines' context (its length "
+        "less 4096, or half of it when shorter; at most 16384).",
+    )
+    seconds: WaitSeconds = Field(
+        3600,
+        description="The whole eval's bound (in the job's time budget); past it the job fails, unjudged.",
+    )
+
+
 class AgenticReplay(Model):
     """AIPerf's agentic replay as InferenceX's published agentic runs use it (its benchmark library's replay
     command, PR #1924's head): the scenario lock, the cache warm-up before profiling, where each trajectory
@@ -292,6 +323,9 @@ class Benchmark(Model):
         "trajectory settings (results then compare with InferenceX's). Every runner replays under the same "
         "scenario lock; a runner with a shorter warm-up or duration (the local ones) gets --unsafe-override "
         "for the duration alone, and its results are marked no valid submission.",
+    )
+    accuracy: AccuracyRun = Field(
+        default_factory=AccuracyRun, description="The graded eval's run here (its set, size and bound)."
     )
     grace_seconds: WaitSeconds | None = Field(
         None,
@@ -972,6 +1006,18 @@ class LaunchProfile(Model):
             raise ValueError(
                 "benchmark.corpus made-up is a local runner's stand-in (engine-build simulator or cpu); a "
                 "runner of real engines replays the pinned corpus (corpus: pinned)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _graded_eval_on_real_engines(self) -> Self:
+        """Real engines' answers are graded: a made-up question set or no eval is a local runner's alone."""
+        run = self.benchmark.accuracy
+        if self.engine_build == "image" and (run.run == "off" or run.eval_set == "made-up"):
+            raise ValueError(
+                "benchmark.accuracy: a runner of real engines grades their answers on the published "
+                "question set (run: selected, eval-set: published); off and made-up are a local runner's "
+                "(engine-build simulator or cpu)"
             )
         return self
 

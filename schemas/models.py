@@ -320,6 +320,20 @@ class EngineRecipe(Model):
         return {k: REGISTRY[k].parse(v) for k, v in map(split_setting, [*self.settings, *own, *dp])}
 
 
+class Accuracy(Model):
+    """The graded eval every launch of the model runs through its router (recipes/accuracy.py) and the score
+    below which the job fails as a quality failure."""
+
+    eval: Literal["gsm8k"] = Field(
+        description="gsm8k: lm-evaluation-harness's own GSM8K task (5-shot, greedy), scored by its strict "
+        "match (the `#### <number>` line), over the run's staged question set."
+    )
+    threshold: Annotated[float, Field(ge=0, le=1)] = Field(
+        description="The lowest strict-match score that passes (0-1)."
+    )
+    source: Source = Field(description="Where the threshold comes from.")
+
+
 class ModelFacts(Model):
     source: Source = Field(description="Where the facts come from (a config.json, a known-working launch).")
     remote_code: bool = Field(
@@ -328,6 +342,7 @@ class ModelFacts(Model):
         "auto_map): engines and the benchmark client's tokenizer then need trust-remote-code.",
     )
     architecture: Architecture
+    accuracy: Accuracy = Field(description="The graded eval a launch runs and the score it must reach.")
     engines: dict[Engine, dict[Vendor, EngineRecipe]] = Field(
         description="engine -> gpu-vendor (or any) -> what the engine needs for this model there. A vendor "
         "block adds to `any`'s; an engine with no block for the runner's vendor is not rendered there."

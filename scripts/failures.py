@@ -48,6 +48,7 @@ EXIT_STALLED = 14  # wait-http: the starting service made no progress (the node 
 EXIT_NO_TOKENS = 15  # tokenwatch: requests in flight, no token for timeouts.serving-stall seconds
 EXIT_NOT_FLUSHED = 16  # flush-caches: an engine did not empty its caches before the next concurrency
 EXIT_ANSWERS_DIFFER = 17  # same-answers: through the router the answers differ from those served whole
+EXIT_BELOW_THRESHOLD = 18  # accuracy: the graded eval scored below the model's threshold
 
 WORDS = {
     # every failing node's line, and the job's last line (outcome.py)
@@ -96,6 +97,10 @@ WORDS = {
     "answers-differ": "answers differ: prompt <prompt> through the router gave token <token> <routed> where "
     "the prefill serving it whole gave <whole> (the engine repeats its own answer through token <own>): the "
     "KV that moved prefill -> decode is not the KV the prompt makes",
+    "accuracy-scored": "<eval> scored <score> on <samples> questions through the router "
+    "(threshold <threshold>)",
+    "accuracy-below": "accuracy below the model's threshold: <scored>: the answers are wrong",
+    "accuracy-unscored": "accuracy not scored: <reason>",
     "answers-alike": "every one of <prompts> prompts got the same answer: equal answers would prove nothing",
     "answers-unrepeatable": "the engine does not repeat its own greedy answer (<differ> of <prompts> prompts "
     "differ from the first token): nothing to compare the router's answers against",
@@ -571,6 +576,20 @@ CLASSES: tuple[FailureClass, ...] = (
         detail=line("proof-failed", reason=WORDS["answers-differ"].split(":")[0] + ": <...>"),
         needs=("same-answers",),
         cause="answers-differ",
+    ),
+    FailureClass(
+        "accuracy-below-threshold",
+        "the model's graded eval through the router scores below its threshold: the answers are wrong",
+        "accuracy",
+        (fill(WORDS["command-exit"], command="python3 <...>/accuracy.py <...>")[: -len(_AT_LINE)],),
+        1,
+        "the eval scored below the threshold (exit code EXIT_BELOW_THRESHOLD: a quality failure)",
+        "the samples lm-eval kept (results/accuracy/): a model path that computes wrongly (weights, the "
+        "expert-parallel path, quantization) or KV the transfer corrupted; the same-answers check before "
+        "the sweep tells the two apart",
+        detail=line("accuracy-below", scored="<...>"),
+        needs=("accuracy",),
+        cause="accuracy-below-threshold",
     ),
     FailureClass(
         "not-cold",

@@ -34,6 +34,7 @@ NODE_TOOLS = {
     "lmcache": ".venv-lmcache/bin/lmcache",
     "vllm-router": ".venv-router/bin/vllm-router",
     "aiperf": ".venv-bench/bin/aiperf",
+    "lm-eval": ".venv-eval/bin/lm-eval",  # the graded eval's client (scripts/accuracy.py)
     "nicctl": "sim/bin/nicctl",  # the host preflight's NIC tool (simulated NICs, as the GPUs are)
 }
 # python3 (the proxy, the simulator, sync.py) is the core virtualenv's. It must be exec'd by its own

@@ -35,6 +35,7 @@ from sim.tokens import (
     block_hashes,
     chat_tokens,
     completion_tokens,
+    known_answer,
     output_word,
 )
 
@@ -67,6 +68,9 @@ class Job:
     external: int = 0
     finish_reason: str | None = None
     answer_seed: int = 0  # what the answer follows from (sim.tokens.answer_seed of the prompt it was given)
+    known: tuple[
+        str, ...
+    ] = ()  # the first words of an answer the simulator can give (sim.tokens.known_answer)
 
     @property
     def params(self) -> Any:
@@ -108,6 +112,7 @@ class BaseEngine:
     ) -> None:
         self.env, self.metrics, self.hbm = env, metrics, prefix_cache
         self._errored = False  # the first injected error is announced (announce_fault)
+        self._wrong_announced = False  # SIM_FAULT wrong-answers, announced once
         self.prefill_lock = asyncio.Lock()
         self.slots = asyncio.Semaphore(max_running)
         self.admitted = self.finished = self.running = self.waiting = 0
@@ -193,7 +198,7 @@ class BaseEngine:
             await self._step(job, i)
             if i:
                 await asyncio.sleep(self.env.decode_s_per_token)
-            piece = (" " if i else "") + output_word(i, job.answer_seed)
+            piece = (" " if i else "") + output_word(i, job.answer_seed, job.known)
             hit = next((s for s in stop if s and s in text + piece), None) if i + 1 > min_tokens else None
             if hit is not None:
                 piece = (text + piece)[: (text + piece).index(hit)][len(text) :]
@@ -306,6 +311,11 @@ class Engine(BaseEngine):
             raise HTTPError(400, str(exc)) from None
         job = Job(endpoint, body, tokens, self._max_tokens(body, len(tokens)), self._leg(body))
         job.answer_seed = answer_seed(tokens)
+        job.known = known_answer(tokens, off_by=1 if self.env.faults.wrong_answers else 0)
+        if job.known and self.env.faults.wrong_answers and not self._wrong_announced:
+            self._wrong_announced = True
+            announce_fault("wrong-answers")
+            log.warning("SIM_FAULT wrong-answers: every sum this engine is asked is answered one too high")
         if job.leg == "prefill":
             self._reject(contract.check_prefill_request(body, endpoint=endpoint))
         elif job.leg == "decode":
@@ -417,6 +427,7 @@ class Engine(BaseEngine):
         job.local_hit, job.external = local, external
         if external and job.leg == "decode" and self.env.faults.corrupt_kv:
             job.answer_seed ^= 0x9E3779B9  # the KV it was handed is not the KV its prompt makes
+            job.known = ()
             if not self._corrupted:
                 self._corrupted = True
                 announce_fault("corrupt-kv")
@@ -483,7 +494,7 @@ class Engine(BaseEngine):
             stops = first_token_stops(job.body)
             self._transfers().finish(job.params["transfer_id"], tokens=len(job.tokens), kept=not stops)
             self._generated(job, 1, "stop" if stops else "length")
-            yield 0, output_word(0, job.answer_seed)
+            yield 0, output_word(0, job.answer_seed, job.known)
             return
         async for i, piece in super()._generate(job):
             yield i, piece

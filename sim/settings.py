@@ -18,6 +18,7 @@ FAULT_KINDS = (  # as SIM_FAULT spells them: N a request count, F a fraction
     "gpus-lost",
     "rdma-register-fails",
     "corrupt-kv",
+    "wrong-answers",
     "crash-after:N",
     "exit0-after:N",
     "hang-after:N",
@@ -26,7 +27,7 @@ FAULT_KINDS = (  # as SIM_FAULT spells them: N a request count, F a fraction
     "error-rate:F",
 )
 _FAULT = re.compile(
-    r"(crash-at-start|hang-at-start|gpus-lost|rdma-register-fails|corrupt-kv)|(crash-after|exit0-after|hang-after|kv-stall-after|error-after):(\d+)|(error-rate):([0-9.]+)"
+    r"(crash-at-start|hang-at-start|gpus-lost|rdma-register-fails|corrupt-kv|wrong-answers)|(crash-after|exit0-after|hang-after|kv-stall-after|error-after):(\d+)|(error-rate):([0-9.]+)"
 )
 
 
@@ -44,6 +45,9 @@ class Faults:
     # a decode whose prompt KV came by transfer answers as if that KV were another prompt's: a KV path that
     # corrupts what it moves (fast, plausible, wrong), which only comparing answers catches
     corrupt_kv: bool = False
+    # every engine answers a question it can (a made-up sum) wrongly, the same way: a broken model path
+    # (weights, an expert-parallel path) that the KV path carries faithfully, which only a graded eval catches
+    wrong_answers: bool = False
     crash_after: int | None = None  # exit 1 once this many requests have finished
     exit0_after: int | None = None  # exit 0 once this many requests have finished
     hang_after: int | None = None  # every request after this many stalls forever; /health stays 200
@@ -140,7 +144,7 @@ def _num(
 
 def parse_faults(text: str) -> Faults:
     """SIM_FAULT, comma-separated: crash-at-start, hang-at-start, gpus-lost, rdma-register-fails,
-    corrupt-kv, crash-after:N, exit0-after:N,
+    corrupt-kv, wrong-answers, crash-after:N, exit0-after:N,
     hang-after:N, kv-stall-after:N, error-after:N, error-rate:F."""
     values: dict[str, object] = {}
     for item in filter(None, (part.strip() for part in text.split(","))):

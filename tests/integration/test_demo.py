@@ -68,6 +68,14 @@ def test_the_demo_job_runs_end_to_end_and_proves_its_results(cluster, demo_tools
         "aiperf 0.13.0",
     )
 
+    # after the sweep, GSM8K through the real lm-eval and the router on the staged made-up sums, which the
+    # simulator adds right: the pipeline scores them against the seed model's 0.90
+    assert "sim1 step: accuracy" in job_out
+    assert "gsm8k scored 1.0000 on 8 questions through the router (threshold 0.9000)" in job_out
+    acc = summary["accuracy"]
+    assert (acc["score"], acc["samples"], acc["threshold"], acc["passed"]) == (1.0, 8, 0.9, True)
+    assert summary["lock"]["inputs"]["eval-set"]["rows"] == {"train": 8, "test": 64}
+
     results = sorted((run_dir / "results").glob(f"{CONFIG}_{variant}*.json"))
     assert [p.name for p in results] == sorted(re.findall(r"result: (\S+\.json)", done.stdout))
     assert results, "no result file"

@@ -13,6 +13,8 @@ KV corrupted in transit, caught by the same-answers check before the sweep).
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 
 import pytest
 
@@ -59,3 +61,21 @@ def test_a_fault_ends_the_whole_job_fast_naming_it_and_leaving_nothing(cluster, 
     assert record.classified, (record.cause, record.cause_detail, f"expected {record.cause_expected}")
     assert record.left_at_end == [], f"left running at the job's end: {record.left_at_end}"
     assert record.results_kept, record.notes
+
+
+def test_wrong_answers_pass_the_kv_checks_and_fail_the_graded_eval(cluster, recipes, tmp_path):
+    """Every engine answers the eval's sums wrongly the same way (SIM_FAULT wrong-answers): the smoke request,
+    the KV proof and the same-answers check pass, the sweep runs and keeps its results, and the graded eval
+    after it fails the job as a quality failure (exit 18, cause accuracy-below-threshold), its score recorded.
+    Its detection is the eval's own run (questions still to ask after the first wrong answer), so no time
+    target: what is asserted is that it is caught, classified and leaves nothing."""
+    fault = BY_NAME["accuracy-below-threshold"]
+    record = run_fault(fault, recipes[fault.config, fault.variant], tmp_path)
+    where = f"{record.run_dir}/job.out"
+    assert record.fault_at is not None, f"the fault never took effect: {record.notes} ({where})"
+    assert record.detected and record.exit_code.split(":")[0] == "18", (record.state, record.exit_code, where)
+    assert record.classified, (record.cause, record.cause_detail, f"expected {record.cause_expected}")
+    assert record.left_at_end == [], f"left running at the job's end: {record.left_at_end}"
+    assert record.results_kept, record.notes
+    found = json.loads((Path(record.run_dir) / "results" / "accuracy" / "accuracy.json").read_text())
+    assert (found["passed"], found["score"], found["samples"], found["threshold"]) == (False, 0.0, 8, 0.9)

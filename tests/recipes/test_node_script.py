@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from recipes import accuracy
 from recipes.build import build_plan, timeouts_of
 from recipes.render import render_plan
 from recipes.submit import snapshot
@@ -93,6 +94,12 @@ class Cluster:
             script.chmod(0o755)
         self.site = self.root / "site"
         self.install_lmcache(self.plan.roles[0].pinned[0].version)
+        # lm-eval is a console script whose interpreter imports lm_eval (scripts/accuracy.py runs it so): a
+        # package whose gsm8k task file exists and whose `python -m lm_eval` is the fake; the staged questions
+        script = bin_dir / "lm-eval"
+        script.write_text(f"#!{sys.executable}\n" + self._python_fake("lm-eval"))
+        script.chmod(0o755)
+        accuracy.write_made_up_set(self.recipe / accuracy.EVAL_SET)
         proxy = self.recipe / "proxy"
         shutil.rmtree(proxy, ignore_errors=True)
         proxy.mkdir()
@@ -111,6 +118,12 @@ class Cluster:
             dist_info = self.site / f"{name}-{release}.dist-info"
             dist_info.mkdir(parents=True)
             (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {release}\n")
+        tasks = self.site / "lm_eval" / "tasks"
+        (tasks / "gsm8k").mkdir(parents=True)
+        for init in (self.site / "lm_eval", tasks):
+            (init / "__init__.py").write_text("")
+        (tasks / "gsm8k" / "gsm8k.yaml").write_text("task: gsm8k\n")
+        (self.site / "lm_eval" / "__main__.py").write_text(self._python_fake("lm-eval"))
 
     def env(self, rank: int, faults: dict[str, str]) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "FAKE_"))}
@@ -259,12 +272,14 @@ def test_a_healthy_job_runs_every_step_and_keeps_every_result(cluster):
         "benchmark conc2",
         "benchmark conc4",
         "LMCache proof",
+        "accuracy",
         "finish barrier",
     ):
         assert f"step: {step}" in leader
     assert "step: decode vllm" in job.nodes[2].text
     for b in cluster.plan.benchmarks:
         assert (job.run_dir / "results" / b.result).is_file()
+    assert "gsm8k scored 1.0000 on 8 questions through the router (threshold 0.9000)" in leader
     # every node advertised its own address, and the router was given each by rank
     router = job.log("sim1", "router")
     assert (
@@ -362,6 +377,26 @@ def test_a_run_aiperf_cancelled_fails_the_job_and_keeps_earlier_results(cluster)
     assert "9 of 49 requests failed (more than 10%)" in text
     assert (job.run_dir / "results" / first.result).is_file()
     assert not (job.run_dir / "results" / second.result).exists()
+
+
+@pytest.mark.parametrize(
+    ("fake", "code", "said", "cause"),
+    [
+        ("score:0.5", 18, "accuracy below the model's threshold: gsm8k scored 0.5000 on 8 questions",
+         "cause: accuracy-below-threshold"),
+        ("exit-at-start:1", 11, "accuracy not scored: lm-eval exited 1", "cause: accuracy-unscored"),
+    ],
+)  # fmt: skip
+def test_a_graded_eval_below_the_threshold_is_a_quality_failure_told_apart(cluster, fake, code, said, cause):
+    """After the sweep, rank 0's eval: a score below the model's threshold fails the job as a quality failure
+    (exit 18); an eval that cannot score fails it as an infrastructure one (exit 11). The sweep's results
+    stay either way, and the verdict names the cause class."""
+    job = cluster.run({0: {"FAKE_LM_EVAL": fake}})
+    assert_fast_failure(job, 0, "FAILED accuracy on sim1", f"exited (code {code})", said)
+    for b in cluster.plan.benchmarks:
+        assert (job.run_dir / "results" / b.result).is_file()
+    verdict = job_verdict(job, srun_rc=code)
+    assert cause in verdict.stdout + verdict.stderr, verdict.stdout + verdict.stderr
 
 
 def test_answers_without_kv_transfer_fail_the_smoke_step_before_any_benchmark(cluster):

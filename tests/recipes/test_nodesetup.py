@@ -32,6 +32,7 @@ def test_every_lock_pins_the_extra_s_versions_and_hashes_every_wheel(lock):
     assert extra in nodesetup.SETS
     for requirement in requirements(extra):
         name, version = requirement.split("==")
+        name = name.split("[", 1)[0]  # lm-eval[api]: the extra's package, its own extra aside
         assert pins[name].version == version, requirement
     assert all(len(p.hashes) >= 1 for p in pins.values()) and len(pins) > len(requirements(extra))
 
@@ -59,7 +60,7 @@ def test_our_proxy_runs_on_the_proxy_set_where_the_runner_has_a_node_setup(confi
     assert proxy.router.argv[2:5] == (("proxy-python3",), ("-m",), ("proxy",))
     assert ("proxy-python3",) in proxy.leader_commands  # preflight: on PATH after the node setup
     router = build_plan(configs.targets("kimik2.5-fp4-mi355x-vllm-disagg")[0])
-    assert [s.name for s in router.node_setup.sets] == ["bench"]
+    assert [s.name for s in router.node_setup.sets] == ["bench", "eval"]  # a fixed-seq point: its graded eval
     local = build_plan(configs.targets("local-sim-vllm-disagg-agentic")[0])
     assert local.node_setup is None and local.router.argv[2:5] == (("python3",), ("-m",), ("proxy",))
 

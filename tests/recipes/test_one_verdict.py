@@ -355,7 +355,8 @@ def test_lint_resolves_settings_as_render_does_the_models_defaults_included(tmp_
         .replace('[ "MC_PROTOCOL=rdma" ]', '[ "MC_PROTOCOL=rdma", "WEKA_LOADER_OVERRIDE=traces" ]', 1)
     )
     runners = RUNNERS.replace("{ gpus-per-node: 8 }", "{ gpus-per-node: 8, available-cpu-dram-mib: 1000000 }")
-    launch = LAUNCH + "    benchmark: { hf-cache: /data/hf-cache }\n"
+    # an agentic point (3600 s) and its graded eval fit the default 04:00:00 with a shorter eval bound
+    launch = LAUNCH + "    benchmark: { hf-cache: /data/hf-cache, accuracy: { seconds: 1200 } }\n"
     findings, _ = lint_files(tmp_path, master, runners=runners, launch=launch)
     assert [f.message.split(": ")[0] for f in findings] == [
         "prefix caching is off on the engine that offloads to LMCache"

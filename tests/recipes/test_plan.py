@@ -244,7 +244,8 @@ def test_preflight_checks_the_programs_each_role_starts(rendered):
         "prefill": ["lmcache", "vllm"],
         "decode": ["vllm"],
     }
-    assert flat(plan.leader_commands) == ["aiperf"]  # the proxy runs on python3, which every node has
+    # the proxy runs on python3, which every node has; lm-eval: the graded eval (the highest concurrency)
+    assert flat(plan.leader_commands) == ["aiperf", "lm-eval"]
 
 
 def test_nodes_advertise_their_data_plane_address_never_loopback_on_a_cluster(rendered):

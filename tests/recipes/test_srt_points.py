@@ -49,6 +49,18 @@ def test_each_sglang_mori_entry_renders_from_its_recipe(newest, key):
         assert "--disaggregation-transfer-backend mori" in r.files["server_sglang.sh"]
 
 
+@pytest.mark.parametrize("key", SGLANG_MORI)
+def test_each_sglang_mori_entry_runs_gsm8k_at_inferencexs_threshold_for_its_model(newest, key):
+    """One graded eval per point, at its highest concurrency, against the threshold InferenceX gates the
+    model's family at (qwen3.5 0.94, dsr1 0.91)."""
+    want = 0.94 if key.startswith("qwen3.5") else 0.91
+    for r in _rendered(key, newest).values():
+        a = r.plan.accuracy
+        assert a is not None and (a.eval, a.threshold) == ("gsm8k", want), (key, r.plan.variant)
+        assert a.concurrency == max(b.concurrency for b in r.plan.benchmarks)
+        assert f"--threshold {want:.4f}" in r.files["server_sglang.sh"]
+
+
 def test_the_engine_line_is_the_recipes(newest):
     """The DEP8 prefill: the recipe's flags as srt-slurm writes them (sorted, a list after its flag), its
     admission limit (not derived), its MoRI environment per role; the site's values the runner's."""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from recipes import nodesetup, staging, submit
+from recipes import accuracy, nodesetup, staging, submit
 from recipes.render import render_config
 
 LOCAL = "local-sim-vllm-disagg-agentic"
@@ -134,17 +134,26 @@ def test_submit_copies_only_what_the_plan_ships(configs, tmp_path, fake_sbatch, 
     monkeypatch.setattr(
         nodesetup, "wheelhouse", lambda lock, python, platform, dest, **kw: dest.mkdir(exist_ok=True) or []
     )
-    setup = {"setup", "wheelhouse"}
+    setup = {"setup", "wheelhouse", "evals"}  # evals: the graded eval's staged questions, not shipped
     staged = {"sha256": "0" * 64, "files": {}, "bytes": 0}  # the site's trace set: test_staging below
     monkeypatch.setattr(staging.inputs, "digest", lambda path: staged)
+    # the published GSM8K set is a download where you submit (tests/recipes/test_accuracy.py stages the
+    # made-up one for real): made up here too
+    monkeypatch.setattr(
+        staging, "stage_eval_set", lambda s, recipe, say: accuracy.write_made_up_set(recipe / s.path)
+    )
     keys = (LOCAL, "kimik2.5-fp4-mi355x-vllm-disagg-agentic", "kimik2.5-fp4-mi355x-vllm-disagg")
     rendered_configs = {
         (r.plan.config_key, r.plan.variant): r for k in keys for r in render_config(k, configs)
     }
     for key, variant, expected in (
-        (LOCAL, "agentic_p2x8_d1x8_conc4", {"scripts", "proxy", "traces"}),
-        (LOCAL, "agentic_p2x8_d1x8_vllm-router_conc4", {"scripts", "traces"}),
-        ("kimik2.5-fp4-mi355x-vllm-disagg-agentic", "agentic_p1x8_d1x8_conc8", {"scripts", "proxy", *setup}),
+        (LOCAL, "agentic_p2x8_d1x8_conc4", {"scripts", "proxy", "traces", "evals"}),
+        (LOCAL, "agentic_p2x8_d1x8_vllm-router_conc4", {"scripts", "traces", "evals"}),
+        (
+            "kimik2.5-fp4-mi355x-vllm-disagg-agentic",
+            "agentic_p1x8_d1x8_conc8",
+            {"scripts", "proxy", "setup", "wheelhouse"},
+        ),
         ("kimik2.5-fp4-mi355x-vllm-disagg", "fsl8k1k_p2x8_d2x8", {"scripts", *setup}),
     ):
         r = rendered_configs[(key, variant)]

@@ -1,9 +1,10 @@
-"""Stand-ins for the programs a rendered node script runs (vllm, lmcache, aiperf, scontrol, the proxy).
+"""Stand-ins for the programs a node script runs (vllm, lmcache, aiperf, lm-eval, scontrol, the proxy).
 
 Each reads only the flags it needs from the real command line and misbehaves as the environment asks:
 FAKE_<TOOL>=ok | never-healthy | exit-at-start:<code> | crash-before-health | exit0-after:<seconds> | hang |
 say:<line> (logs the line, then serves as ok does);
-vllm also: no-kv (its KV-transfer counters never rise); aiperf also: no-result | cancelled | cancelled-at:<C>.
+vllm also: no-kv (its KV-transfer counters never rise); aiperf also: no-result | cancelled | cancelled-at:<C>;
+lm-eval: ok (every question right) | score:<x> | exit-at-start:<code>.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ def flag(args: list[str], name: str) -> str:
 
 
 def mode(tool: str) -> tuple[str, str]:
-    name, _, arg = os.environ.get(f"FAKE_{tool.upper()}", "ok").partition(":")
+    name, _, arg = os.environ.get(f"FAKE_{tool.upper().replace('-', '_')}", "ok").partition(":")
     return name, arg
 
 
@@ -150,6 +151,25 @@ def aiperf(args: list[str]) -> None:
     (out / "profile_export_aiperf.json").write_text(json.dumps(record))
 
 
+def lm_eval(args: list[str]) -> None:
+    """lm-evaluation-harness as scripts/accuracy.py runs it: its results file where lm-eval writes one."""
+    how, arg = mode("lm-eval")
+    if how == "exit-at-start":
+        sys.exit(int(arg))
+    limit = int(flag(args, "--limit")) if "--limit" in args else 64
+    out = Path(flag(args, "--output_path")) / "served"
+    out.mkdir(parents=True, exist_ok=True)
+    score = float(arg) if how == "score" else 1.0
+    record = {
+        "results": {
+            "gsm8k_staged": {"exact_match,strict-match": score, "exact_match,flexible-extract": score}
+        },
+        "n-samples": {"gsm8k_staged": {"original": 64, "effective": limit}},
+        "lm_eval_version": "0.4.13",
+    }
+    (out / "results_2026-12-02T00-00-00.json").write_text(json.dumps(record))
+
+
 def scontrol(args: list[str]) -> None:
     node = args[-1]
     addrs = dict(pair.split("=") for pair in os.environ["FAKE_NODEADDRS"].split(","))
@@ -174,6 +194,8 @@ def main() -> None:
         )
     elif tool == "aiperf":
         aiperf(args)
+    elif tool == "lm-eval":
+        lm_eval(args)
     elif tool == "scontrol":
         scontrol(args)
     else:

@@ -40,6 +40,7 @@ if [[ $RANK == 0 ]]; then
   step "node setup"
   install_set bench 3.12 "$RUN_DIR/setup-env" env aiperf
   install_set proxy 3.12 "$RUN_DIR/setup-env" env proxy-python3=python3
+  install_set eval 3.12 "$RUN_DIR/setup-env" env lm-eval
 fi
 
 step "preflight"
@@ -55,7 +56,7 @@ case "$ROLE" in
 esac
 require_drained_gpus 0.1 900
 if [[ $RANK == 0 ]]; then
-  require_commands python3 proxy-python3 aiperf
+  require_commands python3 proxy-python3 aiperf lm-eval
   require_version aiperf aiperf 0.13.0
   # make submit RESUME=<run> lists the benchmarks an earlier run of the same lock collected.
   load_resumed "$RUN_DIR/resume.json"
@@ -244,6 +245,20 @@ if [[ $RANK == 0 ]]; then
   step "LMCache proof"
   run_cmd python3 "${SCRIPTS_DIR}"/proof.py l2 \
     --metrics-dir "${RESULTS_DIR}"/metrics/conc32
+
+  # The answers are good enough, not only fast: the model's graded eval through the router, after the sweep
+  # (its shared few-shot prefix would warm the caches an agentic point starts without).
+  step "accuracy"
+  run_cmd python3 "${SCRIPTS_DIR}"/accuracy.py \
+    --url http://"${NODE_ADDR}":30000/v1/chat/completions \
+    --model amd/Kimi-K2.5-MXFP4 \
+    --eval gsm8k \
+    --questions "${RECIPE_DIR}"/evals/gsm8k \
+    --threshold 0.9000 \
+    --concurrency 32 \
+    --max-tokens 16384 \
+    --seconds 3600 \
+    --out "${RESULTS_DIR}"/accuracy
 fi
 
 step "finish barrier"

@@ -48,7 +48,7 @@ case "$ROLE" in
     ;;
 esac
 if [[ $RANK == 0 ]]; then
-  require_commands python3 vllm-router aiperf
+  require_commands python3 vllm-router aiperf lm-eval
   require_version aiperf aiperf 0.13.0
   # make submit RESUME=<run> lists the benchmarks an earlier run of the same lock collected.
   load_resumed "$RUN_DIR/resume.json"
@@ -236,6 +236,21 @@ if [[ $RANK == 0 ]]; then
   step "LMCache proof"
   run_cmd python3 "${SCRIPTS_DIR}"/proof.py l2 \
     --metrics-dir "${RESULTS_DIR}"/metrics/conc2
+
+  # The answers are good enough, not only fast: the model's graded eval through the router, after the sweep
+  # (its shared few-shot prefix would warm the caches an agentic point starts without).
+  step "accuracy"
+  run_cmd python3 "${SCRIPTS_DIR}"/accuracy.py \
+    --url http://"${NODE_ADDR}":30000/v1/chat/completions \
+    --model disagg-recipes/tiny-llama \
+    --eval gsm8k \
+    --questions "${RECIPE_DIR}"/evals/gsm8k \
+    --threshold 0.0000 \
+    --concurrency 2 \
+    --limit 4 \
+    --max-tokens 16 \
+    --seconds 600 \
+    --out "${RESULTS_DIR}"/accuracy
 fi
 
 step "finish barrier"

@@ -47,7 +47,7 @@ case "$ROLE" in
     ;;
 esac
 if [[ $RANK == 0 ]]; then
-  require_commands python3 aiperf
+  require_commands python3 aiperf lm-eval
   require_version aiperf aiperf 0.13.0
   # make submit RESUME=<run> lists the benchmarks an earlier run of the same lock collected.
   load_resumed "$RUN_DIR/resume.json"
@@ -219,6 +219,21 @@ if [[ $RANK == 0 ]]; then
   if ! benchmark_resumed conc4; then
     benchmark_conc4
   fi
+
+  # The answers are good enough, not only fast: the model's graded eval through the router, after the sweep
+  # (its shared few-shot prefix would warm the caches an agentic point starts without).
+  step "accuracy"
+  run_cmd python3 "${SCRIPTS_DIR}"/accuracy.py \
+    --url http://"${NODE_ADDR}":30000/v1/chat/completions \
+    --model openbmb/MiniCPM-SALA \
+    --eval gsm8k \
+    --questions "${RECIPE_DIR}"/evals/gsm8k \
+    --threshold 0.9000 \
+    --concurrency 4 \
+    --limit 8 \
+    --max-tokens 48 \
+    --seconds 120 \
+    --out "${RESULTS_DIR}"/accuracy
 fi
 
 step "finish barrier"

@@ -38,6 +38,7 @@ esac
 if [[ $RANK == 0 ]]; then
   step "node setup"
   install_set bench 3.12 "$RUN_DIR/setup-env" env aiperf
+  install_set eval 3.12 "$RUN_DIR/setup-env" env lm-eval
 fi
 
 step "preflight"
@@ -47,11 +48,14 @@ case "$ROLE" in
     ;;
 esac
 if [[ $RANK == 0 ]]; then
-  require_commands python3 aiperf
+  require_commands python3 aiperf lm-eval
   require_version aiperf aiperf 0.13.0
   # make submit RESUME=<run> lists the benchmarks an earlier run of the same lock collected.
   load_resumed "$RUN_DIR/resume.json"
   # Nothing is fetched here: the trace set and tokenizer were staged, and are checked as lock.json has them.
+  run_cmd python3 "${SCRIPTS_DIR}"/inputs.py verify \
+    --lock "${RUN_DIR}"/lock.json \
+    --recipe-dir "${RECIPE_DIR}"
   run_cmd python3 "${SCRIPTS_DIR}"/inputs.py tokenizer /models/openbmb/MiniCPM-SALA \
     --remote-code \
     --out "${STATE_DIR}"/tokenizer.json
@@ -228,6 +232,20 @@ if [[ $RANK == 0 ]]; then
   if ! benchmark_resumed conc32; then
     benchmark_conc32
   fi
+
+  # The answers are good enough, not only fast: the model's graded eval through the router, after the sweep
+  # (its shared few-shot prefix would warm the caches an agentic point starts without).
+  step "accuracy"
+  run_cmd python3 "${SCRIPTS_DIR}"/accuracy.py \
+    --url http://"${NODE_ADDR}":8000/v1/chat/completions \
+    --model openbmb/MiniCPM-SALA \
+    --eval gsm8k \
+    --questions "${RECIPE_DIR}"/evals/gsm8k \
+    --threshold 0.9000 \
+    --concurrency 32 \
+    --max-tokens 12288 \
+    --seconds 3600 \
+    --out "${RESULTS_DIR}"/accuracy
 fi
 
 step "finish barrier"
