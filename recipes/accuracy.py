@@ -28,9 +28,10 @@ MAX_ANSWER_TOKENS = 16384
 DEFAULT_CONTEXT = 16384  # InferenceX's eval context where the engines state none
 
 
-def concurrency(t: Target) -> int | None:
-    """The concurrency this job's eval runs at (lm-eval's concurrent requests); None: this job runs none."""
-    if t.launch.benchmark.accuracy.run == "off":
+def concurrency(t: Target, *, soak: bool = False) -> int | None:
+    """The concurrency this job's eval runs at (lm-eval's concurrent requests); None: this job runs none (a
+    soak, which watches the engines instead, runs none either)."""
+    if t.launch.benchmark.accuracy.run == "off" or soak:
         return None
     highest = max(expand_concurrencies(t.point.space))
     return highest if t.concurrency in (None, highest) else None
@@ -56,9 +57,9 @@ def max_tokens(t: Target) -> int:
     return min(budget, MAX_ANSWER_TOKENS)
 
 
-def step(t: Target, engine, ports: Ports) -> Accuracy | None:
+def step(t: Target, engine, ports: Ports, *, soak: bool = False) -> Accuracy | None:
     """The job's accuracy step, where it runs one."""
-    conc = concurrency(t)
+    conc = concurrency(t, soak=soak)
     if conc is None:
         return None
     run, wanted = t.launch.benchmark.accuracy, t.model.accuracy

@@ -55,7 +55,7 @@ def worst_case(t: Target, timeouts: Timeouts, *, points: int, flushes: bool, soa
     )
     if flushes:
         items.append(Item("cache flush", timeouts.cache_flush, runs))
-    if accuracy.concurrency(t) is not None and not soak_phases:  # a soak runs no graded eval
+    if accuracy.concurrency(t, soak=soak_phases > 0) is not None:
         items.append(Item("accuracy eval", p.benchmark.accuracy.seconds))
     items.append(
         Item(

@@ -106,8 +106,7 @@ def build_plan(t: Target, *, timeouts: Timeouts | None = None, soak_seconds: int
         flush = _cache_flush(nodes, ports, timeouts)
         benchmarks = tuple(dataclasses.replace(b, before=flush) for b in benchmarks)
     phases = len(benchmarks) if soak_seconds is not None else 0
-    # the graded eval belongs to a sweep (InferenceX's selection); a soak watches the engines instead
-    graded = accuracy.step(t, engine, ports) if soak_seconds is None else None
+    graded = accuracy.step(t, engine, ports, soak=soak_seconds is not None)
     items = budget.worst_case(t, timeouts, points=len(benchmarks), flushes=flushes, soak_phases=phases)
     budget.check(t, items, soak=soak_seconds is not None)
     return Plan(
@@ -153,9 +152,7 @@ def build_plan(t: Target, *, timeouts: Timeouts | None = None, soak_seconds: int
         router=router,
         leader_listens=_listens(router) if router else argv(),
         leader_commands=_commands(
-            *([router.argv] if router else []),
-            ("aiperf",),
-            *([("lm-eval",)] if accuracy.concurrency(t) else []),
+            *([router.argv] if router else []), ("aiperf",), *([("lm-eval",)] if graded else [])
         ),
         leader_pinned=(Pinned("aiperf", "aiperf", pinned_version("bench", "aiperf")),),
         node_setup=_node_setup(t, profile.node_setup, graded is not None),
@@ -399,9 +396,7 @@ def _node_setup(t: Target, setup, graded: bool) -> NodeSetup | None:
         return None
     sets = []
     for name, commands in nodesetup.SETS.items():
-        if (name == "proxy" and not _runs_our_proxy(t)) or (
-            name == "eval" and accuracy.concurrency(t) is None
-        ):
+        if (name == "proxy" and not _runs_our_proxy(t)) or (name == "eval" and not graded):
             continue
         lock = nodesetup.lock_path(name, setup.python, setup.platform)
         if not lock.is_file():

@@ -68,9 +68,8 @@ class Job:
     external: int = 0
     finish_reason: str | None = None
     answer_seed: int = 0  # what the answer follows from (sim.tokens.answer_seed of the prompt it was given)
-    known: tuple[
-        str, ...
-    ] = ()  # the first words of an answer the simulator can give (sim.tokens.known_answer)
+    # the first words of an answer the simulator can give (sim.tokens.known_answer)
+    known: tuple[str, ...] = ()
 
     @property
     def params(self) -> Any:
@@ -118,6 +117,17 @@ class BaseEngine:
         self.admitted = self.finished = self.running = self.waiting = 0
         self.exit_code: int | None = None
         self.exit_reason: str | None = None  # the fault behind exit_code, e.g. "crash-after:3"
+
+    def _answer(self, job: Job) -> None:
+        """What the engine answers JOB's prompt with: words that follow from the prompt, led by a worked
+        answer where the simulator can give one (SIM_FAULT wrong-answers: one too high, announced once)."""
+        wrong = self.env.faults.wrong_answers
+        job.answer_seed = answer_seed(job.tokens)
+        job.known = known_answer(job.tokens, off_by=1 if wrong else 0)
+        if job.known and wrong and not self._wrong_announced:
+            self._wrong_announced = True
+            announce_fault("wrong-answers")
+            log.warning("SIM_FAULT wrong-answers: every sum this engine is asked is answered one too high")
 
     # -- hooks: the engine's own metric names -------------------------------------------------------
 
@@ -310,12 +320,7 @@ class Engine(BaseEngine):
         except PromptError as exc:
             raise HTTPError(400, str(exc)) from None
         job = Job(endpoint, body, tokens, self._max_tokens(body, len(tokens)), self._leg(body))
-        job.answer_seed = answer_seed(tokens)
-        job.known = known_answer(tokens, off_by=1 if self.env.faults.wrong_answers else 0)
-        if job.known and self.env.faults.wrong_answers and not self._wrong_announced:
-            self._wrong_announced = True
-            announce_fault("wrong-answers")
-            log.warning("SIM_FAULT wrong-answers: every sum this engine is asked is answered one too high")
+        self._answer(job)
         if job.leg == "prefill":
             self._reject(contract.check_prefill_request(body, endpoint=endpoint))
         elif job.leg == "decode":

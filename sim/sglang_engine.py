@@ -30,11 +30,9 @@ from sim.sglang_pd import Receiver, Rooms
 from sim.tokens import (
     PrefixCache,
     PromptError,
-    answer_seed,
     block_hashes,
     chat_tokens,
     completion_tokens,
-    known_answer,
     output_word,
 )
 
@@ -189,12 +187,7 @@ class SGLangEngine(BaseEngine):
         except PromptError as exc:
             raise HTTPError(400, str(exc)) from None
         job = SGLangJob(endpoint, body, tokens, self._max_tokens(body, endpoint, len(tokens)), self._leg())
-        job.answer_seed = answer_seed(tokens)
-        job.known = known_answer(tokens, off_by=1 if self.env.faults.wrong_answers else 0)
-        if job.known and self.env.faults.wrong_answers and not self._wrong_announced:
-            self._wrong_announced = True
-            announce_fault("wrong-answers")
-            log.warning("SIM_FAULT wrong-answers: every sum this engine is asked is answered one too high")
+        self._answer(job)
         room, host, port = body.get("bootstrap_room"), body.get("bootstrap_host"), body.get("bootstrap_port")
         if self.mode == "null":
             return job  # a server that is not disaggregated ignores the bootstrap fields

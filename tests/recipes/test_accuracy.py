@@ -13,6 +13,7 @@ import pytest
 from recipes import accuracy, budget, report, staging
 from recipes.build import timeouts_of
 from recipes.plan import Staged
+from recipes.render import render_config
 from schemas.launch import LaunchProfile
 from scripts import inputs
 from sim.tokens import known_answer, words
@@ -188,3 +189,12 @@ def test_a_runner_of_real_engines_cannot_skip_or_fake_the_eval(configs, change):
     local = configs.launch.profiles["cluster:local-sim"].model_dump(by_alias=True, exclude_unset=True)
     local["benchmark"]["accuracy"] = change
     LaunchProfile.model_validate(local)
+
+
+def test_a_soak_runs_no_graded_eval_and_installs_nothing_for_one(configs):
+    """A soak watches the engines for hours instead of a sweep: no eval, no client, no question set."""
+    for r in render_config(XPYD, configs, soak_seconds=3600):
+        p = r.plan
+        assert p.accuracy is None and ("lm-eval",) not in p.leader_commands, p.variant
+        assert "eval" not in {s.name for s in p.node_setup.sets}, p.variant
+        assert not any(s.kind == "eval-set" for s in p.staged), p.variant
